@@ -1,0 +1,408 @@
+#include "api/app.hpp"
+
+#include <boost/url/parse.hpp>
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "api/crypto.hpp"
+#include "api/generic_channel.hpp"
+#include "api/json_input.hpp"
+#include "api/json_output.hpp"
+#include "api/log.hpp"
+#include "ledger/reads.hpp"
+#include "projections/assert.hpp"
+#include "projections/validate.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+using projections::Outcome;
+
+constexpr std::int64_t kDefaultPageSize = 100;
+
+Response JsonResponse(http::status status, const json& body) {
+    return MakeResponse(status, "application/json", Dump(body));
+}
+
+Response MethodNotAllowed(const char* allowed) {
+    Response response = ErrorResponse(http::status::method_not_allowed, Outcome::kMalformed,
+                                      std::string("method not allowed; use ") + allowed);
+    response.set(http::field::allow, allowed);
+    return response;
+}
+
+Response NotFound() {
+    return ErrorResponse(http::status::not_found, Outcome::kMalformed, "no such endpoint");
+}
+
+// The non-negative decimal integer `text`, or nullopt.
+std::optional<std::int64_t> ParseCursor(std::string_view text) {
+    if (text.empty() || text.size() > 18) return std::nullopt;
+    std::int64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc{} || end != text.data() + text.size() || value < 0) return std::nullopt;
+    return value;
+}
+
+std::string BearerToken(const Request& request) {
+    const auto it = request.find(http::field::authorization);
+    if (it == request.end()) return {};
+    const std::string_view value = it->value();
+    constexpr std::string_view kPrefix = "Bearer ";
+    if (value.size() <= kPrefix.size() || value.substr(0, kPrefix.size()) != kPrefix) return {};
+    return std::string(value.substr(kPrefix.size()));
+}
+
+bool AnyTokenMatches(const std::vector<std::string>& tokens, const std::string& token) {
+    bool matched = false;
+    for (const std::string& candidate : tokens) {
+        matched |= ConstantTimeEquals(candidate, token);
+    }
+    return matched;
+}
+
+
+std::vector<std::string> Segments(const boost::urls::url_view& url) {
+    std::vector<std::string> segments;
+    for (const std::string segment : url.segments()) segments.push_back(segment);
+    return segments;
+}
+
+void LogDelivery(projections::Source source, const ledger::Delivery& delivery,
+                 const ledger::DeliveryResult& result, const Incoming& incoming) {
+    const auto latency = std::chrono::steady_clock::now() - incoming.started;
+    const json fields = {
+        {"msg", "delivery"},
+        {"channel", projections::ToString(source)},
+        {"out_trade_no", delivery.receipt.out_trade_no ? json(*delivery.receipt.out_trade_no)
+                                                       : json(nullptr)},
+        {"outcome", result.internal_error ? "internal_error"
+                                          : std::string(projections::ToString(result.outcome))},
+        {"seq", result.seq == 0 ? json(nullptr) : json(result.seq)},
+        {"receipt_id", result.receipt_id == 0 ? json(nullptr) : json(result.receipt_id)},
+        {"latency_ms",
+         static_cast<double>(
+             std::chrono::duration_cast<std::chrono::microseconds>(latency).count()) /
+             1000.0},
+        {"peer", incoming.peer},
+        {"reason", result.message}};
+    LogJson(result.internal_error ? "error" : "info", Dump(fields));
+}
+
+}  // namespace
+
+App::App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
+         Metrics& metrics)
+    : config_(config), pool_(pool), committer_(committer), metrics_(metrics) {
+    if (config_.generic) {
+        channels_["generic"] = std::make_unique<GenericChannel>(*config_.generic);
+    }
+}
+
+std::optional<Response> App::Authorize(const Request& request, Role role) const {
+    const std::string token = BearerToken(request);
+    const bool merchant = AnyTokenMatches(config_.merchant_tokens, token);
+    const bool auditor = AnyTokenMatches(config_.auditor_tokens, token);
+    const bool admin = AnyTokenMatches(config_.admin_tokens, token);
+    if (token.empty() || !(merchant || auditor || admin)) {
+        Response response = ErrorResponse(http::status::unauthorized, Outcome::kBadSignature,
+                                          "a valid bearer token is required");
+        response.set(http::field::www_authenticate, "Bearer");
+        return response;
+    }
+    bool allowed = false;
+    switch (role) {
+        case Role::kMerchant:
+            allowed = merchant;
+            break;
+        case Role::kAuditor:
+            allowed = auditor || admin;  // SPEC §5: an admin token may call auditor endpoints.
+            break;
+        case Role::kAdmin:
+            allowed = admin;
+            break;
+    }
+    if (allowed) return std::nullopt;
+    return ErrorResponse(http::status::forbidden, Outcome::kBadSignature,
+                         "this token's role may not call this endpoint");
+}
+
+void App::Handle(Incoming incoming, Respond respond) {
+    const auto started = incoming.started;
+    Respond timed = [this, started, respond = std::move(respond)](Response response) {
+        metrics_.ObserveRequest(std::chrono::steady_clock::now() - started);
+        respond(std::move(response));
+    };
+    try {
+        const boost::system::result<boost::urls::url_view> url =
+            boost::urls::parse_origin_form(incoming.request.target());
+        if (!url) {
+            return timed(ErrorResponse(http::status::bad_request, Outcome::kMalformed,
+                                       "the request target is not a valid path"));
+        }
+        const std::vector<std::string> segments = Segments(*url);
+        const http::verb method = incoming.request.method();
+        const auto is = [&](std::initializer_list<const char*> expected) {
+            if (segments.size() != expected.size()) return false;
+            std::size_t i = 0;
+            for (const char* part : expected) {
+                if (part[0] != '*' && segments[i] != part) return false;
+                ++i;
+            }
+            return true;
+        };
+
+        if (is({"healthz"}) || is({"readyz"}) || is({"metrics"})) {
+            if (method != http::verb::get) return timed(MethodNotAllowed("GET"));
+            if (segments[0] == "healthz") {
+                return timed(JsonResponse(http::status::ok, {{"status", "ok"}}));
+            }
+            if (segments[0] == "readyz") return timed(Ready());
+            return timed(MakeResponse(http::status::ok, "text/plain; version=0.0.4",
+                                      metrics_.Render(pool_, committer_)));
+        }
+        if (is({"v1", "callbacks", "*"})) {
+            const auto channel = channels_.find(segments[2]);
+            if (channel == channels_.end()) return timed(NotFound());
+            if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
+            return HandleCallback(*channel->second, std::move(incoming), std::move(timed));
+        }
+        if (is({"v1", "orders"})) {
+            if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
+            if (auto denied = Authorize(incoming.request, Role::kMerchant)) {
+                return timed(std::move(*denied));
+            }
+            return HandleCreateOrder(std::move(incoming), std::move(timed));
+        }
+        const bool read = is({"v1", "orders", "*"}) || is({"v1", "orders", "*", "events"}) ||
+                          is({"v1", "orders", "*", "receipts"}) ||
+                          is({"v1", "accounts", "*", "balances"}) || is({"v1", "events"}) ||
+                          is({"v1", "receipts"});
+        if (!read) return timed(NotFound());
+        if (method != http::verb::get) return timed(MethodNotAllowed("GET"));
+        if (auto denied = Authorize(incoming.request, Role::kAuditor)) {
+            return timed(std::move(*denied));
+        }
+        if (segments.size() == 2) {
+            return timed(HandleFeed(incoming, segments[1] == "events"));
+        }
+        return timed(HandleRead(segments));
+    } catch (const std::exception& error) {
+        metrics_.CountInternalError();
+        LogJson("error", Dump(json{{"msg", "request failed"}, {"error", error.what()}}));
+        return timed(ErrorResponse(http::status::internal_server_error, Outcome::kUnavailable,
+                                   "internal error"));
+    }
+}
+
+void App::Submit(projections::Source source, ledger::Delivery delivery, Incoming incoming,
+                 std::function<Response(const ledger::DeliveryResult&)> answer,
+                 Respond respond) {
+    // The callback runs on the committer's thread after the commit; it only formats.
+    ledger::Delivery logged{.receipt = {.out_trade_no = delivery.receipt.out_trade_no}};
+    committer_.Submit(
+        std::move(delivery),
+        [this, source, logged = std::move(logged), incoming = std::move(incoming),
+         answer = std::move(answer), respond = std::move(respond)](ledger::DeliveryResult result) {
+            metrics_.CountDelivery(source, result.outcome);
+            if (result.internal_error) metrics_.CountInternalError();
+            LogDelivery(source, logged, result, incoming);
+            respond(answer(result));
+        });
+}
+
+void App::HandleCallback(const Channel& channel, Incoming incoming, Respond respond) {
+    ledger::Delivery delivery = channel.Verify(incoming);
+    incoming.request.body().clear();  // The receipt holds the body now.
+    Submit(channel.source(), std::move(delivery), std::move(incoming),
+           [&channel](const ledger::DeliveryResult& result) { return channel.Answer(result); },
+           std::move(respond));
+}
+
+void App::HandleCreateOrder(Incoming incoming, Respond respond) {
+    ledger::Receipt receipt =
+        BaseReceipt(incoming, projections::Source::kApi, {"Content-Type", "User-Agent"});
+    const std::optional<json> body = ParseJsonObject(incoming.request.body());
+    ledger::Delivery delivery;
+    const auto reject = [&](const char* message) {
+        delivery = Rejected(std::move(receipt), Outcome::kMalformed, message);
+    };
+    std::optional<std::string> out_trade_no;
+    std::optional<std::string> account_id;
+    std::optional<std::string> currency;
+    std::optional<std::int64_t> amount;
+    if (body) {
+        out_trade_no = StringMember(*body, "out_trade_no");
+        account_id = StringMember(*body, "account_id");
+        currency = StringMember(*body, "currency");
+        if (const auto it = body->find("amount"); it != body->end()) amount = AmountFromJson(*it);
+        if (out_trade_no && projections::IsValidKey(*out_trade_no)) {
+            receipt.out_trade_no = out_trade_no;
+        }
+    }
+    if (!body) {
+        reject("body is not a JSON object");
+    } else if (!out_trade_no || !projections::IsValidKey(*out_trade_no)) {
+        reject("out_trade_no must be 1-64 characters of A-Z a-z 0-9 _ - | * .");
+    } else if (!account_id || !projections::IsValidKey(*account_id)) {
+        reject("account_id must be 1-64 characters of A-Z a-z 0-9 _ - | * .");
+    } else if (!amount) {
+        reject("amount must be a JSON integer of minor units, 1 to 10^13");
+    } else if (!currency || !projections::IsValidCurrency(*currency)) {
+        reject("currency must be an upper-case ISO 4217 code");
+    } else {
+        delivery = ledger::Delivery{
+            .receipt = std::move(receipt),
+            .event = projections::Event{.out_trade_no = *out_trade_no,
+                                        .event_type = projections::EventType::kOrderCreated,
+                                        .source = projections::Source::kApi,
+                                        .account_id = *account_id,
+                                        .amount = *amount,
+                                        .currency = *currency,
+                                        .occurred_at = incoming.received_at}};
+    }
+    incoming.request.body().clear();
+    Submit(projections::Source::kApi, std::move(delivery), std::move(incoming),
+           [](const ledger::DeliveryResult& result) {
+               if (result.internal_error) {
+                   return ErrorResponse(http::status::internal_server_error,
+                                        Outcome::kUnavailable, "internal error");
+               }
+               if (result.outcome == Outcome::kAppended ||
+                   result.outcome == Outcome::kDuplicate) {
+                   PAYLEDGER_ASSERT(result.order.has_value());
+                   return JsonResponse(result.outcome == Outcome::kAppended
+                                           ? http::status::created
+                                           : http::status::ok,
+                                       OrderJson(*result.order));
+               }
+               return ErrorResponse(StatusOf(result.outcome), result.outcome, result.message,
+                                    result.seq);
+           },
+           std::move(respond));
+}
+
+Response App::Ready() {
+    try {
+        ledger::ConnectionPool::Lease connection = pool_.Acquire();
+        pqxx::nontransaction tx{*connection};
+        tx.exec("SELECT 1");
+        return JsonResponse(http::status::ok, {{"status", "ready"}});
+    } catch (const std::exception& error) {
+        return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                             std::string("the database does not answer: ") + error.what());
+    }
+}
+
+Response App::HandleRead(const std::vector<std::string>& segments) {
+    const std::string& key = segments[2];
+    if (!projections::IsValidKey(key)) {
+        return ErrorResponse(http::status::bad_request, Outcome::kMalformed,
+                             "the key must be 1-64 characters of A-Z a-z 0-9 _ - | * .");
+    }
+    try {
+        ledger::ConnectionPool::Lease connection = pool_.Acquire();
+        pqxx::read_transaction tx{*connection};
+        if (segments[1] == "accounts") {
+            const std::vector<projections::BalanceRow> balances = ledger::ReadBalances(tx, key);
+            if (balances.empty()) {
+                return ErrorResponse(http::status::not_found, Outcome::kUnknownOrder,
+                                     "no order credits account " + key);
+            }
+            json rows = json::array();
+            for (const projections::BalanceRow& row : balances) {
+                rows.push_back({{"currency", row.currency}, {"balance", row.balance}});
+            }
+            return JsonResponse(http::status::ok, {{"account_id", key}, {"balances", rows}});
+        }
+        if (segments.size() == 3) {
+            const std::optional<projections::OrderRow> order = ledger::ReadOrder(tx, key);
+            if (!order) {
+                return ErrorResponse(http::status::not_found, Outcome::kUnknownOrder,
+                                     "no order " + key);
+            }
+            return JsonResponse(http::status::ok, OrderJson(*order));
+        }
+        json items = json::array();
+        if (segments[3] == "events") {
+            for (const projections::Event& event : ledger::ReadOrderEvents(tx, key)) {
+                items.push_back(EventJson(event));
+            }
+        } else {
+            for (const ledger::Receipt& receipt : ledger::ReadOrderReceipts(tx, key)) {
+                items.push_back(ReceiptJson(receipt));
+            }
+        }
+        if (items.empty() && !ledger::ReadOrder(tx, key)) {
+            return ErrorResponse(http::status::not_found, Outcome::kUnknownOrder,
+                                 "no order " + key);
+        }
+        return JsonResponse(http::status::ok, {{segments[3], std::move(items)}});
+    } catch (const ledger::PoolExhausted& error) {
+        return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                             error.what());
+    } catch (const pqxx::failure& error) {
+        return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                             std::string("the database could not answer: ") + error.what());
+    }
+}
+
+Response App::HandleFeed(const Incoming& incoming, bool events) {
+    const boost::urls::url_view url =
+        boost::urls::parse_origin_form(incoming.request.target()).value();
+    std::int64_t after = 0;
+    std::int64_t limit = kDefaultPageSize;
+    std::optional<Outcome> outcome;
+    for (const auto& param : url.params()) {
+        if (param.key == "after") {
+            const std::optional<std::int64_t> value = ParseCursor(param.value);
+            if (!value) {
+                return ErrorResponse(http::status::bad_request, Outcome::kMalformed,
+                                     "after must be a non-negative integer");
+            }
+            after = *value;
+        } else if (param.key == "limit") {
+            const std::optional<std::int64_t> value = ParseCursor(param.value);
+            if (!value || *value < 1 || *value > ledger::kPageSizeMax) {
+                return ErrorResponse(http::status::bad_request, Outcome::kMalformed,
+                                     "limit must be an integer from 1 to 1000");
+            }
+            limit = *value;
+        } else if (param.key == "outcome" && !events) {
+            outcome = projections::ParseOutcome(param.value);
+            if (!outcome || *outcome == Outcome::kUnavailable) {
+                return ErrorResponse(http::status::bad_request, Outcome::kMalformed,
+                                     "unknown outcome " + std::string(param.value));
+            }
+        }
+    }
+    try {
+        ledger::ConnectionPool::Lease connection = pool_.Acquire();
+        pqxx::read_transaction tx{*connection};
+        json items = json::array();
+        std::int64_t next_after = after;
+        if (events) {
+            for (const projections::Event& event : ledger::ReadEventsAfter(tx, after, limit)) {
+                items.push_back(EventJson(event));
+                next_after = event.seq;
+            }
+        } else {
+            for (const ledger::Receipt& receipt :
+                 ledger::ReadReceiptsAfter(tx, after, limit, outcome)) {
+                items.push_back(ReceiptJson(receipt));
+                next_after = receipt.id;
+            }
+        }
+        return JsonResponse(http::status::ok, {{events ? "events" : "receipts", std::move(items)},
+                                               {"next_after", next_after}});
+    } catch (const ledger::PoolExhausted& error) {
+        return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                             error.what());
+    } catch (const pqxx::failure& error) {
+        return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                             std::string("the database could not answer: ") + error.what());
+    }
+}
+
+}  // namespace payledger::api

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "api/channel.hpp"
+#include "api/config.hpp"
+#include "api/http.hpp"
+#include "api/metrics.hpp"
+#include "ledger/committer.hpp"
+#include "ledger/connection_pool.hpp"
+
+namespace payledger::api {
+
+// The HTTP application: routes each request to its handler (SPEC §5). Handle runs on a
+// worker thread and may block on the read pool; writes go to the committer, whose callback
+// answers after the commit. Thread-safe.
+class App {
+public:
+    App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
+        Metrics& metrics);
+
+    // Answers `incoming` through `respond`, exactly once, possibly from another thread.
+    void Handle(Incoming incoming, Respond respond);
+
+private:
+
+    void HandleCallback(const Channel& channel, Incoming incoming, Respond respond);
+    void HandleCreateOrder(Incoming incoming, Respond respond);
+    Response HandleRead(const std::vector<std::string>& segments);
+    Response HandleFeed(const Incoming& incoming, bool events);
+    Response Ready();
+    // nullopt when the bearer token holds `role` (or admin, for auditor endpoints).
+    std::optional<Response> Authorize(const Request& request, Role role) const;
+    void Submit(projections::Source source, ledger::Delivery delivery, Incoming incoming,
+                std::function<Response(const ledger::DeliveryResult&)> answer, Respond respond);
+
+    Config config_;
+    ledger::ConnectionPool& pool_;
+    ledger::Committer& committer_;
+    Metrics& metrics_;
+    std::map<std::string, std::unique_ptr<Channel>> channels_;  // By path segment.
+};
+
+}  // namespace payledger::api

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "api/http.hpp"
+#include "ledger/writer.hpp"
+#include "projections/event.hpp"
+
+namespace payledger::api {
+
+// SPEC §1: a signed timestamp is accepted within 300 s of the server clock, either way.
+inline constexpr std::int64_t kSignatureWindowSeconds = 300;
+
+// A callback channel (SPEC §6): verifies a platform's delivery and answers in its format.
+// Implementations are immutable after construction and safe to call from any thread.
+class Channel {
+public:
+    virtual ~Channel() = default;
+
+    [[nodiscard]] virtual projections::Source source() const = 0;
+
+    // Verifies the signature over the raw bytes first, then parses and validates the body.
+    // The result always carries the receipt (raw body, the headers that matter, the claimed
+    // out_trade_no); its verdict is kAppended with an event for the ledger to decide, or the
+    // outcome already reached (malformed, bad_signature, mismatch, ignored).
+    [[nodiscard]] virtual ledger::Delivery Verify(const Incoming& incoming) const = 0;
+
+    // The platform's answer for a decided delivery (SPEC §5 status, platform body).
+    [[nodiscard]] virtual Response Answer(const ledger::DeliveryResult& result) const = 0;
+};
+
+// SPEC §5: the status of each outcome (kAppended is 200 here; POST /v1/orders answers 201).
+[[nodiscard]] http::status StatusOf(projections::Outcome outcome);
+
+// The receipt fields every channel fills the same way; `header_names` are the headers that
+// matter for verification, kept as evidence.
+[[nodiscard]] ledger::Receipt BaseReceipt(const Incoming& incoming, projections::Source source,
+                                          const std::vector<std::string>& header_names);
+
+// A delivery rejected before the ledger.
+[[nodiscard]] ledger::Delivery Rejected(ledger::Receipt receipt, projections::Outcome verdict,
+                                        std::string message);
+
+}  // namespace payledger::api

@@ -1,0 +1,118 @@
+#include "api/config.hpp"
+
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kSecretBytesMin = 16;
+constexpr std::size_t kTokenBytesMin = 16;
+
+std::string RequireString(const json& object, const std::string& key, const std::string& path) {
+    const auto it = object.find(key);
+    if (it == object.end()) throw ConfigError(path + "." + key + ": missing");
+    if (!it->is_string() || it->get<std::string>().empty()) {
+        throw ConfigError(path + "." + key + ": must be a non-empty string");
+    }
+    return it->get<std::string>();
+}
+
+void ParseListen(const std::string& text, const std::string& field, Config& config) {
+    const std::size_t colon = text.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+        throw ConfigError(field + ": must be host:port, got \"" + text + "\"");
+    }
+    unsigned port = 0;
+    const std::string port_text = text.substr(colon + 1);
+    const auto [end, error] =
+        std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (error != std::errc{} || end != port_text.data() + port_text.size() || port > 65535) {
+        throw ConfigError(field + ": invalid port \"" + port_text + "\"");
+    }
+    config.listen_host = text.substr(0, colon);
+    config.listen_port = static_cast<unsigned short>(port);
+}
+
+std::vector<std::string> ParseTokens(const json& tokens, const char* role) {
+    const std::string field = std::string("tokens.") + role;
+    const auto it = tokens.find(role);
+    if (it == tokens.end()) return {};
+    if (!it->is_array()) throw ConfigError(field + ": must be an array of strings");
+    std::vector<std::string> out;
+    for (const json& token : *it) {
+        if (!token.is_string()) throw ConfigError(field + ": must be an array of strings");
+        if (token.get<std::string>().size() < kTokenBytesMin) {
+            throw ConfigError(field + ": every token must be at least " +
+                              std::to_string(kTokenBytesMin) + " characters");
+        }
+        out.push_back(token.get<std::string>());
+    }
+    return out;
+}
+
+}  // namespace
+
+Config ParseConfig(const std::string& text,
+                   const std::optional<std::string>& database_url_override,
+                   const std::optional<std::string>& listen_override) {
+    json root;
+    try {
+        root = json::parse(text);
+    } catch (const json::parse_error& error) {
+        throw ConfigError(std::string("config: not valid JSON: ") + error.what());
+    }
+    if (!root.is_object()) throw ConfigError("config: must be a JSON object");
+    Config config;
+
+    if (listen_override) {
+        ParseListen(*listen_override, "PAYLEDGER_LISTEN", config);
+    } else if (root.contains("listen")) {
+        ParseListen(RequireString(root, "listen", "config"), "listen", config);
+    }
+    if (database_url_override) {
+        if (database_url_override->empty()) throw ConfigError("PAYLEDGER_DATABASE_URL: empty");
+        config.database_url = *database_url_override;
+    } else {
+        const auto it = root.find("database_url");
+        if (it == root.end()) throw ConfigError("database_url: missing");
+        config.database_url = RequireString(root, "database_url", "config");
+    }
+
+    if (const auto tokens = root.find("tokens"); tokens != root.end()) {
+        if (!tokens->is_object()) throw ConfigError("tokens: must be an object");
+        config.merchant_tokens = ParseTokens(*tokens, "merchant");
+        config.auditor_tokens = ParseTokens(*tokens, "auditor");
+        config.admin_tokens = ParseTokens(*tokens, "admin");
+    }
+    if (const auto generic = root.find("generic"); generic != root.end()) {
+        if (!generic->is_object()) throw ConfigError("generic: must be an object");
+        GenericConfig section{.secret = RequireString(*generic, "secret", "generic")};
+        if (section.secret.size() < kSecretBytesMin) {
+            throw ConfigError("generic.secret: must be at least " +
+                              std::to_string(kSecretBytesMin) + " characters");
+        }
+        config.generic = section;
+    }
+    return config;
+}
+
+Config LoadConfig(const std::string& path) {
+    std::ifstream file{path, std::ios::binary};
+    if (!file) throw ConfigError("config: cannot read " + path);
+    std::ostringstream text;
+    text << file.rdbuf();
+    const auto env = [](const char* name) -> std::optional<std::string> {
+        const char* value = std::getenv(name);
+        if (value == nullptr) return std::nullopt;
+        return std::string(value);
+    };
+    return ParseConfig(text.str(), env("PAYLEDGER_DATABASE_URL"), env("PAYLEDGER_LISTEN"));
+}
+
+}  // namespace payledger::api

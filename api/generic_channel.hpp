@@ -1,0 +1,36 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "api/channel.hpp"
+#include "api/config.hpp"
+
+namespace payledger::api {
+
+// SPEC §6 `generic`: an internal gateway or queue consumer. Header
+// `Payledger-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`,
+// JSON body {"event_type","out_trade_no","transaction_id","amount","currency","occurred_at"}.
+class GenericChannel final : public Channel {
+public:
+    explicit GenericChannel(GenericConfig config) : config_(std::move(config)) {}
+
+    [[nodiscard]] projections::Source source() const override {
+        return projections::Source::kGeneric;
+    }
+    [[nodiscard]] ledger::Delivery Verify(const Incoming& incoming) const override;
+    [[nodiscard]] Response Answer(const ledger::DeliveryResult& result) const override;
+
+    // The header value for `body` signed at `unix_seconds` (simulate, tests).
+    [[nodiscard]] static std::string Sign(std::string_view secret, std::int64_t unix_seconds,
+                                          std::string_view body);
+
+private:
+    // Empty when the signature holds; else why not.
+    [[nodiscard]] std::string CheckSignature(const Incoming& incoming) const;
+
+    GenericConfig config_;
+};
+
+}  // namespace payledger::api

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "projections/event.hpp"
+
+namespace payledger::api {
+
+namespace http = boost::beast::http;
+
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+using Respond = std::function<void(Response)>;
+
+// SPEC §5: requests over 64 KiB are refused before their body is read.
+inline constexpr std::size_t kRequestBodyBytesMax = 64 * 1024;
+
+// A request as the server hands it to the application.
+struct Incoming {
+    Request request{};
+    std::string peer{};  // "address:port" of the client.
+    projections::TimeMicros received_at = 0;
+    std::chrono::steady_clock::time_point started{};
+};
+
+// Builds a response with the given status, content type and body.
+[[nodiscard]] Response MakeResponse(http::status status, std::string content_type,
+                                    std::string body);
+
+// SPEC §5 error body: {"code":"FAIL","outcome":…,"message":…[,"seq":…]}.
+[[nodiscard]] Response ErrorResponse(http::status status, projections::Outcome outcome,
+                                     const std::string& message, std::int64_t seq = 0);
+
+}  // namespace payledger::api

@@ -1,0 +1,33 @@
+#include "api/log.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+
+#include "projections/validate.hpp"
+
+namespace payledger::api {
+
+void LogJson(const char* level, const std::string& fields_json) noexcept {
+    static std::mutex mutex;
+    try {
+        const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+        std::string line = "{\"ts\":\"" + projections::FormatRfc3339(now) + "\",\"level\":\"" +
+                           level + "\"";
+        if (fields_json.size() > 2) {  // Splice the fields of a non-empty object.
+            line += ",";
+            line.append(fields_json, 1, std::string::npos);
+        } else {
+            line += "}";
+        }
+        line += "\n";
+        std::lock_guard lock{mutex};
+        std::fwrite(line.data(), 1, line.size(), stderr);
+    } catch (...) {
+        // Logging must never take a request down.
+    }
+}
+
+}  // namespace payledger::api

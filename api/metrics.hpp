@@ -1,0 +1,43 @@
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "projections/event.hpp"
+
+namespace payledger::ledger {
+class ConnectionPool;
+class Committer;
+}  // namespace payledger::ledger
+
+namespace payledger::api {
+
+// Counters of the service, rendered in Prometheus text format. Thread-safe (atomics).
+class Metrics {
+public:
+    static constexpr std::size_t kChannelCount = 5;  // One per projections::Source.
+    static constexpr std::size_t kOutcomeCount = 9;  // One per projections::Outcome.
+    static constexpr std::array<double, 12> kLatencyBucketsSeconds{
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0};
+
+    void CountDelivery(projections::Source channel, projections::Outcome outcome);
+    void ObserveRequest(std::chrono::steady_clock::duration latency);
+    void CountInternalError() { ++internal_errors_; }
+
+    // The text of GET /metrics, with the pool's and the committer's gauges.
+    [[nodiscard]] std::string Render(const ledger::ConnectionPool& pool,
+                                     const ledger::Committer& committer) const;
+
+private:
+    std::array<std::array<std::atomic<std::uint64_t>, kOutcomeCount>, kChannelCount>
+        deliveries_{};
+    std::array<std::atomic<std::uint64_t>, kLatencyBucketsSeconds.size()> latency_buckets_{};
+    std::atomic<std::uint64_t> latency_count_{0};
+    std::atomic<std::uint64_t> latency_sum_micros_{0};
+    std::atomic<std::uint64_t> internal_errors_{0};
+};
+
+}  // namespace payledger::api

@@ -1,0 +1,204 @@
+#include "api/server.hpp"
+
+#include <csignal>
+#include <future>
+#include <optional>
+
+#include "api/log.hpp"
+
+namespace payledger::api {
+namespace {
+
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+
+constexpr std::uint32_t kHeaderBytesMax = 16 * 1024;
+
+projections::TimeMicros NowMicros() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
+
+// One connection. Only its strand touches the socket; handlers hold shared_from_this().
+class Server::Session : public std::enable_shared_from_this<Session> {
+public:
+    Session(tcp::socket socket, Server& server) : stream_(std::move(socket)), server_(server) {
+        ++server_.connections_;
+        beast::error_code ec;
+        const tcp::endpoint endpoint = stream_.socket().remote_endpoint(ec);
+        if (!ec) peer_ = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+    }
+    ~Session() { --server_.connections_; }
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    void Run() {
+        net::dispatch(stream_.get_executor(),
+                      beast::bind_front_handler(&Session::Read, shared_from_this()));
+    }
+
+private:
+    void Read() {
+        parser_.emplace();
+        parser_->header_limit(kHeaderBytesMax);
+        parser_->body_limit(kRequestBodyBytesMax);
+        // Covers the whole request and keep-alive idling: a client trickling its header a
+        // byte at a time is cut off here.
+        stream_.expires_after(server_.options_.read_timeout);
+        http::async_read(stream_, buffer_, *parser_,
+                         beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+    }
+
+    void OnRead(beast::error_code ec, std::size_t /*bytes_transferred*/) {
+        if (ec == http::error::end_of_stream) return Close();
+        if (ec == http::error::body_limit) {
+            // The header is parsed: answer 413 without reading the body, then close.
+            keep_alive_ = false;
+            version_ = parser_->get().version();
+            return Write(ErrorResponse(http::status::payload_too_large,
+                                       projections::Outcome::kMalformed,
+                                       "the request body is over 64 KiB"),
+                         false);
+        }
+        if (ec && ec.category() == beast::error_code{http::error::end_of_stream}.category()) {
+            keep_alive_ = false;  // Not HTTP we can parse: answer 400, then close.
+            return Write(ErrorResponse(http::status::bad_request, projections::Outcome::kMalformed,
+                                       "malformed HTTP request: " + ec.message()),
+                         false);
+        }
+        if (ec) return;  // Timeout, reset: dropping the last reference closes the socket.
+
+        Incoming incoming{.request = parser_->release(),
+                          .peer = peer_,
+                          .received_at = NowMicros(),
+                          .started = std::chrono::steady_clock::now()};
+        keep_alive_ = incoming.request.keep_alive();
+        version_ = incoming.request.version();
+        server_.RequestStarted();
+        net::post(server_.workers_, [self = shared_from_this(),
+                                     incoming = std::move(incoming)]() mutable {
+            self->server_.app_.Handle(std::move(incoming), [self](Response response) {
+                net::post(self->stream_.get_executor(),
+                          [self, response = std::move(response)]() mutable {
+                              self->Write(std::move(response), true);
+                          });
+            });
+        });
+    }
+
+    void Write(Response response, bool counted) {
+        response.version(version_);
+        response.keep_alive(keep_alive_ && !server_.draining_);
+        response_.emplace(std::move(response));
+        stream_.expires_after(server_.options_.write_timeout);
+        http::async_write(stream_, *response_,
+                          [self = shared_from_this(), counted](beast::error_code ec, std::size_t) {
+                              self->OnWrite(ec, counted);
+                          });
+    }
+
+    void OnWrite(beast::error_code ec, bool counted) {
+        const bool close = !response_->keep_alive();
+        response_.reset();
+        if (counted) server_.RequestFinished();
+        if (ec) return;
+        if (close) return Close();
+        Read();
+    }
+
+    void Close() {
+        beast::error_code ec;
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    }
+
+    beast::tcp_stream stream_;
+    Server& server_;
+    beast::flat_buffer buffer_{};
+    std::optional<http::request_parser<http::string_body>> parser_{};
+    std::optional<Response> response_{};
+    std::string peer_ = "unknown";
+    bool keep_alive_ = false;
+    unsigned version_ = 11;
+};
+
+Server::Server(App& app, Options options)
+    : app_(app),
+      options_(std::move(options)),
+      workers_(options_.worker_threads),
+      acceptor_(net::make_strand(io_)) {}
+
+Server::~Server() { Shutdown(std::chrono::milliseconds{0}); }
+
+void Server::Start() {
+    const tcp::endpoint endpoint{net::ip::make_address(options_.host), options_.port};
+    acceptor_.open(endpoint.protocol());
+    acceptor_.set_option(net::socket_base::reuse_address(true));
+    acceptor_.bind(endpoint);
+    acceptor_.listen(net::socket_base::max_listen_connections);
+    port_ = acceptor_.local_endpoint().port();
+    Accept();
+    for (std::size_t i = 0; i < options_.io_threads; ++i) {
+        threads_.emplace_back([this] { io_.run(); });
+    }
+}
+
+void Server::Accept() {
+    acceptor_.async_accept(net::make_strand(io_), [this](beast::error_code ec, tcp::socket socket) {
+        if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+        if (!ec) {
+            if (connections_ >= options_.connections_max) {
+                beast::error_code ignored;
+                socket.close(ignored);  // At the limit: refuse rather than degrade everyone.
+            } else {
+                std::make_shared<Session>(std::move(socket), *this)->Run();
+            }
+        }
+        Accept();
+    });
+}
+
+void Server::RequestStarted() {
+    std::lock_guard lock{in_flight_mutex_};
+    ++requests_in_flight_;
+}
+
+void Server::RequestFinished() {
+    std::lock_guard lock{in_flight_mutex_};
+    if (--requests_in_flight_ == 0) in_flight_zero_.notify_all();
+}
+
+void Server::Shutdown(std::chrono::milliseconds grace) {
+    if (stopped_.exchange(true)) return;
+    draining_ = true;
+    std::promise<void> closed;
+    net::post(acceptor_.get_executor(), [this, &closed] {
+        beast::error_code ignored;
+        acceptor_.close(ignored);
+        closed.set_value();
+    });
+    if (!threads_.empty()) closed.get_future().wait();
+    {
+        std::unique_lock lock{in_flight_mutex_};
+        in_flight_zero_.wait_for(lock, grace, [this] { return requests_in_flight_ == 0; });
+    }
+    io_.stop();
+    for (std::thread& thread : threads_) thread.join();
+    threads_.clear();
+    workers_.join();
+}
+
+void Server::ServeUntilSignal(std::chrono::milliseconds grace) {
+    net::signal_set signals{io_, SIGINT, SIGTERM};
+    std::promise<int> received;
+    signals.async_wait([&received](beast::error_code ec, int signal) {
+        received.set_value(ec ? 0 : signal);
+    });
+    const int signal = received.get_future().get();
+    LogJson("info", "{\"msg\":\"shutting down\",\"signal\":" + std::to_string(signal) + "}");
+    Shutdown(grace);
+}
+
+}  // namespace payledger::api

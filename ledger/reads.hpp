@@ -1,0 +1,49 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "ledger/rows.hpp"
+#include "projections/event.hpp"
+#include "projections/order_fold.hpp"
+
+namespace payledger::ledger {
+
+// Readers for auditors. None takes the writer lock (SPEC §7); each runs in the caller's
+// transaction. Because every writer holds that lock until it commits, ids are visible in
+// order, and a reader that pages by `seq > after` (or `id > after`) never skips a row.
+
+inline constexpr std::int64_t kPageSizeMax = 1000;
+
+[[nodiscard]] std::optional<projections::OrderRow> ReadOrder(pqxx::transaction_base& tx,
+                                                             const std::string& out_trade_no);
+[[nodiscard]] std::vector<projections::Event> ReadOrderEvents(pqxx::transaction_base& tx,
+                                                              const std::string& out_trade_no);
+[[nodiscard]] std::vector<Receipt> ReadOrderReceipts(pqxx::transaction_base& tx,
+                                                     const std::string& out_trade_no);
+// Every balance row of the account, by currency; empty when the account has no order.
+[[nodiscard]] std::vector<projections::BalanceRow> ReadBalances(pqxx::transaction_base& tx,
+                                                                const std::string& account_id);
+
+// At most `limit` events with seq > after, in seq order. REQUIRES: 0 < limit <= kPageSizeMax.
+[[nodiscard]] std::vector<projections::Event> ReadEventsAfter(pqxx::transaction_base& tx,
+                                                              std::int64_t after,
+                                                              std::int64_t limit);
+// At most `limit` receipts with id > after, in id order, optionally of one outcome.
+[[nodiscard]] std::vector<Receipt> ReadReceiptsAfter(
+    pqxx::transaction_base& tx, std::int64_t after, std::int64_t limit,
+    std::optional<projections::Outcome> outcome);
+
+// Calls `each` for every event with seq > after (of one order when `out_trade_no` is set),
+// in seq order, reading a page at a time so memory stays constant. Stops early when `each`
+// returns false.
+void ForEachEvent(pqxx::transaction_base& tx, std::int64_t after,
+                  const std::optional<std::string>& out_trade_no,
+                  const std::function<bool(const projections::Event&)>& each);
+
+}  // namespace payledger::ledger

@@ -1,0 +1,55 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "ledger/rows.hpp"
+#include "projections/event.hpp"
+#include "projections/order_fold.hpp"
+
+namespace payledger::ledger {
+
+// One delivery that reached the service, ready for the ledger. `verdict` is kAppended when
+// the ledger must decide (`event` is then set); any other verdict was reached before the
+// ledger (malformed, bad_signature, mismatch with the configuration, ignored) and only the
+// receipt is recorded.
+struct Delivery {
+    Receipt receipt{};  // id, outcome and seq are filled in by the writer.
+    projections::Outcome verdict = projections::Outcome::kAppended;
+    std::string message{};
+    std::optional<projections::Event> event{};  // seq, receipt_id are filled in by the writer.
+};
+
+// What became of one delivery, after the commit that holds it.
+struct DeliveryResult {
+    projections::Outcome outcome = projections::Outcome::kUnavailable;
+    std::int64_t seq = 0;  // The appended or existing event (appended, duplicate, conflict).
+    std::string message{};
+    std::optional<projections::OrderRow> order{};  // The order after this delivery, if known.
+    std::int64_t receipt_id = 0;
+    bool internal_error = false;  // An invariant or a database rule failed: answer 500.
+};
+
+struct BatchStats {
+    std::chrono::steady_clock::duration lock_wait{};
+};
+
+// Writes a batch of deliveries in one transaction on `connection` and commits it: takes the
+// writer lock (SPEC §7), reads the stored events of the orders named, decides each delivery
+// in order with projections::Decide (so two copies in one batch give appended, then
+// duplicate), inserts every receipt and every new event, and applies the new events to
+// `orders` and `balances` with conditional updates whose row counts are checked.
+// Returns one result per delivery, in order, valid only because the commit succeeded.
+// Throws pqxx exceptions (nothing committed, or pqxx::in_doubt_error) and InvariantError
+// (rolled back).
+[[nodiscard]] std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
+                                                     std::span<const Delivery> deliveries,
+                                                     BatchStats* stats = nullptr);
+
+}  // namespace payledger::ledger

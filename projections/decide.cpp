@@ -1,0 +1,90 @@
+#include "projections/decide.hpp"
+
+#include <utility>
+
+#include "projections/assert.hpp"
+
+namespace payledger::projections {
+namespace {
+
+const Event* FindType(std::span<const Event> events, EventType type) {
+    for (const Event& event : events) {
+        if (event.event_type == type) return &event;
+    }
+    return nullptr;
+}
+
+Decision Reject(Outcome outcome, std::string message, Event event) {
+    return {.outcome = outcome, .message = std::move(message), .event = std::move(event)};
+}
+
+// SPEC §6: the checks against the order that fail with `mismatch`.
+std::string MismatchAgainstOrder(const Event& order, const Event& delivered) {
+    switch (delivered.event_type) {
+        case EventType::kOrderCreated:
+        case EventType::kPaymentClosed:
+            return {};
+        case EventType::kPaymentSucceeded:
+            if (delivered.currency != order.currency) {
+                return "payment currency " + delivered.currency + " differs from the order's " +
+                       order.currency;
+            }
+            if (delivered.amount != order.amount) {
+                return "payment amount " + std::to_string(delivered.amount) +
+                       " differs from the order amount " + std::to_string(order.amount);
+            }
+            return {};
+        case EventType::kRefundSucceeded:
+            if (delivered.currency != order.currency) {
+                return "refund currency " + delivered.currency + " differs from the order's " +
+                       order.currency;
+            }
+            if (delivered.amount > order.amount) {
+                return "refund amount " + std::to_string(delivered.amount) +
+                       " exceeds the order amount " + std::to_string(order.amount);
+            }
+            return {};
+    }
+    PAYLEDGER_ASSERT(false);
+    return {};
+}
+
+}  // namespace
+
+Decision Decide(std::span<const Event> order_events, Event delivered) {
+    for (const Event& event : order_events) {
+        PAYLEDGER_ASSERT(event.out_trade_no == delivered.out_trade_no);
+    }
+    const Event* order = FindType(order_events, EventType::kOrderCreated);
+    if (delivered.event_type != EventType::kOrderCreated) {
+        if (order == nullptr) {
+            return Reject(Outcome::kUnknownOrder,
+                          "no order " + delivered.out_trade_no + " was registered",
+                          std::move(delivered));
+        }
+        delivered.account_id = order->account_id;
+        if (delivered.event_type == EventType::kRefundSucceeded && delivered.currency.empty()) {
+            delivered.currency = order->currency;  // SPEC §2: a refund takes its order's.
+        }
+    }
+    if (const Event* stored = FindType(order_events, delivered.event_type); stored != nullptr) {
+        if (SameFingerprint(*stored, delivered)) {
+            return {.outcome = Outcome::kDuplicate, .seq = stored->seq, .event = delivered};
+        }
+        return {.outcome = Outcome::kConflict,
+                .seq = stored->seq,
+                .message = std::string(ToString(delivered.event_type)) + " for " +
+                           delivered.out_trade_no +
+                           " already exists with a different fingerprint",
+                .event = std::move(delivered)};
+    }
+    if (order != nullptr) {
+        std::string mismatch = MismatchAgainstOrder(*order, delivered);
+        if (!mismatch.empty()) {
+            return Reject(Outcome::kMismatch, std::move(mismatch), std::move(delivered));
+        }
+    }
+    return {.outcome = Outcome::kAppended, .event = std::move(delivered)};
+}
+
+}  // namespace payledger::projections

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace payledger::projections {
+
+// SPEC §1: every amount in an input is 1 ... 10^13 minor units.
+inline constexpr std::int64_t kAmountMax = 10'000'000'000'000;
+inline constexpr std::int64_t kEventsPerOrderMax = 4;  // One of each EventType.
+static_assert(kAmountMax <= INT64_MAX / kEventsPerOrderMax, "sums of one order cannot overflow");
+inline constexpr std::size_t kKeyLengthMax = 64;  // out_trade_no, account_id.
+
+// SPEC §2, in the SPEC's order.
+enum class EventType { kOrderCreated, kPaymentSucceeded, kPaymentClosed, kRefundSucceeded };
+
+// Where a delivery came from (SPEC §2 `source`).
+enum class Source { kApi, kWechatV2, kWechatV3, kAlipay, kGeneric };
+
+// SPEC §5, one enumerator per outcome, in the SPEC's order.
+enum class Outcome {
+    kAppended,
+    kDuplicate,
+    kIgnored,
+    kMalformed,
+    kBadSignature,
+    kUnknownOrder,
+    kConflict,
+    kMismatch,
+    kUnavailable,
+};
+
+[[nodiscard]] std::string_view ToString(EventType type);
+[[nodiscard]] std::string_view ToString(Source source);
+[[nodiscard]] std::string_view ToString(Outcome outcome);
+[[nodiscard]] std::optional<EventType> ParseEventType(std::string_view text);
+[[nodiscard]] std::optional<Source> ParseSource(std::string_view text);
+[[nodiscard]] std::optional<Outcome> ParseOutcome(std::string_view text);
+
+// Microseconds since the Unix epoch, UTC. Timestamps travel as this everywhere.
+using TimeMicros = std::int64_t;
+
+// One row of ledger_events (SPEC §2). `seq` and `receipt_id` are 0 until allocated.
+struct Event {
+    std::int64_t seq = 0;
+    std::string out_trade_no{};
+    EventType event_type = EventType::kOrderCreated;
+    Source source = Source::kApi;
+    std::string account_id{};  // Copied from the order for callback events.
+    std::int64_t amount = 0;  // 0 only for PAYMENT_CLOSED.
+    std::string currency{};     // Empty only for PAYMENT_CLOSED.
+    std::optional<std::string> transaction_id{};
+    TimeMicros occurred_at = 0;
+    TimeMicros recorded_at = 0;
+    std::int64_t receipt_id = 0;
+    std::string data = "{}";  // JSON text of the normalised platform fields.
+};
+
+// SPEC §2: the fields that tell a duplicate from a conflict.
+[[nodiscard]] bool SameFingerprint(const Event& stored, const Event& delivered);
+
+}  // namespace payledger::projections

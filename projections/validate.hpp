@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "projections/event.hpp"
+
+namespace payledger::projections {
+
+// SPEC §1: 1-64 characters of A-Z a-z 0-9 _ - | * . (out_trade_no and account_id).
+[[nodiscard]] bool IsValidKey(std::string_view text);
+
+// SPEC §1: an ISO 4217 alphabetic code, upper case (three letters A-Z).
+[[nodiscard]] bool IsValidCurrency(std::string_view text);
+
+// SPEC §1: 1 ... 10^13 minor units.
+[[nodiscard]] bool IsValidAmount(std::int64_t amount);
+
+// An amount written as plain decimal digits of minor units ("1999"), as WeChat sends them.
+// No sign, no spaces, no decimal point. nullopt when malformed or out of range.
+[[nodiscard]] std::optional<std::int64_t> ParseMinorUnits(std::string_view text);
+
+// A decimal amount in major units with at most two decimals ("88.80" -> 8880, "0.01" -> 1,
+// "88.8" -> 8880, "12" -> 1200), converted exactly, digit by digit. A third decimal, a
+// sign, an exponent, spaces or junk give nullopt, as does a result outside 1 ... 10^13.
+[[nodiscard]] std::optional<std::int64_t> ParseMajorUnits(std::string_view text);
+
+// RFC 3339 date-time with a zone ("2026-11-29T08:30:00Z", "2018-06-08T10:34:56+08:00",
+// optional fraction). nullopt when malformed.
+[[nodiscard]] std::optional<TimeMicros> ParseRfc3339(std::string_view text);
+
+// Asia/Shanghai local time (UTC+8, no daylight saving) in the two platform layouts:
+// "yyyyMMddHHmmss" and "yyyy-MM-dd HH:mm:ss". nullopt when malformed.
+[[nodiscard]] std::optional<TimeMicros> ParseShanghaiCompact(std::string_view text);
+[[nodiscard]] std::optional<TimeMicros> ParseShanghaiDashed(std::string_view text);
+
+// RFC 3339 in UTC with a `Z`; the fraction is written only when it is not zero.
+[[nodiscard]] std::string FormatRfc3339(TimeMicros time);
+
+}  // namespace payledger::projections

@@ -1,0 +1,103 @@
+# Shared by scripts/run, scripts/test and bench/: dependencies, build, embedded PostgreSQL.
+# Source it; it defines functions only.
+
+PAYLEDGER_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+PG_BIN="/usr/lib/postgresql/15/bin"
+
+payledger_log() { printf '[payledger] %s\n' "$*" >&2; }
+
+# Installs the Debian packages that are missing, quietly; does nothing when all are there.
+payledger_install_deps() {
+    local packages=(g++ cmake make pkg-config openssl
+        libboost1.81-dev libpqxx-dev nlohmann-json3-dev libgtest-dev libssl-dev
+        libcli11-dev libpugixml-dev postgresql-15 postgresql-client-15 wrk "$@")
+    local missing=()
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    payledger_log "installing: ${missing[*]}"
+    local sudo=()
+    [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Configures and builds into $1 (default build/), with extra cmake arguments after it.
+payledger_build() {
+    local dir="${1:-$PAYLEDGER_ROOT/build}"
+    shift || true
+    cmake -S "$PAYLEDGER_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+    cmake --build "$dir" -j "$(nproc)"
+}
+
+# PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user.
+_pg_as() {
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+# pg_init DATADIR: creates a cluster in DATADIR (trust auth on its own unix socket only).
+payledger_pg_init() {
+    local data="$1"
+    mkdir -p "$data"
+    [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$data" && chmod 700 "$data"
+    _pg_as "$PG_BIN/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 \
+        >/dev/null
+    cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = ''
+unix_socket_directories = '$data'
+max_connections = 200
+shared_buffers = 256MB
+fsync = on
+synchronous_commit = on
+idle_in_transaction_session_timeout = 60s
+CONF
+}
+
+# pg_start DATADIR PORT: starts the cluster and waits until it accepts connections.
+payledger_pg_start() {
+    local data="$1" port="$2"
+    _pg_as "$PG_BIN/pg_ctl" -D "$data" -o "-p $port" -l "$data/server.log" -w -t 60 start \
+        >/dev/null
+}
+
+# pg_stop DATADIR: fast shutdown; quiet when it is not running.
+payledger_pg_stop() {
+    local data="$1"
+    [ -f "$data/postmaster.pid" ] || return 0
+    _pg_as "$PG_BIN/pg_ctl" -D "$data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
+}
+
+# pg_url DATADIR PORT DBNAME: the libpq URL of a database on that socket.
+payledger_pg_url() {
+    printf 'postgresql://postgres@/%s?host=%s&port=%s' "$3" "$1" "$2"
+}
+
+# pg_createdb DATADIR PORT DBNAME: creates the database unless it exists.
+payledger_pg_createdb() {
+    local data="$1" port="$2" name="$3"
+    if ! psql -h "$data" -p "$port" -U postgres -tAc \
+        "SELECT 1 FROM pg_database WHERE datname = '$name'" postgres | grep -q 1; then
+        psql -h "$data" -p "$port" -U postgres -qc "CREATE DATABASE $name" postgres >/dev/null
+    fi
+}
+
+# A TCP port nobody listens on, above the usual range of a system PostgreSQL.
+payledger_free_port() {
+    local port
+    for _ in $(seq 1 100); do
+        port=$((40000 + RANDOM % 20000))
+        if ! ss -ltnH 2>/dev/null | awk '{print $4}' | grep -q ":$port\$" &&
+            [ ! -e "/tmp/.s.PGSQL.$port" ]; then
+            echo "$port"
+            return 0
+        fi
+    done
+    return 1
+}
