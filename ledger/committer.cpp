@@ -80,7 +80,7 @@ void Committer::Run() {
 std::vector<DeliveryResult> Committer::WriteOnce(std::vector<Pending>& batch, std::size_t first,
                                                  std::size_t count) {
     if (connection_ == nullptr || !connection_->is_open()) {
-        connection_ = Connect(options_.url, options_.limits);
+        connection_ = Connect(options_.url, options_.session);
     }
     std::vector<Delivery> deliveries;
     deliveries.reserve(count);

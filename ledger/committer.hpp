@@ -32,7 +32,7 @@ public:
 
     struct Options {
         std::string url{};
-        SessionLimits limits{};
+        SessionSettings session{};
         std::size_t batch_max = 256;
         std::size_t queue_max = 10'000;
         int transaction_attempts_max = 3;

@@ -5,8 +5,8 @@
 namespace payledger::ledger {
 
 ConnectionPool::ConnectionPool(std::string url, std::size_t size_max,
-                               std::chrono::milliseconds wait_max, SessionLimits limits)
-    : url_(std::move(url)), size_max_(size_max), wait_max_(wait_max), limits_(limits) {}
+                               std::chrono::milliseconds wait_max, SessionSettings session)
+    : url_(std::move(url)), size_max_(size_max), wait_max_(wait_max), session_(std::move(session)) {}
 
 ConnectionPool::Lease ConnectionPool::Acquire() {
     std::unique_ptr<pqxx::connection> connection;
@@ -27,7 +27,7 @@ ConnectionPool::Lease ConnectionPool::Acquire() {
     }
     if (connection == nullptr || !connection->is_open()) {
         try {
-            connection = Connect(url_, limits_);
+            connection = Connect(url_, session_);
         } catch (...) {
             Release(nullptr);
             throw;

@@ -28,7 +28,7 @@ public:
     class Lease;
 
     ConnectionPool(std::string url, std::size_t size_max, std::chrono::milliseconds wait_max,
-                   SessionLimits limits = {});
+                   SessionSettings session = {});
 
     // Borrows a connection for the lease's lifetime. Throws PoolExhausted after `wait_max`,
     // or pqxx::broken_connection when a new connection cannot be opened.
@@ -62,7 +62,7 @@ private:
     const std::string url_;
     const std::size_t size_max_;
     const std::chrono::milliseconds wait_max_;
-    const SessionLimits limits_;
+    const SessionSettings session_;
     std::mutex mutex_;
     std::condition_variable freed_;
     std::vector<std::unique_ptr<pqxx::connection>> idle_;

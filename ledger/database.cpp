@@ -2,15 +2,16 @@
 
 namespace payledger::ledger {
 
-std::unique_ptr<pqxx::connection> Connect(const std::string& url, const SessionLimits& limits) {
+std::unique_ptr<pqxx::connection> Connect(const std::string& url, const SessionSettings& settings) {
     auto connection = std::make_unique<pqxx::connection>(url);
-    // One round trip for all settings. The values are our own integers, never input.
+    // One round trip for all settings. The values are ours, never client input.
     pqxx::nontransaction tx{*connection};
-    tx.exec("SET application_name = 'payledger'; SET TIME ZONE 'UTC'; SET statement_timeout = " +
-            std::to_string(limits.statement_timeout.count()) +
-            "; SET lock_timeout = " + std::to_string(limits.lock_timeout.count()) +
+    tx.exec("SET application_name = " + tx.quote(settings.application_name) +
+            "; SET TIME ZONE 'UTC'; SET statement_timeout = " +
+            std::to_string(settings.statement_timeout.count()) +
+            "; SET lock_timeout = " + std::to_string(settings.lock_timeout.count()) +
             "; SET idle_in_transaction_session_timeout = " +
-            std::to_string(limits.idle_in_transaction_timeout.count()));
+            std::to_string(settings.idle_in_transaction_timeout.count()));
     return connection;
 }
 

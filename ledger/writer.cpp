@@ -218,6 +218,7 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
             }
         }
         receipt.outcome = result.outcome;
+        receipt.message = result.message;
         if (result.outcome == Outcome::kAppended || result.outcome == Outcome::kDuplicate) {
             receipt.seq = result.seq;
         }

@@ -1,0 +1,106 @@
+// SPEC §3 invariant 2 (issue 2 points 5 and 15): the schema itself refuses UPDATE, DELETE and
+// TRUNCATE on ledger_events and callback_receipts, whoever asks; the projections stay
+// writable (rebuild needs them). Also the CHECK constraints on money columns.
+#include <gtest/gtest.h>
+
+#include "ledger/writer.hpp"
+#include "support/test_database.hpp"
+
+namespace payledger::ledger {
+namespace {
+
+using projections::Event;
+using projections::EventType;
+using testing::TestDatabase;
+
+Delivery OrderDelivery(const std::string& out_trade_no) {
+    return Delivery{.receipt = {.source = projections::Source::kApi,
+                                .received_at = 1'700'000'000'000'000,
+                                .peer = "127.0.0.1:1",
+                                .body = "{}",
+                                .out_trade_no = out_trade_no},
+                    .event = Event{.out_trade_no = out_trade_no,
+                                   .event_type = EventType::kOrderCreated,
+                                   .account_id = "acct",
+                                   .amount = 100,
+                                   .currency = "CNY",
+                                   .occurred_at = 1'700'000'000'000'000}};
+}
+
+class AppendOnlyPgTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!db_.available()) GTEST_SKIP() << "no test database";
+        auto connection = db_.Connect();
+        const Delivery delivery = OrderDelivery("ORD-1");
+        (void)WriteBatch(*connection, std::span(&delivery, 1));
+    }
+
+    // Runs `sql` and returns the error text, or "" when it succeeded.
+    std::string Refusal(const std::string& sql) {
+        auto connection = db_.Connect();
+        try {
+            pqxx::work tx{*connection};
+            tx.exec(sql);
+            tx.commit();
+            return "";
+        } catch (const pqxx::sql_error& error) {
+            return error.what();
+        }
+    }
+
+    TestDatabase db_;
+};
+
+TEST_F(AppendOnlyPgTest, UpdateDeleteAndTruncateOfEventsAreRefused) {
+    for (const char* sql : {"UPDATE ledger_events SET amount = 1",
+                            "DELETE FROM ledger_events",
+                            "TRUNCATE ledger_events CASCADE"}) {
+        EXPECT_NE(Refusal(sql).find("append-only"), std::string::npos) << sql;
+    }
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), "1");
+    EXPECT_EQ(db_.Scalar("SELECT amount FROM ledger_events"), "100");
+}
+
+TEST_F(AppendOnlyPgTest, UpdateDeleteAndTruncateOfReceiptsAreRefused) {
+    for (const char* sql : {"UPDATE callback_receipts SET outcome = 'malformed', seq = NULL",
+                            "DELETE FROM callback_receipts",
+                            "TRUNCATE callback_receipts CASCADE"}) {
+        EXPECT_NE(Refusal(sql).find("append-only"), std::string::npos) << sql;
+    }
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"), "1");
+    EXPECT_EQ(db_.Scalar("SELECT outcome FROM callback_receipts"), "appended");
+}
+
+TEST_F(AppendOnlyPgTest, TheUniqueKeyRefusesASecondEventOfOneType) {
+    const std::string error = Refusal(
+        "WITH r AS (INSERT INTO callback_receipts (source, received_at, peer, body, outcome) "
+        "VALUES ('api', now(), 'test', '', 'malformed') RETURNING id) "
+        "INSERT INTO ledger_events (out_trade_no, event_type, source, account_id, amount, "
+        "currency, occurred_at, receipt_id) "
+        "SELECT 'ORD-1', 'ORDER_CREATED', 'api', 'acct', 100, 'CNY', now(), id FROM r");
+    EXPECT_NE(error.find("ledger_events_one_per_type"), std::string::npos) << error;
+}
+
+TEST_F(AppendOnlyPgTest, MoneyColumnsRefuseWhatSpecSection1Forbids) {
+    const std::string insert =
+        "INSERT INTO ledger_events (out_trade_no, event_type, source, account_id, amount, "
+        "currency, transaction_id, occurred_at, receipt_id) "
+        "SELECT 'ORD-1', 'PAYMENT_SUCCEEDED', 'generic', 'acct', ";
+    for (const char* amount : {"0", "-1", "10000000000001"}) {
+        EXPECT_NE(Refusal(insert + amount + ", 'CNY', 'T1', now(), id FROM callback_receipts"),
+                  "")
+            << amount;
+    }
+    EXPECT_NE(Refusal(insert + "100, 'cny', 'T1', now(), id FROM callback_receipts"), "");
+    EXPECT_NE(Refusal("UPDATE orders SET paid_amount = -1"), "");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), "1");
+}
+
+TEST_F(AppendOnlyPgTest, ProjectionsStayWritableForRebuild) {
+    EXPECT_EQ(Refusal("UPDATE orders SET status = status"), "");
+    EXPECT_EQ(Refusal("UPDATE balances SET balance = balance"), "");
+}
+
+}  // namespace
+}  // namespace payledger::ledger

@@ -1,0 +1,318 @@
+// The write path (issue 2 points 6-8, issue 6 point 1): WriteBatch and the group-commit
+// Committer against the real PostgreSQL. Covers appended/duplicate/conflict/unknown_order/
+// mismatch, copies of one callback in one batch, rejected deliveries that only write a
+// receipt, the conditional projection update as a second line of defence, the writer lock
+// taken before any insert, one bad delivery not failing its batch, and reconnecting.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "ledger/committer.hpp"
+#include "ledger/database.hpp"
+#include "ledger/reads.hpp"
+#include "ledger/writer.hpp"
+#include "projections/assert.hpp"
+#include "support/test_database.hpp"
+
+namespace payledger::ledger {
+namespace {
+
+using projections::Event;
+using projections::EventType;
+using projections::Outcome;
+using testing::TestDatabase;
+
+constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
+
+Receipt ReceiptFor(const std::string& out_trade_no, projections::Source source) {
+    return Receipt{.source = source,
+                   .received_at = kTime,
+                   .peer = "127.0.0.1:9",
+                   .headers = R"({"X-Test":"1"})",
+                   .body = "body of " + out_trade_no,
+                   .out_trade_no = out_trade_no};
+}
+
+Delivery Order(const std::string& out_trade_no, std::int64_t amount,
+               const std::string& account_id = "acct-1") {
+    return Delivery{.receipt = ReceiptFor(out_trade_no, projections::Source::kApi),
+                    .event = Event{.out_trade_no = out_trade_no,
+                                   .event_type = EventType::kOrderCreated,
+                                   .source = projections::Source::kApi,
+                                   .account_id = account_id,
+                                   .amount = amount,
+                                   .currency = "CNY",
+                                   .occurred_at = kTime}};
+}
+
+Delivery Callback(const std::string& out_trade_no, EventType type,
+                  std::optional<std::string> transaction_id, std::int64_t amount) {
+    return Delivery{.receipt = ReceiptFor(out_trade_no, projections::Source::kGeneric),
+                    .event = Event{.out_trade_no = out_trade_no,
+                                   .event_type = type,
+                                   .source = projections::Source::kGeneric,
+                                   .amount = amount,
+                                   .currency = amount == 0 ? "" : "CNY",
+                                   .transaction_id = std::move(transaction_id),
+                                   .occurred_at = kTime}};
+}
+
+Delivery Payment(const std::string& out_trade_no, const std::string& transaction_id,
+                 std::int64_t amount) {
+    return Callback(out_trade_no, EventType::kPaymentSucceeded, transaction_id, amount);
+}
+
+class WriterPgTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!db_.available()) GTEST_SKIP() << "no test database";
+        connection_ = db_.Connect();
+    }
+
+    std::vector<DeliveryResult> Write(std::vector<Delivery> deliveries) {
+        return WriteBatch(*connection_, deliveries);
+    }
+
+    std::string Count(const std::string& table) {
+        return db_.Scalar("SELECT count(*) FROM " + table);
+    }
+
+    TestDatabase db_;
+    std::unique_ptr<pqxx::connection> connection_;
+};
+
+TEST_F(WriterPgTest, OrderThenPaymentUpdatesOrderAndBalance) {
+    const auto created = Write({Order("ORD-1", 1999)});
+    ASSERT_EQ(created[0].outcome, Outcome::kAppended);
+    ASSERT_TRUE(created[0].order.has_value());
+    EXPECT_EQ(created[0].order->status, "WAIT_PAY");
+    const auto paid = Write({Payment("ORD-1", "TX-1", 1999)});
+    EXPECT_EQ(paid[0].outcome, Outcome::kAppended);
+    EXPECT_EQ(paid[0].seq, created[0].seq + 1);
+    EXPECT_EQ(db_.Scalar("SELECT status || ' ' || paid_amount || ' ' || seq FROM orders"),
+              "PAID 1999 " + std::to_string(paid[0].seq));
+    EXPECT_EQ(db_.Scalar("SELECT balance FROM balances WHERE account_id = 'acct-1'"), "1999");
+    EXPECT_EQ(db_.Scalar("SELECT account_id FROM ledger_events WHERE event_type = "
+                         "'PAYMENT_SUCCEEDED'"),
+              "acct-1");
+    EXPECT_EQ(db_.Scalar("SELECT receipt_id FROM ledger_events WHERE seq = " +
+                         std::to_string(paid[0].seq)),
+              std::to_string(paid[0].receipt_id));
+}
+
+TEST_F(WriterPgTest, TwoCopiesInOneBatchGiveAppendedThenDuplicate) {
+    (void)Write({Order("ORD-1", 500)});
+    const auto results = Write({Payment("ORD-1", "TX-1", 500), Payment("ORD-1", "TX-1", 500)});
+    EXPECT_EQ(results[0].outcome, Outcome::kAppended);
+    EXPECT_EQ(results[1].outcome, Outcome::kDuplicate);
+    EXPECT_EQ(results[1].seq, results[0].seq);
+    EXPECT_EQ(Count("ledger_events"), "2");
+    EXPECT_EQ(Count("callback_receipts"), "3");
+    EXPECT_EQ(db_.Scalar("SELECT balance FROM balances"), "500");
+    EXPECT_EQ(db_.Scalar("SELECT string_agg(outcome || ':' || coalesce(seq::text, '-'), ',' "
+                         "ORDER BY id) FROM callback_receipts"),
+              "appended:1,appended:2,duplicate:2");
+}
+
+TEST_F(WriterPgTest, OrderAndItsPaymentInOneBatch) {
+    const auto results = Write({Order("ORD-1", 700), Payment("ORD-1", "TX-1", 700)});
+    EXPECT_EQ(results[0].outcome, Outcome::kAppended);
+    EXPECT_EQ(results[1].outcome, Outcome::kAppended);
+    EXPECT_EQ(db_.Scalar("SELECT status FROM orders"), "PAID");
+    EXPECT_EQ(db_.Scalar("SELECT balance FROM balances"), "700");
+}
+
+TEST_F(WriterPgTest, DifferentFingerprintIsConflictAndAppendsNothing) {
+    (void)Write({Order("ORD-1", 500), Payment("ORD-1", "TX-1", 500)});
+    const auto results = Write({Payment("ORD-1", "TX-OTHER", 500)});
+    EXPECT_EQ(results[0].outcome, Outcome::kConflict);
+    EXPECT_EQ(results[0].seq, 2);
+    EXPECT_EQ(Count("ledger_events"), "2");
+    EXPECT_EQ(db_.Scalar("SELECT outcome || ' ' || (seq IS NULL) FROM callback_receipts "
+                         "ORDER BY id DESC LIMIT 1"),
+              "conflict true");
+    EXPECT_EQ(db_.Scalar("SELECT balance FROM balances"), "500");
+}
+
+TEST_F(WriterPgTest, UnknownOrderAndMismatchWriteOnlyTheReceipt) {
+    (void)Write({Order("ORD-1", 500)});
+    const auto results = Write({Payment("ORD-NONE", "TX-1", 500), Payment("ORD-1", "TX-1", 501)});
+    EXPECT_EQ(results[0].outcome, Outcome::kUnknownOrder);
+    EXPECT_EQ(results[1].outcome, Outcome::kMismatch);
+    EXPECT_NE(results[1].message.find("501"), std::string::npos);
+    EXPECT_EQ(Count("ledger_events"), "1");
+    EXPECT_EQ(Count("callback_receipts"), "3");
+    EXPECT_EQ(db_.Scalar("SELECT status FROM orders"), "WAIT_PAY");
+}
+
+TEST_F(WriterPgTest, RejectedDeliveryIsRecordedWithItsBytes) {
+    Delivery rejected{.receipt = ReceiptFor("ORD-1", projections::Source::kGeneric),
+                      .verdict = Outcome::kBadSignature,
+                      .message = "signature does not match"};
+    rejected.receipt.body = std::string("\xff\x00\x01 raw", 6);
+    const auto results = Write({rejected});
+    EXPECT_EQ(results[0].outcome, Outcome::kBadSignature);
+    pqxx::read_transaction tx{*connection_};
+    const std::vector<Receipt> receipts = ReadOrderReceipts(tx, "ORD-1");
+    ASSERT_EQ(receipts.size(), 1u);
+    EXPECT_EQ(receipts[0].body, rejected.receipt.body);
+    EXPECT_EQ(receipts[0].outcome, Outcome::kBadSignature);
+    EXPECT_EQ(receipts[0].message, "signature does not match");
+    EXPECT_EQ(receipts[0].headers, R"({"X-Test": "1"})");
+    EXPECT_FALSE(receipts[0].seq.has_value());
+}
+
+TEST_F(WriterPgTest, RefundCreditsBackOnlyWithAPayment) {
+    (void)Write({Order("ORD-1", 1000), Order("ORD-2", 300)});
+    (void)Write({Callback("ORD-1", EventType::kRefundSucceeded, "RF-1", 400)});
+    EXPECT_EQ(db_.Scalar("SELECT balance FROM balances"), "0");
+    EXPECT_EQ(db_.Scalar("SELECT anomalies::text FROM orders WHERE out_trade_no = 'ORD-1'"),
+              "{refund_without_payment}");
+    (void)Write({Payment("ORD-1", "TX-1", 1000), Payment("ORD-2", "TX-2", 300)});
+    EXPECT_EQ(db_.Scalar("SELECT balance FROM balances"), "900");
+    EXPECT_EQ(db_.Scalar("SELECT status FROM orders WHERE out_trade_no = 'ORD-1'"), "REFUNDED");
+}
+
+TEST_F(WriterPgTest, TamperedProjectionAbortsTheAppend) {
+    (void)Write({Order("ORD-1", 500)});
+    db_.Scalar("UPDATE orders SET seq = 999 WHERE out_trade_no = 'ORD-1' RETURNING 1");
+    const Delivery payment = Payment("ORD-1", "TX-1", 500);
+    EXPECT_THROW((void)WriteBatch(*connection_, std::span(&payment, 1)), InvariantError);
+    EXPECT_EQ(Count("ledger_events"), "1");  // Rolled back: no event, no receipt.
+    EXPECT_EQ(Count("callback_receipts"), "1");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM balances WHERE balance <> 0"), "0");
+}
+
+TEST_F(WriterPgTest, PaymentCreditIsRefusedWhenTheRowAlreadyHasOne) {
+    (void)Write({Order("ORD-1", 500)});
+    // A projection row that claims a payment the events do not have.
+    db_.Scalar("UPDATE orders SET transaction_id = 'GHOST' RETURNING 1");
+    const Delivery payment = Payment("ORD-1", "TX-1", 500);
+    EXPECT_THROW((void)WriteBatch(*connection_, std::span(&payment, 1)), InvariantError);
+    EXPECT_EQ(Count("ledger_events"), "1");
+}
+
+TEST_F(WriterPgTest, EveryWriteWaitsForTheWriterLock) {
+    // Another session holds the ledger's writer lock (SPEC §7).
+    auto holder = db_.Connect();
+    pqxx::work hold{*holder};
+    hold.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
+
+    auto writer_connection = db_.Connect();
+    std::promise<Outcome> done;
+    std::thread writer([&] {
+        Delivery rejected{.receipt = ReceiptFor("ORD-1", projections::Source::kGeneric),
+                          .verdict = Outcome::kMalformed,
+                          .message = "not JSON"};
+        done.set_value(WriteBatch(*writer_connection, std::span(&rejected, 1))[0].outcome);
+    });
+    // Synchronise on the database's own view: the writer is waiting for an advisory lock.
+    const std::string waiting_sql =
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    auto observer = db_.Connect();
+    for (int i = 0; i < 10'000; ++i) {
+        pqxx::nontransaction tx{*observer};
+        if (tx.exec(waiting_sql)[0][0].as<int>() > 0) break;
+    }
+    {
+        pqxx::nontransaction tx{*observer};
+        EXPECT_GT(tx.exec(waiting_sql)[0][0].as<int>(), 0);
+        EXPECT_EQ(tx.exec("SELECT count(*) FROM callback_receipts")[0][0].as<int>(), 0);
+    }
+    hold.commit();  // Releases the lock.
+    EXPECT_EQ(done.get_future().get(), Outcome::kMalformed);
+    writer.join();
+    EXPECT_EQ(Count("callback_receipts"), "1");
+}
+
+TEST_F(WriterPgTest, CommitterStormOfOneCallbackAppendsOnce) {
+    Committer committer{{.url = db_.url()}};
+    std::promise<DeliveryResult> created;
+    committer.Submit(Order("ORD-1", 1234), [&](DeliveryResult r) { created.set_value(r); });
+    ASSERT_EQ(created.get_future().get().outcome, Outcome::kAppended);
+
+    constexpr int kCopies = 300;
+    std::vector<std::promise<DeliveryResult>> results(kCopies);
+    std::vector<std::thread> senders;
+    for (int t = 0; t < 6; ++t) {
+        senders.emplace_back([&, t] {
+            for (int i = t; i < kCopies; i += 6) {
+                committer.Submit(Payment("ORD-1", "TX-1", 1234), [&, i](DeliveryResult r) {
+                    results[static_cast<std::size_t>(i)].set_value(std::move(r));
+                });
+            }
+        });
+    }
+    for (std::thread& sender : senders) sender.join();
+    int appended = 0;
+    int duplicate = 0;
+    for (auto& result : results) {
+        const DeliveryResult r = result.get_future().get();
+        appended += r.outcome == Outcome::kAppended;
+        duplicate += r.outcome == Outcome::kDuplicate;
+    }
+    EXPECT_EQ(appended, 1);
+    EXPECT_EQ(duplicate, kCopies - 1);
+    EXPECT_EQ(Count("ledger_events"), "2");
+    EXPECT_EQ(db_.Scalar("SELECT balance FROM balances"), "1234");
+    EXPECT_LT(committer.stats().batches.load(), static_cast<std::uint64_t>(kCopies + 1));
+}
+
+TEST_F(WriterPgTest, OneBadDeliveryDoesNotFailItsBatch) {
+    Committer committer{{.url = db_.url()}};
+    std::promise<DeliveryResult> created;
+    committer.Submit(Order("ORD-1", 100), [&](DeliveryResult r) { created.set_value(r); });
+    ASSERT_EQ(created.get_future().get().outcome, Outcome::kAppended);
+
+    // A transaction_id over the schema's 128-byte CHECK: the database refuses that row. It
+    // is a bug for a channel to let it through, so the answer is an internal error; the
+    // deliveries queued with it must still commit.
+    std::vector<Delivery> deliveries;
+    for (int i = 2; i <= 5; ++i) deliveries.push_back(Order("ORD-" + std::to_string(i), 100));
+    deliveries.insert(deliveries.begin() + 2, Payment("ORD-1", std::string(200, 'x'), 100));
+    std::vector<std::promise<DeliveryResult>> results(deliveries.size());
+    for (std::size_t i = 0; i < deliveries.size(); ++i) {
+        committer.Submit(deliveries[i], [&, i](DeliveryResult r) { results[i].set_value(r); });
+    }
+    for (std::size_t i = 0; i < deliveries.size(); ++i) {
+        const DeliveryResult r = results[i].get_future().get();
+        if (i == 2) {
+            EXPECT_TRUE(r.internal_error);
+        } else {
+            EXPECT_EQ(r.outcome, Outcome::kAppended) << i;
+        }
+    }
+    EXPECT_EQ(Count("orders"), "5");
+    EXPECT_EQ(Count("ledger_events"), "5");
+}
+
+TEST_F(WriterPgTest, CommitterReconnectsAfterItsSessionIsKilled) {
+    const std::string name = db_.schema() + "_committer";
+    Committer committer{{.url = db_.url(), .session = {.application_name = name}}};
+    const auto submit = [&](Delivery delivery) {
+        std::promise<DeliveryResult> result;
+        committer.Submit(std::move(delivery), [&](DeliveryResult r) { result.set_value(r); });
+        return result.get_future().get();
+    };
+    ASSERT_EQ(submit(Order("ORD-1", 100)).outcome, Outcome::kAppended);
+    db_.Scalar("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+               "WHERE application_name = '" + name + "'");
+    // The broken connection is noticed, nothing was committed, so the batch is retried on
+    // a fresh connection and succeeds.
+    EXPECT_EQ(submit(Order("ORD-2", 100)).outcome, Outcome::kAppended);
+    EXPECT_EQ(Count("orders"), "2");
+}
+
+TEST(CommitterTest, UnreachableDatabaseAnswersUnavailable) {
+    Committer committer{{.url = "postgresql://nobody@/nowhere?host=/nonexistent&connect_timeout=1"}};
+    std::promise<DeliveryResult> result;
+    committer.Submit(Order("ORD-1", 100), [&](DeliveryResult r) { result.set_value(r); });
+    const DeliveryResult r = result.get_future().get();
+    EXPECT_EQ(r.outcome, Outcome::kUnavailable);
+    EXPECT_FALSE(r.internal_error);
+}
+
+}  // namespace
+}  // namespace payledger::ledger
