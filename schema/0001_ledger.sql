@@ -1,6 +1,7 @@
 -- payledger's ledger: the two append-only tables (SPEC §2, §3) and the projections (SPEC §4).
 -- Ids are allocated by the writer under the ledger's writer lock (SPEC §7), so their order is
--- commit order.
+-- commit order. Keys use the "C" collation: byte order, the order of the canonical digests
+-- (SPEC §4), so verify and rebuild stream rows in index order.
 
 CREATE FUNCTION payledger_refuse_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -22,7 +23,7 @@ CREATE TABLE callback_receipts (
                  CHECK (outcome IN ('appended', 'duplicate', 'ignored', 'malformed',
                                     'bad_signature', 'unknown_order', 'conflict', 'mismatch')),
     seq          bigint,
-    out_trade_no text CHECK (out_trade_no ~ '^[A-Za-z0-9_|*.-]{1,64}$'),
+    out_trade_no text COLLATE "C" CHECK (out_trade_no ~ '^[A-Za-z0-9_|*.-]{1,64}$'),
     message      text NOT NULL DEFAULT '',
     CHECK ((outcome IN ('appended', 'duplicate')) = (seq IS NOT NULL))
 );
@@ -31,13 +32,13 @@ CREATE INDEX callback_receipts_outcome ON callback_receipts (outcome, id);
 
 CREATE TABLE ledger_events (
     seq            bigserial PRIMARY KEY,
-    out_trade_no   text NOT NULL CHECK (out_trade_no ~ '^[A-Za-z0-9_|*.-]{1,64}$'),
+    out_trade_no   text COLLATE "C" NOT NULL CHECK (out_trade_no ~ '^[A-Za-z0-9_|*.-]{1,64}$'),
     event_type     text NOT NULL
                    CHECK (event_type IN ('ORDER_CREATED', 'PAYMENT_SUCCEEDED', 'PAYMENT_CLOSED',
                                          'REFUND_SUCCEEDED')),
     source         text NOT NULL
                    CHECK (source IN ('api', 'wechat_v2', 'wechat_v3', 'alipay', 'generic')),
-    account_id     text NOT NULL CHECK (account_id ~ '^[A-Za-z0-9_|*.-]{1,64}$'),
+    account_id     text COLLATE "C" NOT NULL CHECK (account_id ~ '^[A-Za-z0-9_|*.-]{1,64}$'),
     amount         bigint CHECK (amount BETWEEN 1 AND 10000000000000),
     currency       text CHECK (currency ~ '^[A-Z]{3}$'),
     transaction_id text CHECK (octet_length(transaction_id) BETWEEN 1 AND 128),
@@ -70,8 +71,8 @@ CREATE TRIGGER callback_receipts_no_truncate BEFORE TRUNCATE ON callback_receipt
     FOR EACH STATEMENT EXECUTE FUNCTION payledger_refuse_change();
 
 CREATE TABLE orders (
-    out_trade_no    text PRIMARY KEY,
-    account_id      text NOT NULL,
+    out_trade_no    text COLLATE "C" PRIMARY KEY,
+    account_id      text COLLATE "C" NOT NULL,
     amount          bigint NOT NULL CHECK (amount BETWEEN 1 AND 10000000000000),
     currency        text NOT NULL CHECK (currency ~ '^[A-Z]{3}$'),
     status          text NOT NULL CHECK (status IN ('WAIT_PAY', 'PAID', 'CLOSED', 'REFUNDED')),
@@ -84,8 +85,8 @@ CREATE TABLE orders (
 CREATE INDEX orders_account ON orders (account_id);
 
 CREATE TABLE balances (
-    account_id text NOT NULL,
-    currency   text NOT NULL CHECK (currency ~ '^[A-Z]{3}$'),
+    account_id text COLLATE "C" NOT NULL,
+    currency   text COLLATE "C" NOT NULL CHECK (currency ~ '^[A-Z]{3}$'),
     balance    bigint NOT NULL,
     PRIMARY KEY (account_id, currency)
 );

@@ -1,0 +1,207 @@
+// Tests of api/config.hpp ParseConfig against SPEC §8-§9: a full config is read field by field,
+// PAYLEDGER_DATABASE_URL and PAYLEDGER_LISTEN (passed explicitly, never read from the real
+// environment) win over the file, and every invalid config throws ConfigError whose what()
+// names the field at fault. Each invalid case changes one field of an otherwise valid config,
+// so the error can only come from that field.
+
+#include "api/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace payledger::api {
+namespace {
+
+constexpr const char* kFullConfig = R"({
+  "listen": "0.0.0.0:9090",
+  "database_url": "postgresql://ledger@db/payledger",
+  "tokens": {
+    "merchant": ["merchant-token-0001", "merchant-token-0002"],
+    "auditor": ["auditor-token-00001"],
+    "admin": ["admin-token-0000001"]
+  },
+  "generic": {"secret": "generic-secret-0123456789"}
+})";
+
+// The what() of the ConfigError that ParseConfig throws, or a marker when it throws nothing.
+std::string ConfigErrorOf(const std::string& text,
+                          const std::optional<std::string>& database_url = std::nullopt,
+                          const std::optional<std::string>& listen = std::nullopt) {
+    try {
+        (void)ParseConfig(text, database_url, listen);
+    } catch (const ConfigError& error) {
+        return error.what();
+    }
+    return "<no ConfigError thrown>";
+}
+
+// A valid config with `member` (a JSON member, or nothing) added at the top level.
+std::string ConfigWith(const std::string& member) {
+    std::string text = R"({"database_url": "postgresql://ledger@db/payledger")";
+    if (!member.empty()) text += ", " + member;
+    return text + "}";
+}
+
+TEST(ParseConfig, ReadsEveryFieldOfAFullConfig) {
+    const Config config = ParseConfig(kFullConfig, std::nullopt, std::nullopt);
+    EXPECT_EQ(config.listen_host, "0.0.0.0");
+    EXPECT_EQ(config.listen_port, 9090);
+    EXPECT_EQ(config.database_url, "postgresql://ledger@db/payledger");
+    EXPECT_EQ(config.merchant_tokens,
+              (std::vector<std::string>{"merchant-token-0001", "merchant-token-0002"}));
+    EXPECT_EQ(config.auditor_tokens, std::vector<std::string>{"auditor-token-00001"});
+    EXPECT_EQ(config.admin_tokens, std::vector<std::string>{"admin-token-0000001"});
+    ASSERT_TRUE(config.generic.has_value());
+    EXPECT_EQ(config.generic->secret, "generic-secret-0123456789");
+}
+
+TEST(ParseConfig, AMinimalConfigListensOnTheDefaultAndServesNoGenericChannel) {
+    const Config config = ParseConfig(ConfigWith(""), std::nullopt, std::nullopt);
+    EXPECT_EQ(config.listen_host, "127.0.0.1");
+    EXPECT_EQ(config.listen_port, 8080);
+    EXPECT_TRUE(config.merchant_tokens.empty());
+    EXPECT_TRUE(config.auditor_tokens.empty());
+    EXPECT_TRUE(config.admin_tokens.empty());
+    EXPECT_FALSE(config.generic.has_value());
+}
+
+TEST(ParseConfig, EnvironmentOverridesWinOverTheFile) {
+    const Config config =
+        ParseConfig(kFullConfig, "postgresql://other@host:5433/ledger2", "127.0.0.2:18080");
+    EXPECT_EQ(config.database_url, "postgresql://other@host:5433/ledger2");
+    EXPECT_EQ(config.listen_host, "127.0.0.2");
+    EXPECT_EQ(config.listen_port, 18080);
+    // The rest still comes from the file.
+    ASSERT_TRUE(config.generic.has_value());
+    EXPECT_EQ(config.generic->secret, "generic-secret-0123456789");
+}
+
+TEST(ParseConfig, DatabaseUrlOverrideStandsInForAMissingField) {
+    const Config config =
+        ParseConfig(R"({"listen": "127.0.0.1:8081"})", "postgresql://env@db/x", std::nullopt);
+    EXPECT_EQ(config.database_url, "postgresql://env@db/x");
+    EXPECT_EQ(config.listen_port, 8081);
+}
+
+TEST(ParseConfig, ListenOverrideReplacesAnInvalidListenInTheFile) {
+    // The file's value is not used at all when the environment gives one.
+    const Config config =
+        ParseConfig(ConfigWith(R"("listen": "nonsense")"), std::nullopt, "10.0.0.1:7000");
+    EXPECT_EQ(config.listen_host, "10.0.0.1");
+    EXPECT_EQ(config.listen_port, 7000);
+}
+
+TEST(ParseConfig, MissingDatabaseUrlNamesTheField) {
+    const std::string message = ConfigErrorOf(R"({"listen": "127.0.0.1:8080"})");
+    EXPECT_PRED_FORMAT2(::testing::IsSubstring, "database_url", message);
+}
+
+TEST(ParseConfig, InvalidDatabaseUrlNamesTheField) {
+    for (const char* member :
+         {R"("database_url": "")", R"("database_url": 5)", R"("database_url": null)"}) {
+        SCOPED_TRACE(member);
+        const std::string text = std::string("{") + member + "}";
+        EXPECT_PRED_FORMAT2(::testing::IsSubstring, "database_url", ConfigErrorOf(text));
+    }
+}
+
+TEST(ParseConfig, InvalidListenNamesTheField) {
+    for (const char* listen :
+         {"localhost", ":8080", "127.0.0.1:", "", "127.0.0.1:70000", "127.0.0.1:65536",
+          "127.0.0.1:abc", "127.0.0.1:-1", "127.0.0.1:80x", "127.0.0.1:8080 "}) {
+        SCOPED_TRACE(listen);
+        const std::string message =
+            ConfigErrorOf(ConfigWith(std::string(R"("listen": ")") + listen + "\""));
+        EXPECT_PRED_FORMAT2(::testing::IsSubstring, "listen", message);
+    }
+    EXPECT_PRED_FORMAT2(::testing::IsSubstring, "listen",
+                        ConfigErrorOf(ConfigWith(R"("listen": 8080)")));
+}
+
+TEST(ParseConfig, HighestPortIsAccepted) {
+    const Config config =
+        ParseConfig(ConfigWith(R"("listen": "0.0.0.0:65535")"), std::nullopt, std::nullopt);
+    EXPECT_EQ(config.listen_host, "0.0.0.0");
+    EXPECT_EQ(config.listen_port, 65535);
+}
+
+TEST(ParseConfig, InvalidListenOverrideNamesTheEnvironmentVariable) {
+    EXPECT_PRED_FORMAT2(::testing::IsSubstring, "PAYLEDGER_LISTEN",
+                        ConfigErrorOf(kFullConfig, std::nullopt, "no-port"));
+}
+
+TEST(ParseConfig, EmptyDatabaseUrlOverrideNamesTheEnvironmentVariable) {
+    EXPECT_PRED_FORMAT2(::testing::IsSubstring, "PAYLEDGER_DATABASE_URL",
+                        ConfigErrorOf(kFullConfig, std::string(), std::nullopt));
+}
+
+TEST(ParseConfig, TokensThatAreNotAnArrayOfLongStringsNameTheRole) {
+    const struct {
+        const char* tokens;
+        const char* field;
+    } cases[] = {
+        {R"({"merchant": "merchant-token-0001"})", "tokens.merchant"},
+        {R"({"merchant": {"a": "merchant-token-0001"}})", "tokens.merchant"},
+        {R"({"merchant": [42]})", "tokens.merchant"},
+        {R"({"merchant": ["short"]})", "tokens.merchant"},
+        {R"({"auditor": "auditor-token-00001"})", "tokens.auditor"},
+        {R"({"admin": [null]})", "tokens.admin"},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.tokens);
+        const std::string message =
+            ConfigErrorOf(ConfigWith(std::string(R"("tokens": )") + c.tokens));
+        EXPECT_PRED_FORMAT2(::testing::IsSubstring, c.field, message);
+    }
+}
+
+TEST(ParseConfig, TokensThatAreNotAnObjectNameTokens) {
+    EXPECT_PRED_FORMAT2(::testing::IsSubstring, "tokens",
+                        ConfigErrorOf(ConfigWith(R"("tokens": ["merchant-token-0001"])")));
+}
+
+TEST(ParseConfig, ShortOrMissingGenericSecretNamesGenericSecret) {
+    for (const char* generic :
+         {R"({"secret": "short"})", R"({"secret": "123456789012345"})", R"({"secret": ""})",
+          R"({"secret": 1234567890123456789})", R"({})"}) {
+        SCOPED_TRACE(generic);
+        const std::string message =
+            ConfigErrorOf(ConfigWith(std::string(R"("generic": )") + generic));
+        EXPECT_PRED_FORMAT2(::testing::IsSubstring, "generic.secret", message);
+    }
+}
+
+TEST(ParseConfig, SixteenCharacterGenericSecretIsAccepted) {
+    const Config config = ParseConfig(ConfigWith(R"("generic": {"secret": "1234567890123456"})"),
+                                      std::nullopt, std::nullopt);
+    ASSERT_TRUE(config.generic.has_value());
+    EXPECT_EQ(config.generic->secret, "1234567890123456");
+}
+
+TEST(ParseConfig, GenericSectionThatIsNotAnObjectNamesGeneric) {
+    EXPECT_PRED_FORMAT2(::testing::IsSubstring, "generic",
+                        ConfigErrorOf(ConfigWith(R"("generic": "generic-secret-0123456789")")));
+}
+
+TEST(ParseConfig, TextThatIsNotJsonIsAConfigError) {
+    for (const char* text : {"", "not json", "{", R"({"database_url": "x",})", "listen=1"}) {
+        SCOPED_TRACE(text);
+        EXPECT_THROW((void)ParseConfig(text, std::nullopt, std::nullopt), ConfigError);
+        // The overrides cannot rescue a file that does not parse.
+        EXPECT_THROW((void)ParseConfig(text, "postgresql://env@db/x", "127.0.0.1:1"), ConfigError);
+    }
+}
+
+TEST(ParseConfig, JsonThatIsNotAnObjectIsAConfigError) {
+    for (const char* text :
+         {"[]", R"(["database_url"])", "42", R"("postgresql://x")", "null", "true"}) {
+        SCOPED_TRACE(text);
+        EXPECT_THROW((void)ParseConfig(text, "postgresql://env@db/x", std::nullopt), ConfigError);
+    }
+}
+
+}  // namespace
+}  // namespace payledger::api

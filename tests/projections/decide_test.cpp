@@ -1,0 +1,319 @@
+// Tests of projections/decide.hpp: Decide() against SPEC §2 (same event or conflict, by
+// fingerprint) and SPEC §6 (the mismatch checks against the order). Each test builds the stored
+// events of one order by hand, delivers one event and checks the outcome, the seq named (the
+// stored event's for duplicate and conflict, 0 otherwise) and the completed event. Fingerprint
+// edges are tables: one row per field that differs.
+
+#include "projections/decide.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "projections/assert.hpp"
+#include "projections/event.hpp"
+
+namespace payledger::projections {
+namespace {
+
+constexpr std::int64_t kOrderAmount = 1999;
+
+Event Created(std::int64_t seq = 1) {
+    return {.seq = seq,
+            .out_trade_no = "ORD-1",
+            .event_type = EventType::kOrderCreated,
+            .source = Source::kApi,
+            .account_id = "acct-1",
+            .amount = kOrderAmount,
+            .currency = "CNY",
+            .occurred_at = 1'000'000,
+            .receipt_id = 10};
+}
+
+// A delivered payment, as a channel hands it over: no account_id, no seq.
+Event Payment(std::int64_t seq = 0) {
+    return {.seq = seq,
+            .out_trade_no = "ORD-1",
+            .event_type = EventType::kPaymentSucceeded,
+            .source = Source::kWechatV3,
+            .amount = kOrderAmount,
+            .currency = "CNY",
+            .transaction_id = "4200000001",
+            .occurred_at = 2'000'000};
+}
+
+Event Close(std::int64_t seq = 0) {
+    return {.seq = seq,
+            .out_trade_no = "ORD-1",
+            .event_type = EventType::kPaymentClosed,
+            .source = Source::kAlipay,
+            .occurred_at = 3'000'000};
+}
+
+Event Refund(std::int64_t seq = 0) {
+    return {.seq = seq,
+            .out_trade_no = "ORD-1",
+            .event_type = EventType::kRefundSucceeded,
+            .source = Source::kGeneric,
+            .amount = 500,
+            .currency = "CNY",
+            .transaction_id = "50300001",
+            .occurred_at = 4'000'000};
+}
+
+// A stored event as the ledger holds it: account_id copied from the order.
+Event Stored(Event event, std::int64_t seq) {
+    event.seq = seq;
+    event.account_id = "acct-1";
+    return event;
+}
+
+TEST(Decide, EveryCallbackEventForAnUnregisteredOrderIsUnknownOrder) {
+    for (const Event& delivered : {Payment(), Close(), Refund()}) {
+        SCOPED_TRACE(std::string(ToString(delivered.event_type)));
+        const Decision empty = Decide({}, delivered);
+        EXPECT_EQ(empty.outcome, Outcome::kUnknownOrder);
+        EXPECT_EQ(empty.seq, 0);
+        EXPECT_FALSE(empty.message.empty());
+        // Other events of the order without its ORDER_CREATED do not make it known.
+        const std::vector<Event> no_created{Stored(Close(), 5)};
+        EXPECT_EQ(Decide(no_created, delivered).outcome, Outcome::kUnknownOrder);
+    }
+}
+
+TEST(Decide, FirstOrderCreatedIsAppendedUnchanged) {
+    const Decision decision = Decide({}, Created(0));
+    EXPECT_EQ(decision.outcome, Outcome::kAppended);
+    EXPECT_EQ(decision.seq, 0);
+    EXPECT_TRUE(decision.message.empty());
+    EXPECT_EQ(decision.event.account_id, "acct-1");
+    EXPECT_EQ(decision.event.amount, kOrderAmount);
+    EXPECT_EQ(decision.event.currency, "CNY");
+}
+
+TEST(Decide, OrderCreatedWithTheSameFingerprintIsDuplicateNamingTheStoredSeq) {
+    const std::vector<Event> stored{Created(41)};
+    Event again = Created(0);
+    again.occurred_at = 9'000'000;  // Not part of the fingerprint.
+    again.receipt_id = 99;
+    again.data = R"({"note":"retry"})";
+    const Decision decision = Decide(stored, again);
+    EXPECT_EQ(decision.outcome, Outcome::kDuplicate);
+    EXPECT_EQ(decision.seq, 41);
+}
+
+TEST(Decide, OrderCreatedWithADifferentFingerprintIsConflict) {
+    const struct {
+        const char* name;
+        void (*change)(Event&);
+    } cases[] = {
+        {"account_id", [](Event& e) { e.account_id = "acct-2"; }},
+        {"amount", [](Event& e) { e.amount = kOrderAmount + 1; }},
+        {"currency", [](Event& e) { e.currency = "USD"; }},
+    };
+    const std::vector<Event> stored{Created(41)};
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.name);
+        Event delivered = Created(0);
+        c.change(delivered);
+        const Decision decision = Decide(stored, delivered);
+        EXPECT_EQ(decision.outcome, Outcome::kConflict);
+        EXPECT_EQ(decision.seq, 41);
+        EXPECT_FALSE(decision.message.empty());
+    }
+}
+
+TEST(Decide, PaymentMatchingTheOrderIsAppendedWithTheOrdersAccount) {
+    const std::vector<Event> stored{Created(1)};
+    const Decision decision = Decide(stored, Payment());
+    EXPECT_EQ(decision.outcome, Outcome::kAppended);
+    EXPECT_EQ(decision.seq, 0);
+    EXPECT_TRUE(decision.message.empty());
+    EXPECT_EQ(decision.event.account_id, "acct-1");
+    EXPECT_EQ(decision.event.event_type, EventType::kPaymentSucceeded);
+    EXPECT_EQ(decision.event.amount, kOrderAmount);
+    EXPECT_EQ(decision.event.transaction_id, std::optional<std::string>("4200000001"));
+}
+
+TEST(Decide, AccountIdIsCopiedFromTheOrderOverWhateverWasDelivered) {
+    const std::vector<Event> stored{Created(1)};
+    for (Event delivered : {Payment(), Close(), Refund()}) {
+        SCOPED_TRACE(std::string(ToString(delivered.event_type)));
+        delivered.account_id = "forged-account";
+        const Decision decision = Decide(stored, delivered);
+        EXPECT_EQ(decision.outcome, Outcome::kAppended);
+        EXPECT_EQ(decision.event.account_id, "acct-1");
+    }
+}
+
+TEST(Decide, PaymentWithTheSameFingerprintIsDuplicateNamingTheStoredSeq) {
+    const std::vector<Event> stored{Created(1), Stored(Payment(), 7)};
+    Event again = Payment();
+    again.source = Source::kGeneric;  // Another channel, same facts.
+    again.occurred_at = 8'000'000;
+    const Decision decision = Decide(stored, again);
+    EXPECT_EQ(decision.outcome, Outcome::kDuplicate);
+    EXPECT_EQ(decision.seq, 7);
+}
+
+TEST(Decide, PaymentWithADifferentFingerprintIsConflictNamingTheStoredSeq) {
+    const struct {
+        const char* name;
+        void (*change)(Event&);
+    } cases[] = {
+        {"transaction_id", [](Event& e) { e.transaction_id = "4200000002"; }},
+        {"no transaction_id", [](Event& e) { e.transaction_id.reset(); }},
+        {"amount", [](Event& e) { e.amount = kOrderAmount - 1; }},
+        {"currency", [](Event& e) { e.currency = "USD"; }},
+    };
+    const std::vector<Event> stored{Created(1), Stored(Payment(), 7)};
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.name);
+        Event delivered = Payment();
+        c.change(delivered);
+        const Decision decision = Decide(stored, delivered);
+        EXPECT_EQ(decision.outcome, Outcome::kConflict);
+        EXPECT_EQ(decision.seq, 7);
+        EXPECT_FALSE(decision.message.empty());
+    }
+}
+
+TEST(Decide, EveryCloseAfterTheFirstIsDuplicate) {
+    const std::vector<Event> stored{Created(1), Stored(Close(), 9)};
+    Event other = Close();
+    other.source = Source::kWechatV2;
+    other.occurred_at = 123'000'000;
+    other.transaction_id = "anything";
+    const Decision decision = Decide(stored, other);
+    EXPECT_EQ(decision.outcome, Outcome::kDuplicate);
+    EXPECT_EQ(decision.seq, 9);
+}
+
+TEST(Decide, CloseAfterAPaymentIsAppendedBecauseEventsAreFacts) {
+    const std::vector<Event> stored{Created(1), Stored(Payment(), 2)};
+    EXPECT_EQ(Decide(stored, Close()).outcome, Outcome::kAppended);
+}
+
+TEST(Decide, RefundWithoutCurrencyTakesTheOrdersCurrency) {
+    Event order = Created(1);
+    order.currency = "USD";
+    const std::vector<Event> stored{order};
+    Event refund = Refund();
+    refund.currency.clear();
+    const Decision decision = Decide(stored, refund);
+    EXPECT_EQ(decision.outcome, Outcome::kAppended);
+    EXPECT_EQ(decision.event.currency, "USD");
+}
+
+TEST(Decide, RefundWithoutCurrencyIsComparedAfterTakingTheOrdersCurrency) {
+    const std::vector<Event> stored{Created(1), Stored(Payment(), 2), Stored(Refund(), 11)};
+    Event same = Refund();
+    same.currency.clear();
+    const Decision duplicate = Decide(stored, same);
+    EXPECT_EQ(duplicate.outcome, Outcome::kDuplicate);
+    EXPECT_EQ(duplicate.seq, 11);
+
+    Event second_refund = Refund();
+    second_refund.currency.clear();
+    second_refund.transaction_id = "50300002";
+    second_refund.amount = 300;
+    const Decision conflict = Decide(stored, second_refund);
+    EXPECT_EQ(conflict.outcome, Outcome::kConflict);
+    EXPECT_EQ(conflict.seq, 11);
+}
+
+TEST(Decide, RefundWithADifferentFingerprintIsConflict) {
+    const struct {
+        const char* name;
+        void (*change)(Event&);
+    } cases[] = {
+        {"transaction_id", [](Event& e) { e.transaction_id = "50300002"; }},
+        {"amount", [](Event& e) { e.amount = 600; }},
+        {"currency", [](Event& e) { e.currency = "USD"; }},
+    };
+    const std::vector<Event> stored{Created(1), Stored(Payment(), 2), Stored(Refund(), 11)};
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.name);
+        Event delivered = Refund();
+        c.change(delivered);
+        const Decision decision = Decide(stored, delivered);
+        EXPECT_EQ(decision.outcome, Outcome::kConflict);
+        EXPECT_EQ(decision.seq, 11);
+    }
+}
+
+TEST(Decide, DeliveriesThatDisagreeWithTheOrderAreMismatch) {
+    const struct {
+        const char* name;
+        Event delivered;
+    } cases[] = {
+        {"payment amount below the order's",
+         [] {
+             Event e = Payment();
+             e.amount = kOrderAmount - 1;
+             return e;
+         }()},
+        {"payment amount above the order's",
+         [] {
+             Event e = Payment();
+             e.amount = kOrderAmount + 1;
+             return e;
+         }()},
+        {"payment currency",
+         [] {
+             Event e = Payment();
+             e.currency = "USD";
+             return e;
+         }()},
+        {"refund amount above the order's",
+         [] {
+             Event e = Refund();
+             e.amount = kOrderAmount + 1;
+             return e;
+         }()},
+        {"refund currency",
+         [] {
+             Event e = Refund();
+             e.currency = "HKD";
+             return e;
+         }()},
+    };
+    const std::vector<Event> stored{Created(1)};
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.name);
+        const Decision decision = Decide(stored, c.delivered);
+        EXPECT_EQ(decision.outcome, Outcome::kMismatch);
+        EXPECT_EQ(decision.seq, 0);
+        EXPECT_FALSE(decision.message.empty());
+    }
+}
+
+TEST(Decide, RefundUpToTheOrderAmountIsAppended) {
+    const std::vector<Event> stored{Created(1), Stored(Payment(), 2)};
+    for (const std::int64_t amount : {std::int64_t{1}, kOrderAmount - 1, kOrderAmount}) {
+        SCOPED_TRACE(amount);
+        Event refund = Refund();
+        refund.amount = amount;
+        const Decision decision = Decide(stored, refund);
+        EXPECT_EQ(decision.outcome, Outcome::kAppended);
+        EXPECT_EQ(decision.event.amount, amount);
+    }
+}
+
+TEST(Decide, RefundBeforeAnyPaymentIsAppendedForTheProjectionToFlag) {
+    const std::vector<Event> stored{Created(1)};
+    EXPECT_EQ(Decide(stored, Refund()).outcome, Outcome::kAppended);
+}
+
+TEST(Decide, StoredEventsOfAnotherOrderThrowInvariantError) {
+    Event other = Created(1);
+    other.out_trade_no = "ORD-2";
+    const std::vector<Event> stored{other};
+    EXPECT_THROW((void)Decide(stored, Payment()), InvariantError);
+}
+
+}  // namespace
+}  // namespace payledger::projections
