@@ -4,12 +4,16 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "api/alipay_channel.hpp"
 #include "api/crypto.hpp"
 #include "api/generic_channel.hpp"
 #include "api/json_input.hpp"
 #include "api/json_output.hpp"
 #include "api/log.hpp"
+#include "api/wechat_v2_channel.hpp"
+#include "api/wechat_v3_channel.hpp"
 #include "ledger/reads.hpp"
+#include "ledger/verify.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 
@@ -20,6 +24,45 @@ using nlohmann::json;
 using projections::Outcome;
 
 constexpr std::int64_t kDefaultPageSize = 100;
+// Streamed exports each hold a database connection of their own: at most this many at once.
+constexpr int kExportsMax = 2;
+
+// The events after a cursor as NDJSON, a page per piece, up to the last seq committed when
+// the export started. Owns its connection; one page in memory at a time.
+class EventExport final : public BodyProducer {
+public:
+    EventExport(const std::string& url, std::int64_t after,
+                std::shared_ptr<std::atomic<int>> active)
+        : connection_(ledger::Connect(url)), after_(after), active_(std::move(active)) {
+        pqxx::read_transaction tx{*connection_};
+        last_ = tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0]
+                    .as<std::int64_t>();
+    }
+    ~EventExport() override { --*active_; }
+    EventExport(const EventExport&) = delete;
+    EventExport& operator=(const EventExport&) = delete;
+
+    std::string Next() override {
+        if (after_ >= last_) return {};
+        pqxx::read_transaction tx{*connection_};
+        std::string out;
+        for (const projections::Event& event :
+             ledger::ReadEventsAfter(tx, after_, ledger::kPageSizeMax)) {
+            if (event.seq > last_) break;
+            out += Dump(EventJson(event));
+            out += '\n';
+            after_ = event.seq;
+        }
+        if (out.empty()) after_ = last_;
+        return out;
+    }
+
+private:
+    std::unique_ptr<pqxx::connection> connection_;
+    std::int64_t after_ = 0;
+    std::int64_t last_ = 0;
+    std::shared_ptr<std::atomic<int>> active_;
+};
 
 Response JsonResponse(http::status status, const json& body) {
     return MakeResponse(status, "application/json", Dump(body));
@@ -98,6 +141,13 @@ App::App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& 
     if (config_.generic) {
         channels_["generic"] = std::make_unique<GenericChannel>(*config_.generic);
     }
+    if (config_.wechat_v2) {
+        channels_["wechat/v2"] = std::make_unique<WechatV2Channel>(*config_.wechat_v2);
+    }
+    if (config_.wechat_v3) {
+        channels_["wechat/v3"] = std::make_unique<WechatV3Channel>(*config_.wechat_v3);
+    }
+    if (config_.alipay) channels_["alipay"] = std::make_unique<AlipayChannel>(*config_.alipay);
 }
 
 std::optional<Response> App::Authorize(const Request& request, Role role) const {
@@ -162,8 +212,11 @@ void App::Handle(Incoming incoming, Respond respond) {
             return timed(MakeResponse(http::status::ok, "text/plain; version=0.0.4",
                                       metrics_.Render(pool_, committer_)));
         }
-        if (is({"v1", "callbacks", "*"})) {
-            const auto channel = channels_.find(segments[2]);
+        if (segments.size() >= 3 && segments[0] == "v1" && segments[1] == "callbacks") {
+            // Channels are keyed by the rest of the path: "generic", "wechat/v2", "alipay".
+            std::string path = segments[2];
+            for (std::size_t i = 3; i < segments.size(); ++i) path += "/" + segments[i];
+            const auto channel = channels_.find(path);
             if (channel == channels_.end()) return timed(NotFound());
             if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
             return HandleCallback(*channel->second, std::move(incoming), std::move(timed));
@@ -175,6 +228,13 @@ void App::Handle(Incoming incoming, Respond respond) {
             }
             return HandleCreateOrder(std::move(incoming), std::move(timed));
         }
+        if (is({"v1", "admin", "verify"})) {
+            if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
+            if (auto denied = Authorize(incoming.request, Role::kAdmin)) {
+                return timed(std::move(*denied));
+            }
+            return timed(HandleAdminVerify());
+        }
         const bool read = is({"v1", "orders", "*"}) || is({"v1", "orders", "*", "events"}) ||
                           is({"v1", "orders", "*", "receipts"}) ||
                           is({"v1", "accounts", "*", "balances"}) || is({"v1", "events"}) ||
@@ -185,6 +245,11 @@ void App::Handle(Incoming incoming, Respond respond) {
             return timed(std::move(*denied));
         }
         if (segments.size() == 2) {
+            const auto accept = incoming.request.find(http::field::accept);
+            if (segments[1] == "events" && accept != incoming.request.end() &&
+                accept->value().find("application/x-ndjson") != std::string_view::npos) {
+                return HandleEventExport(std::move(incoming), std::move(timed));
+            }
             return timed(HandleFeed(incoming, segments[1] == "events"));
         }
         return timed(HandleRead(segments));
@@ -283,6 +348,32 @@ void App::HandleCreateOrder(Incoming incoming, Respond respond) {
            std::move(respond));
 }
 
+Response App::HandleAdminVerify() {
+    try {
+        const ledger::VerifyReport report = ledger::Verify(config_.database_url);
+        json projections = json::array();
+        for (const ledger::ProjectionCheck& check : report.projections) {
+            json differences = json::array();
+            for (const ledger::Difference& difference : check.differences) {
+                differences.push_back({{"key", difference.key}, {"what", difference.what}});
+            }
+            projections.push_back({{"name", check.name},
+                                   {"rows", check.rows},
+                                   {"digest", check.digest},
+                                   {"ok", check.ok()},
+                                   {"live_rows", check.live_rows},
+                                   {"live_digest", check.live_digest},
+                                   {"difference_count", check.difference_count},
+                                   {"differences", std::move(differences)}});
+        }
+        return JsonResponse(http::status::ok,
+                            {{"ok", report.ok()}, {"projections", std::move(projections)}});
+    } catch (const pqxx::failure& error) {
+        return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                             std::string("verify could not run: ") + error.what());
+    }
+}
+
 Response App::Ready() {
     try {
         ledger::ConnectionPool::Lease connection = pool_.Acquire();
@@ -346,6 +437,38 @@ Response App::HandleRead(const std::vector<std::string>& segments) {
         return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
                              std::string("the database could not answer: ") + error.what());
     }
+}
+
+void App::HandleEventExport(Incoming incoming, Respond respond) {
+    const boost::urls::url_view url =
+        boost::urls::parse_origin_form(incoming.request.target()).value();
+    std::int64_t after = 0;
+    for (const auto& param : url.params()) {
+        if (param.key != "after") continue;
+        const std::optional<std::int64_t> value = ParseCursor(param.value);
+        if (!value) {
+            return respond(ErrorResponse(http::status::bad_request, Outcome::kMalformed,
+                                         "after must be a non-negative integer"));
+        }
+        after = *value;
+    }
+    if (++*exports_active_ > kExportsMax) {
+        --*exports_active_;
+        return respond(ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                                     "too many exports at once; retry later"));
+    }
+    std::unique_ptr<BodyProducer> producer;
+    try {
+        producer = std::make_unique<EventExport>(config_.database_url, after, exports_active_);
+    } catch (const pqxx::failure& error) {
+        --*exports_active_;
+        return respond(ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                                     std::string("the database could not answer: ") +
+                                         error.what()));
+    }
+    Response header{http::status::ok, 11};
+    header.set(http::field::content_type, "application/x-ndjson");
+    incoming.respond_stream(std::move(header), std::move(producer));
 }
 
 Response App::HandleFeed(const Incoming& incoming, bool events) {

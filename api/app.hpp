@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,7 +22,8 @@ public:
     App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
         Metrics& metrics);
 
-    // Answers `incoming` through `respond`, exactly once, possibly from another thread.
+    // Answers `incoming` exactly once, possibly from another thread: through `respond`, or
+    // through incoming.respond_stream for a streamed export.
     void Handle(Incoming incoming, Respond respond);
 
 private:
@@ -30,6 +32,10 @@ private:
     void HandleCreateOrder(Incoming incoming, Respond respond);
     Response HandleRead(const std::vector<std::string>& segments);
     Response HandleFeed(const Incoming& incoming, bool events);
+    // GET /v1/events with Accept: application/x-ndjson: every event after the cursor, up to
+    // the last one committed when the export starts, streamed without a page limit.
+    void HandleEventExport(Incoming incoming, Respond respond);
+    Response HandleAdminVerify();
     Response Ready();
     // nullopt when the bearer token holds `role` (or admin, for auditor endpoints).
     std::optional<Response> Authorize(const Request& request, Role role) const;
@@ -40,7 +46,8 @@ private:
     ledger::ConnectionPool& pool_;
     ledger::Committer& committer_;
     Metrics& metrics_;
-    std::map<std::string, std::unique_ptr<Channel>> channels_;  // By path segment.
+    std::map<std::string, std::unique_ptr<Channel>> channels_;
+    std::shared_ptr<std::atomic<int>> exports_active_ = std::make_shared<std::atomic<int>>(0);  // By path after callbacks/.
 };
 
 }  // namespace payledger::api

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "api/platform_config.hpp"
+
 namespace payledger::api {
 namespace {
 
@@ -60,7 +62,8 @@ std::vector<std::string> ParseTokens(const json& tokens, const char* role) {
 
 Config ParseConfig(const std::string& text,
                    const std::optional<std::string>& database_url_override,
-                   const std::optional<std::string>& listen_override) {
+                   const std::optional<std::string>& listen_override,
+                   const std::string& base_dir) {
     json root;
     try {
         root = json::parse(text);
@@ -99,6 +102,7 @@ Config ParseConfig(const std::string& text,
         }
         config.generic = section;
     }
+    ParsePlatformSections(root, base_dir, config);
     return config;
 }
 
@@ -112,7 +116,10 @@ Config LoadConfig(const std::string& path) {
         if (value == nullptr) return std::nullopt;
         return std::string(value);
     };
-    return ParseConfig(text.str(), env("PAYLEDGER_DATABASE_URL"), env("PAYLEDGER_LISTEN"));
+    const std::size_t slash = path.rfind('/');
+    const std::string base_dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+    return ParseConfig(text.str(), env("PAYLEDGER_DATABASE_URL"), env("PAYLEDGER_LISTEN"),
+                       base_dir);
 }
 
 }  // namespace payledger::api

@@ -1,10 +1,13 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "api/platform_crypto.hpp"
 
 namespace payledger::api {
 
@@ -20,6 +23,34 @@ struct GenericConfig {
     std::string secret{};
 };
 
+// SPEC §9 `wechat_v2`: sign_type MD5 (default) or HMAC-SHA256.
+enum class WechatV2SignType { kMd5, kHmacSha256 };
+
+struct WechatV2Config {
+    std::string appid{};
+    std::string mch_id{};
+    std::string api_key{};  // The APIv2 key: signs notices, and its MD5 decrypts refunds.
+    WechatV2SignType sign_type = WechatV2SignType::kMd5;
+};
+
+// SPEC §9 `wechat_v3`. The simulate_* fields are optional, for `payledger simulate` only:
+// the private key of a test platform key pair and the serial it signs as.
+struct WechatV3Config {
+    std::string appid{};
+    std::string mchid{};
+    std::string api_v3_key{};  // 32 bytes: the AES-256-GCM key of notification resources.
+    std::map<std::string, PublicKey> platform_public_keys{};  // By Wechatpay-Serial.
+    std::optional<PrivateKey> simulate_private_key{};
+    std::string simulate_serial{};
+};
+
+// SPEC §9 `alipay`; simulate_private_key as for WechatV3Config.
+struct AlipayConfig {
+    std::string app_id{};
+    PublicKey alipay_public_key{};
+    std::optional<PrivateKey> simulate_private_key{};
+};
+
 // SPEC §9. Sections absent from the file leave their channel unserved (404).
 struct Config {
     std::string listen_host = "127.0.0.1";
@@ -29,15 +60,20 @@ struct Config {
     std::vector<std::string> auditor_tokens{};
     std::vector<std::string> admin_tokens{};
     std::optional<GenericConfig> generic{};
+    std::optional<WechatV2Config> wechat_v2{};
+    std::optional<WechatV3Config> wechat_v3{};
+    std::optional<AlipayConfig> alipay{};
 };
 
 // Reads and validates the JSON config at `path`, then applies PAYLEDGER_DATABASE_URL and
 // PAYLEDGER_LISTEN from the environment. Throws ConfigError naming the field at fault.
 [[nodiscard]] Config LoadConfig(const std::string& path);
 
-// The same from JSON text (tests), with the environment overrides given explicitly.
+// The same from JSON text (tests), with the environment overrides given explicitly. Relative
+// key file paths are read from `base_dir` (LoadConfig: the config file's folder).
 [[nodiscard]] Config ParseConfig(const std::string& text,
                                  const std::optional<std::string>& database_url_override,
-                                 const std::optional<std::string>& listen_override);
+                                 const std::optional<std::string>& listen_override,
+                                 const std::string& base_dir = {});
 
 }  // namespace payledger::api

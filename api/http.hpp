@@ -4,6 +4,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "projections/event.hpp"
@@ -16,6 +17,18 @@ using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 using Respond = std::function<void(Response)>;
 
+// A body produced piece by piece, for exports without a page limit (constant memory).
+class BodyProducer {
+public:
+    virtual ~BodyProducer() = default;
+    // The next piece, or "" at the end. Runs on a worker thread and may block; a throw
+    // ends the response early (the client sees the chunked body cut short).
+    virtual std::string Next() = 0;
+};
+
+// Answers with a chunked response: `header`'s status and fields, then the producer's pieces.
+using RespondStream = std::function<void(Response header, std::unique_ptr<BodyProducer>)>;
+
 // SPEC §5: requests over 64 KiB are refused before their body is read.
 inline constexpr std::size_t kRequestBodyBytesMax = 64 * 1024;
 
@@ -25,6 +38,7 @@ struct Incoming {
     std::string peer{};  // "address:port" of the client.
     projections::TimeMicros received_at = 0;
     std::chrono::steady_clock::time_point started{};
+    RespondStream respond_stream{};  // For streamed answers instead of Respond.
 };
 
 // Builds a response with the given status, content type and body.

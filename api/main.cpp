@@ -8,12 +8,16 @@
 #include "api/config.hpp"
 #include "api/json_output.hpp"
 #include "api/log.hpp"
+#include "api/progress.hpp"
 #include "api/server.hpp"
+#include "api/simulate.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
 #include "ledger/database.hpp"
 #include "ledger/migrate.hpp"
 #include "ledger/reads.hpp"
+#include "ledger/rebuild.hpp"
+#include "ledger/verify.hpp"
 #include "projections/validate.hpp"
 
 namespace {
@@ -66,6 +70,24 @@ int Serve(const api::Config& config) {
     return 0;
 }
 
+// Events in the ledger now, for the progress display only (on a terminal).
+std::int64_t EstimateEvents(const api::Config& config) {
+    if (!api::ProgressPrinter::Enabled()) return 0;
+    auto connection = ledger::Connect(config.database_url);
+    pqxx::read_transaction tx{*connection};
+    return tx.exec("SELECT count(*) FROM ledger_events")[0][0].as<std::int64_t>();
+}
+
+// SPEC §8: exit 0 when everything matches, 1 when anything differs.
+int VerifyOrRebuild(const api::Config& config, bool rebuild) {
+    api::ProgressPrinter progress{rebuild ? "rebuild" : "verify", EstimateEvents(config)};
+    const ledger::VerifyReport report =
+        rebuild ? ledger::Rebuild(config.database_url, progress.Callback())
+                : ledger::Verify(config.database_url, progress.Callback());
+    std::cout << ledger::FormatReport(report) << std::flush;
+    return report.ok() ? 0 : 1;
+}
+
 int Events(const api::Config& config, std::int64_t after,
            const std::optional<std::string>& out_trade_no) {
     auto connection = ledger::Connect(config.database_url);
@@ -89,11 +111,28 @@ int main(int argc, char** argv) {
     CLI::App* serve = cli.add_subcommand("serve", "migrate, then serve HTTP until SIGTERM");
     CLI::App* migrate = cli.add_subcommand("migrate", "apply the schema migrations");
     CLI::App* events = cli.add_subcommand("events", "the event history as NDJSON");
+    CLI::App* verify =
+        cli.add_subcommand("verify", "fold the events and compare with the projections");
+    CLI::App* rebuild = cli.add_subcommand("rebuild", "rebuild the projections online");
     std::int64_t after = 0;
     std::string out_trade_no;
     events->add_option("--after", after, "only events with seq > SEQ")->check(CLI::NonNegativeNumber);
     events->add_option("--out-trade-no", out_trade_no, "only this order's events");
-    for (CLI::App* command : {serve, migrate, events}) {
+    CLI::App* simulate =
+        cli.add_subcommand("simulate", "build, sign and post a test notification (SPEC §8)");
+    api::SimulateOptions simulate_options;
+    std::string simulate_url;
+    simulate->add_option("channel", simulate_options.channel, "the channel to simulate")
+        ->required()
+        ->check(CLI::IsMember({"wechat_v2", "wechat_v3", "alipay", "generic"}));
+    simulate->add_option("--out-trade-no", simulate_options.out_trade_no, "the order")
+        ->required();
+    simulate->add_option("--amount", simulate_options.amount, "minor units (default 1999)")
+        ->check(CLI::Range(std::int64_t{1}, projections::kAmountMax));
+    simulate->add_option("--kind", simulate_options.kind, "payment (default), refund or close")
+        ->check(CLI::IsMember({"payment", "refund", "close"}));
+    simulate->add_option("--url", simulate_url, "the service (default http://<listen>)");
+    for (CLI::App* command : {serve, migrate, events, simulate, verify, rebuild}) {
         command->add_option("--config", config_path, "JSON config file (SPEC §9)");
     }
     CLI11_PARSE(cli, argc, argv);
@@ -102,6 +141,8 @@ int main(int argc, char** argv) {
         const api::Config config = LoadConfigOrEnv(config_path);
         if (*serve) return Serve(config);
         if (*migrate) return Migrate(config);
+        if (*verify || *rebuild) return VerifyOrRebuild(config, static_cast<bool>(*rebuild));
+        if (*simulate) return api::RunSimulate(config, simulate_options, simulate_url);
         if (!out_trade_no.empty() && !projections::IsValidKey(out_trade_no)) {
             std::cerr << "payledger: --out-trade-no: not a valid out_trade_no\n";
             return kExitError;

@@ -6,6 +6,8 @@
 
 #include "api/log.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace payledger::api {
 namespace {
 
@@ -75,6 +77,14 @@ private:
                           .peer = peer_,
                           .received_at = NowMicros(),
                           .started = std::chrono::steady_clock::now()};
+        incoming.respond_stream = [self = shared_from_this()](
+                                      Response header, std::unique_ptr<BodyProducer> producer) {
+            net::post(self->stream_.get_executor(),
+                      [self, header = std::move(header),
+                       producer = std::shared_ptr<BodyProducer>(std::move(producer))]() mutable {
+                          self->WriteStream(std::move(header), std::move(producer));
+                      });
+        };
         keep_alive_ = incoming.request.keep_alive();
         version_ = incoming.request.version();
         server_.RequestStarted();
@@ -96,17 +106,78 @@ private:
         stream_.expires_after(server_.options_.write_timeout);
         http::async_write(stream_, *response_,
                           [self = shared_from_this(), counted](beast::error_code ec, std::size_t) {
-                              self->OnWrite(ec, counted);
+                              const bool close = !self->response_->keep_alive();
+                              self->response_.reset();
+                              self->OnWrite(ec, counted, close);
                           });
     }
 
-    void OnWrite(beast::error_code ec, bool counted) {
-        const bool close = !response_->keep_alive();
-        response_.reset();
+    void OnWrite(beast::error_code ec, bool counted, bool close) {
         if (counted) server_.RequestFinished();
         if (ec) return;
         if (close) return Close();
         Read();
+    }
+
+    // A chunked response: the header now, then each piece the producer makes on a worker.
+    void WriteStream(Response header, std::shared_ptr<BodyProducer> producer) {
+        serializer_.reset();  // It refers to the previous header.
+        stream_header_.emplace(header.result(), version_);
+        for (const auto& field : header) {
+            stream_header_->set(field.name_string(), field.value());
+        }
+        stream_header_->keep_alive(keep_alive_ && !server_.draining_);
+        stream_header_->chunked(true);
+        serializer_.emplace(*stream_header_);
+        stream_.expires_after(server_.options_.write_timeout);
+        http::async_write_header(
+            stream_, *serializer_,
+            [self = shared_from_this(), producer](beast::error_code ec, std::size_t) {
+                if (ec) return self->OnWrite(ec, true, true);
+                self->NextChunk(producer);
+            });
+    }
+
+    void NextChunk(std::shared_ptr<BodyProducer> producer) {
+        net::post(server_.workers_, [self = shared_from_this(), producer] {
+            std::optional<std::string> piece;
+            try {
+                piece = producer->Next();
+            } catch (const std::exception& error) {
+                LogJson("error", std::string("{\"msg\":\"stream failed\",\"error\":") +
+                                     nlohmann::json(error.what()).dump() + "}");
+            }
+            net::post(self->stream_.get_executor(),
+                      [self, producer, piece = std::move(piece)]() mutable {
+                          self->WriteChunk(producer, std::move(piece));
+                      });
+        });
+    }
+
+    void WriteChunk(std::shared_ptr<BodyProducer> producer, std::optional<std::string> piece) {
+        stream_.expires_after(server_.options_.write_timeout);
+        if (!piece) {
+            // The producer failed: cut the body short, so the client cannot mistake it for
+            // a complete export.
+            server_.RequestFinished();
+            beast::error_code ignored;
+            stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+            return;
+        }
+        if (piece->empty()) {
+            const bool close = !stream_header_->keep_alive();
+            return net::async_write(stream_, http::make_chunk_last(),
+                                    [self = shared_from_this(), close](beast::error_code ec,
+                                                                       std::size_t) {
+                                        self->OnWrite(ec, true, close);
+                                    });
+        }
+        chunk_ = std::move(*piece);
+        net::async_write(stream_, http::make_chunk(net::buffer(chunk_)),
+                         [self = shared_from_this(), producer](beast::error_code ec, std::size_t) {
+                             if (ec) return self->OnWrite(ec, true, true);
+                             self->NextChunk(producer);
+                         });
     }
 
     void Close() {
@@ -119,6 +190,9 @@ private:
     beast::flat_buffer buffer_{};
     std::optional<http::request_parser<http::string_body>> parser_{};
     std::optional<Response> response_{};
+    std::optional<http::response<http::empty_body>> stream_header_{};
+    std::optional<http::response_serializer<http::empty_body>> serializer_{};
+    std::string chunk_{};
     std::string peer_ = "unknown";
     bool keep_alive_ = false;
     unsigned version_ = 11;

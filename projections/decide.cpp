@@ -58,9 +58,9 @@ Decision Decide(std::span<const Event> order_events, Event delivered) {
     const Event* order = FindType(order_events, EventType::kOrderCreated);
     if (delivered.event_type != EventType::kOrderCreated) {
         if (order == nullptr) {
-            return Reject(Outcome::kUnknownOrder,
-                          "no order " + delivered.out_trade_no + " was registered",
-                          std::move(delivered));
+            // The message first: the argument that moves `delivered` may be evaluated first.
+            std::string message = "no order " + delivered.out_trade_no + " was registered";
+            return Reject(Outcome::kUnknownOrder, std::move(message), std::move(delivered));
         }
         delivered.account_id = order->account_id;
         if (delivered.event_type == EventType::kRefundSucceeded && delivered.currency.empty()) {
@@ -71,11 +71,12 @@ Decision Decide(std::span<const Event> order_events, Event delivered) {
         if (SameFingerprint(*stored, delivered)) {
             return {.outcome = Outcome::kDuplicate, .seq = stored->seq, .event = delivered};
         }
+        std::string message = std::string(ToString(delivered.event_type)) + " for " +
+                              delivered.out_trade_no +
+                              " already exists with a different fingerprint";
         return {.outcome = Outcome::kConflict,
                 .seq = stored->seq,
-                .message = std::string(ToString(delivered.event_type)) + " for " +
-                           delivered.out_trade_no +
-                           " already exists with a different fingerprint",
+                .message = std::move(message),
                 .event = std::move(delivered)};
     }
     if (order != nullptr) {

@@ -1,8 +1,31 @@
 #!/usr/bin/env bash
-# Prints a development config (SPEC §9) with fresh random tokens and secrets. $1 is the
-# folder for any key files. The database URL comes from PAYLEDGER_DATABASE_URL at run time.
+# Prints a development config (SPEC §9) with fresh random tokens, secrets and test keys for
+# every platform, so that `payledger simulate` works right away. $1 is the folder for the key
+# files (.data/, never committed): it writes fresh RSA key pairs under $1/keys/ — the WeChat
+# Pay v3 platform key and the Alipay key, whose private halves only `simulate` uses
+# (wechat_v3.simulate_private_key, alipay.simulate_private_key). The database URL comes from
+# PAYLEDGER_DATABASE_URL at run time.
 set -euo pipefail
+DATA_DIR="$(cd "${1:?usage: dev_config.sh DATA_DIR}" && pwd)"
+KEY_DIR="$DATA_DIR/keys"
+mkdir -p "$KEY_DIR"
+chmod 700 "$KEY_DIR"
+
 rand() { openssl rand -hex 16; }
+
+# keypair NAME: $KEY_DIR/NAME_private.pem and NAME_public.pem, RSA 2048.
+keypair() {
+    local private="$KEY_DIR/$1_private.pem" public="$KEY_DIR/$1_public.pem"
+    (umask 077 && openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 \
+        -out "$private" 2>/dev/null)
+    openssl pkey -in "$private" -pubout -out "$public"
+}
+
+keypair wechat_v3_platform
+keypair alipay
+# A certificate serial as WeChat Pay sends it in Wechatpay-Serial: upper-case hex.
+V3_SERIAL="$(openssl rand -hex 20 | tr 'a-f' 'A-F')"
+
 cat <<JSON
 {
   "listen": "127.0.0.1:8080",
@@ -12,6 +35,25 @@ cat <<JSON
     "auditor": ["auditor-$(rand)"],
     "admin": ["admin-$(rand)"]
   },
-  "generic": {"secret": "generic-$(rand)"}
+  "generic": {"secret": "generic-$(rand)"},
+  "wechat_v2": {
+    "appid": "wx$(openssl rand -hex 8)",
+    "mch_id": "1900000001",
+    "api_key": "$(rand)",
+    "sign_type": "MD5"
+  },
+  "wechat_v3": {
+    "appid": "wx$(openssl rand -hex 8)",
+    "mchid": "1900000002",
+    "api_v3_key": "$(rand)",
+    "platform_public_keys": {"$V3_SERIAL": "$KEY_DIR/wechat_v3_platform_public.pem"},
+    "simulate_private_key": "$KEY_DIR/wechat_v3_platform_private.pem",
+    "simulate_serial": "$V3_SERIAL"
+  },
+  "alipay": {
+    "app_id": "2021000000000001",
+    "alipay_public_key": "$KEY_DIR/alipay_public.pem",
+    "simulate_private_key": "$KEY_DIR/alipay_private.pem"
+  }
 }
 JSON

@@ -20,8 +20,11 @@ api::Config TestConfig(const std::string& database_url) {
 }
 
 TestService::TestService(api::Config config, std::string application_name)
+    : TestService(std::move(config),
+                  ledger::SessionSettings{.application_name = std::move(application_name)}) {}
+
+TestService::TestService(api::Config config, const ledger::SessionSettings& session)
     : config_(std::move(config)) {
-    const ledger::SessionSettings session{.application_name = std::move(application_name)};
     pool_ = std::make_unique<ledger::ConnectionPool>(config_.database_url, 4,
                                                      std::chrono::milliseconds{2000}, session);
     committer_ = std::make_unique<ledger::Committer>(

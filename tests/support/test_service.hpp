@@ -28,6 +28,8 @@ class TestService {
 public:
     // `application_name` names the service's database sessions (tests find them by it).
     explicit TestService(api::Config config, std::string application_name = "payledger_test");
+    // With the given session settings (limits, name) for the pool and the committer.
+    TestService(api::Config config, const ledger::SessionSettings& session);
     ~TestService();
 
     [[nodiscard]] unsigned short port() const { return server_->port(); }

@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# bench/load (issue 6): callback throughput and latency of `payledger serve`, as a ratio
+# against pgbench running the same single-callback transaction on the same PostgreSQL in the
+# same run. See bench/README.md.
+#
+#   bench/load/run.sh [--connections 64] [--seconds 20] [--orders 20000]
+#                     [--low-load-requests 1000] [--loadgen-threads 1]
+#                     [--pgbench-orders N] [--keep]
+#
+# Builds (Release) if needed, starts its own throwaway PostgreSQL and payledger, runs the
+# phases, prints a Markdown table, and stops everything it started, also on failure.
+# Exits 0 when every answer was the expected one and `payledger verify` passed (the targets
+# are reported, not enforced), 1 otherwise.
+set -euo pipefail
+shopt -s inherit_errexit  # A failure inside $(...) fails the run too.
+source "$(dirname "$0")/../../scripts/lib/common.sh"
+source "$PAYLEDGER_ROOT/bench/lib/bench.sh"
+
+CONNECTIONS=64
+SECONDS_LIMIT=20
+ORDERS=20000
+LOW_LOAD_REQUESTS=1000
+LOADGEN_THREADS=1
+PGBENCH_ORDERS=""
+KEEP=""
+ACCOUNTS=1000
+COMMAND="bench/load/run.sh $*"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --connections) CONNECTIONS="$2"; shift 2 ;;
+        --seconds) SECONDS_LIMIT="$2"; shift 2 ;;
+        --orders) ORDERS="$2"; shift 2 ;;
+        --low-load-requests) LOW_LOAD_REQUESTS="$2"; shift 2 ;;
+        --loadgen-threads) LOADGEN_THREADS="$2"; shift 2 ;;
+        --pgbench-orders) PGBENCH_ORDERS="$2"; shift 2 ;;
+        --keep) KEEP=1; shift ;;
+        -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+        *) bench_die "unknown argument: $1 (see --help)" ;;
+    esac
+done
+for value in "$CONNECTIONS" "$SECONDS_LIMIT" "$ORDERS" "$LOW_LOAD_REQUESTS" "$LOADGEN_THREADS"; do
+    [[ "$value" =~ ^[1-9][0-9]*$ ]] || bench_die "expected a positive integer, got '$value'"
+done
+[ "$CONNECTIONS" -le 180 ] || bench_die "--connections: at most 180 (PostgreSQL max_connections 200)"
+# The 1-connection phases: shorter, as they only measure latency.
+LOW_LOAD_SECONDS=$((SECONDS_LIMIT < 10 ? SECONDS_LIMIT : 10))
+# pgbench needs one loaded order per transaction; 5000/s is far above what one serialized
+# writer reaches with a synchronous commit per transaction. An abort says so if not.
+PGBENCH_ORDERS="${PGBENCH_ORDERS:-$((5000 * (SECONDS_LIMIT + LOW_LOAD_SECONDS)))}"
+
+SERVER_PID=""
+FAILED=""
+cleanup() {
+    local status=$?
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -TERM "$SERVER_PID" 2>/dev/null || true
+        for _ in $(seq 1 300); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$SERVER_PID" 2>/dev/null || true
+    fi
+    bench_pg_down
+    if [ -n "$KEEP" ] || [ "$status" -ne 0 ]; then
+        [ "$status" -ne 0 ] && [ -f "$BENCH_TMP/serve.log" ] && tail -20 "$BENCH_TMP/serve.log" >&2
+        bench_log "kept $BENCH_TMP (logs, PostgreSQL data)"
+    else
+        rm -rf "$BENCH_TMP"
+    fi
+}
+bench_tmp_create
+trap cleanup EXIT
+
+payledger_install_deps curl time
+bench_build payledger payledger_loadgen
+BENCH_BIN="$BENCH_BUILD_DIR"
+LOADGEN="$BENCH_BIN/payledger_loadgen"
+
+bench_pg_up
+bench_log "PostgreSQL on $BENCH_PG_DATA port $BENCH_PG_PORT"
+bench_createdb payledger
+bench_createdb pgbench_ledger
+bench_log "loading $PGBENCH_ORDERS orders for pgbench into pgbench_ledger"
+bench_seed pgbench_ledger PGB- "$PGBENCH_ORDERS" 0 "$ACCOUNTS"
+bench_psql pgbench_ledger -c "VACUUM ANALYZE" -c CHECKPOINT
+
+# --- payledger serve, with a generated config --------------------------------------------
+PORT="$(payledger_free_port)" || bench_die "no free port"
+SECRET="generic-$(openssl rand -hex 16)"
+MERCHANT_TOKEN="merchant-$(openssl rand -hex 16)"
+CONFIG="$BENCH_TMP/payledger.json"
+cat >"$CONFIG" <<JSON
+{
+  "listen": "127.0.0.1:$PORT",
+  "database_url": "$(bench_url payledger)",
+  "tokens": {"merchant": ["$MERCHANT_TOKEN"], "auditor": ["auditor-$(openssl rand -hex 16)"],
+             "admin": ["admin-$(openssl rand -hex 16)"]},
+  "generic": {"secret": "$SECRET"}
+}
+JSON
+chmod 600 "$CONFIG"
+"$BENCH_BIN/payledger" serve --config "$CONFIG" >"$BENCH_TMP/serve.out" 2>"$BENCH_TMP/serve.log" &
+SERVER_PID=$!
+for _ in $(seq 1 300); do
+    curl -fsS -o /dev/null "http://127.0.0.1:$PORT/healthz" 2>/dev/null && break
+    kill -0 "$SERVER_PID" 2>/dev/null || bench_die "payledger serve exited (log above)"
+    sleep 0.1
+done
+curl -fsS -o /dev/null "http://127.0.0.1:$PORT/healthz" || bench_die "payledger serve is not up"
+bench_log "payledger serve (pid $SERVER_PID) on 127.0.0.1:$PORT"
+
+# --- the phases ---------------------------------------------------------------------------
+declare -A RPS P50 P99 MAX ERRORS ANSWERED CPU BATCH LOCK_WAIT
+
+metric() {
+    curl -fsS "http://127.0.0.1:$PORT/metrics" | awk -v name="$1" '$1 == name { print $2 }'
+}
+
+# phase LABEL LOADGEN_ARGS...: runs one phase, keeps its RESULT figures and the server's CPU
+# time and group-commit batch size over it.
+phase() {
+    local label="$1"
+    shift
+    local cpu0 batches0 deliveries0 wait0 out
+    cpu0="$(bench_cpu_seconds "$SERVER_PID")"
+    batches0="$(metric payledger_commit_batches_total)"
+    deliveries0="$(metric payledger_committed_deliveries_total)"
+    wait0="$(metric payledger_writer_lock_wait_seconds_total)"
+    out="$("$LOADGEN" --label "$label" --port "$PORT" --threads "$LOADGEN_THREADS" \
+        --prefix LOAD- --accounts "$ACCOUNTS" --merchant-token "$MERCHANT_TOKEN" \
+        --generic-secret "$SECRET" "$@")" || bench_die "the load generator failed in $label"
+    printf '%s\n' "$out" | grep -v '^RESULT ' >&2
+    local kv
+    for kv in $(printf '%s\n' "$out" | grep '^RESULT '); do
+        case "$kv" in
+            rps=*) RPS[$label]="${kv#*=}" ;;
+            p50_ms=*) P50[$label]="${kv#*=}" ;;
+            p99_ms=*) P99[$label]="${kv#*=}" ;;
+            max_ms=*) MAX[$label]="${kv#*=}" ;;
+            errors=*) ERRORS[$label]="${kv#*=}" ;;
+            answered=*) ANSWERED[$label]="${kv#*=}" ;;
+        esac
+    done
+    [ "${ERRORS[$label]}" -eq 0 ] || FAILED=1
+    local seconds batches deliveries
+    seconds="$(printf '%s\n' "$out" | sed -n 's/^RESULT .* seconds=\([0-9.]*\).*/\1/p')"
+    CPU[$label]="$(bench_calc "100 * ($(bench_cpu_seconds "$SERVER_PID") - $cpu0) / $seconds")"
+    batches="$(bench_calc "$(metric payledger_commit_batches_total) - $batches0")"
+    deliveries="$(bench_calc "$(metric payledger_committed_deliveries_total) - $deliveries0")"
+    BATCH[$label]="$(bench_calc "$batches > 0 ? $deliveries / $batches : 0")"
+    LOCK_WAIT[$label]="$(bench_calc "$(metric payledger_writer_lock_wait_seconds_total) - $wait0")"
+    bench_log "$label: server CPU $(bench_fmt 0 "${CPU[$label]}")% of one core," \
+        "$(bench_fmt 1 "${BATCH[$label]}") deliveries per commit"
+}
+
+TOTAL_ORDERS=$((ORDERS + LOW_LOAD_REQUESTS))
+bench_log "phase 0: the load generator's ceiling (GET /healthz)"
+phase healthz --mode healthz --connections "$CONNECTIONS" --orders 100000000 \
+    --seconds "$LOW_LOAD_SECONDS"
+bench_log "creating $TOTAL_ORDERS orders through POST /v1/orders"
+phase create --mode create --connections "$CONNECTIONS" --orders "$TOTAL_ORDERS" --seconds 600
+[ "${ANSWERED[create]}" -eq "$TOTAL_ORDERS" ] || bench_die "only ${ANSWERED[create]} orders created"
+bench_psql payledger -c CHECKPOINT
+bench_log "phase a: unique callbacks, each order paid once (appends)"
+phase unique --mode pay --expect appended --connections "$CONNECTIONS" --orders "$ORDERS" \
+    --seconds "$SECONDS_LIMIT"
+PAID="${ANSWERED[unique]}"
+[ "$PAID" -gt 0 ] || bench_die "no order was paid"
+bench_log "phase b: duplicates of the $PAID paid orders' callbacks"
+phase duplicate --mode pay --expect duplicate --connections "$CONNECTIONS" --orders "$PAID" \
+    --seconds "$SECONDS_LIMIT"
+bench_log "low load: 1 connection, sequential requests"
+phase healthz_1 --mode healthz --connections 1 --orders "$LOW_LOAD_REQUESTS" \
+    --seconds "$LOW_LOAD_SECONDS"
+phase unique_1 --mode pay --expect appended --connections 1 --first-order "$ORDERS" \
+    --orders "$LOW_LOAD_REQUESTS" --seconds "$LOW_LOAD_SECONDS"
+phase duplicate_1 --mode pay --expect duplicate --connections 1 --first-order "$ORDERS" \
+    --orders "${ANSWERED[unique_1]}" --seconds "$LOW_LOAD_SECONDS"
+
+RSS_MIB="$(bench_vmhwm_mib "$SERVER_PID")"
+bench_log "payledger serve peak RSS (VmHWM): $RSS_MIB MiB"
+kill -TERM "$SERVER_PID"
+for _ in $(seq 1 300); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+wait "$SERVER_PID" || bench_log "payledger serve exited with status $?"
+SERVER_PID=""
+
+bench_log "payledger verify (after the run)"
+VERIFY_STATUS=0
+"$BENCH_BIN/payledger" verify --config "$CONFIG" >"$BENCH_TMP/verify.out" 2>&1 || VERIFY_STATUS=$?
+cat "$BENCH_TMP/verify.out" >&2
+[ "$VERIFY_STATUS" -eq 0 ] || FAILED=1
+
+# --- pgbench: the same transaction, one callback per transaction ---------------------------
+PGBENCH_SCRIPT="$PAYLEDGER_ROOT/bench/load/callback.pgbench"
+# pgbench_run NAME CLIENTS THREADS SECONDS [ARGS...]: runs the script; BASE is the highest
+# order already paid, so every run pays fresh orders.
+pgbench_run() {
+    local name="$1" clients="$2" threads="$3" seconds="$4" base
+    shift 4
+    base="$(bench_psql pgbench_ledger -tAc "SELECT coalesce(max(substr(out_trade_no, 5)::bigint), 0)
+        FROM ledger_events WHERE event_type = 'PAYMENT_SUCCEEDED'")"
+    sed "s/^\\\\set o :client_id/\\\\set o $base + :client_id/" "$PGBENCH_SCRIPT" \
+        >"$BENCH_TMP/callback_$name.pgbench"
+    if ! "$PG_BIN/pgbench" -h "$BENCH_PG_DATA" -p "$BENCH_PG_PORT" -U postgres -n -M prepared \
+        -f "$BENCH_TMP/callback_$name.pgbench" \
+        -c "$clients" -j "$threads" -T "$seconds" -D clients="$clients" -D k=0 "$@" \
+        pgbench_ledger >"$BENCH_TMP/pgbench_$name.out" 2>&1; then
+        tail -20 "$BENCH_TMP/pgbench_$name.out" >&2
+        bench_die "pgbench aborted (out of loaded orders? raise --pgbench-orders)"
+    fi
+    grep -E '^(number of transactions actually|number of failed|latency average|tps)' \
+        "$BENCH_TMP/pgbench_$name.out" | sed "s/^/[pgbench $name] /" >&2
+    sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$BENCH_TMP/pgbench_$name.out"
+}
+bench_psql pgbench_ledger -c CHECKPOINT
+bench_log "pgbench: $CONNECTIONS clients, $SECONDS_LIMIT s"
+PGBENCH_TPS="$(pgbench_run many "$CONNECTIONS" $((CONNECTIONS < 2 ? 1 : 2)) "$SECONDS_LIMIT")"
+bench_log "pgbench: 1 client, $LOW_LOAD_SECONDS s (latency log)"
+PGBENCH_TPS_1="$(pgbench_run one 1 1 "$LOW_LOAD_SECONDS" --log --log-prefix="$BENCH_TMP/pgb1")"
+# The per-transaction log: the third field is the latency in microseconds.
+read -r PGB1_P50 PGB1_P99 < <(cat "$BENCH_TMP"/pgb1.* | awk '{ print $3 }' | sort -n | awk '
+    { v[NR] = $1 }
+    END { i50 = int(NR * 0.50 + 0.999999); i99 = int(NR * 0.99 + 0.999999);
+          printf "%.2f %.2f\n", v[i50] / 1000, v[i99] / 1000 }')
+PGBENCH_VERIFY="$(PAYLEDGER_DATABASE_URL="$(bench_url pgbench_ledger)" "$BENCH_BIN/payledger" verify \
+    2>&1 | tr '\n' ' ')" || bench_die "the pgbench database fails verify: $PGBENCH_VERIFY"
+bench_log "payledger verify of the pgbench database: $PGBENCH_VERIFY"
+
+# --- report -------------------------------------------------------------------------------
+RATIO="$(bench_calc "${RPS[unique]} / $PGBENCH_TPS")"
+RATIO_DUP="$(bench_calc "${RPS[duplicate]} / $PGBENCH_TPS")"
+ADDED_P50="$(bench_calc "${P50[unique_1]} - $PGB1_P50")"
+ADDED_P99="$(bench_calc "${P99[unique_1]} - $PGB1_P99")"
+row() { printf '| %s | %s | %s | %s |\n' "$@"; }
+phase_cell() {
+    printf '%s/s; p50 %s ms, p99 %s ms, max %s ms; %s errors' "$(bench_fmt 0 "${RPS[$1]}")" \
+        "${P50[$1]}" "${P99[$1]}" "${MAX[$1]}" "${ERRORS[$1]}"
+}
+C="$CONNECTIONS"
+{
+    echo
+    echo "### bench/load"
+    echo
+    echo "\`$COMMAND\` — $(bench_machine)"
+    echo
+    row "measure" "result" "target" "met"
+    row "---" "---" "---" "---"
+    row "load generator ceiling: GET /healthz, $C connections" "$(phase_cell healthz)" "—" "—"
+    row "POST /v1/orders, $C connections (${ANSWERED[create]} orders)" "$(phase_cell create)" \
+        "—" "—"
+    row "(a) unique callbacks (appends), $C connections (${ANSWERED[unique]})" \
+        "$(phase_cell unique)" "p99 ≤ 50 ms" "$(bench_yes "${P99[unique]} <= 50")"
+    row "(b) duplicate callbacks, $C connections (${ANSWERED[duplicate]})" \
+        "$(phase_cell duplicate)" "p99 ≤ 50 ms; ≥ appends/s" \
+        "$(bench_yes "${P99[duplicate]} <= 50 && ${RPS[duplicate]} >= ${RPS[unique]}")"
+    row "pgbench, the same single-callback transaction, $C clients" \
+        "$(bench_fmt 0 "$PGBENCH_TPS") tps" "—" "—"
+    row "**appends/s ÷ pgbench tps**" "**$(bench_fmt 2 "$RATIO")×**" "≥ 5×" \
+        "$(bench_yes "$RATIO >= 5")"
+    row "duplicates/s ÷ pgbench tps" "$(bench_fmt 2 "$RATIO_DUP")×" "—" "—"
+    row "payledger serve peak RSS (VmHWM)" "$RSS_MIB MiB" "≤ 256 MiB" \
+        "$(bench_yes "$RSS_MIB <= 256")"
+    row "low load, 1 connection: GET /healthz" "$(phase_cell healthz_1)" "—" "—"
+    row "low load, 1 connection: unique callbacks" "$(phase_cell unique_1)" "—" "—"
+    row "low load, 1 connection: duplicate callbacks" "$(phase_cell duplicate_1)" "—" "—"
+    row "low load, pgbench 1 client" \
+        "$(bench_fmt 0 "$PGBENCH_TPS_1") tps; p50 $PGB1_P50 ms, p99 $PGB1_P99 ms" "—" "—"
+    row "added latency at low load (1-connection append − pgbench 1 client)" \
+        "p50 $(bench_fmt 2 "$ADDED_P50") ms, p99 $(bench_fmt 2 "$ADDED_P99") ms" "—" "—"
+    row "\`payledger verify\` after the run" "exit $VERIFY_STATUS" "exit 0" \
+        "$(bench_yes "$VERIFY_STATUS == 0")"
+    echo
+    echo "Server CPU (% of one core) and deliveries per commit: unique" \
+        "$(bench_fmt 0 "${CPU[unique]}")%, $(bench_fmt 1 "${BATCH[unique]}");" \
+        "duplicate $(bench_fmt 0 "${CPU[duplicate]}")%, $(bench_fmt 1 "${BATCH[duplicate]}");" \
+        "healthz $(bench_fmt 0 "${CPU[healthz]}")%. Writer lock wait: unique" \
+        "$(bench_fmt 3 "${LOCK_WAIT[unique]}") s, duplicate $(bench_fmt 3 "${LOCK_WAIT[duplicate]}") s."
+}
+[ -z "$FAILED" ] || bench_die "some answers were not the expected ones, or verify failed (above)"

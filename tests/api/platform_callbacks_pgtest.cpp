@@ -1,0 +1,246 @@
+// The WeChat Pay v2, WeChat Pay v3 and Alipay callbacks end to end (SPEC §5, §6, issue 3):
+// the whole service runs in-process on a free port against the real PostgreSQL, with the
+// three platform sections of tests/api/platform_fixtures.hpp; notices are built and signed by
+// api::BuildNotice (what `payledger simulate` posts) with test-only keys. Each channel is run
+// through the same table: valid → appended with its exact success answer, resend → duplicate
+// with the same answer, wrong amount / excessive refund / other merchant → 422, forged →
+// 401 with the receipt still recorded, unknown order → 404, each failure in the platform's
+// format. Alipay's TRADE_FINISHED after TRADE_SUCCESS must land as a duplicate.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "api/alipay_form.hpp"
+#include "api/json_output.hpp"
+#include "api/platform_crypto.hpp"
+#include "support/test_database.hpp"
+#include "support/test_service.hpp"
+#include "tests/api/platform_fixtures.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+using testing::HttpClient;
+using testing::HttpResult;
+using testing::kAuditorToken;
+using testing::TestDatabase;
+using testing::TestService;
+
+constexpr const char* kV2Success =
+    "<xml><return_code><![CDATA[SUCCESS]]></return_code><return_msg><![CDATA[OK]]></return_msg>"
+    "</xml>";
+
+class PlatformCallbacksPgTest : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        if (!db_.available()) GTEST_SKIP() << "no test database";
+        service_ = std::make_unique<TestService>(config_);
+        client_ = std::make_unique<HttpClient>(service_->port());
+    }
+
+    SimulatedNotice Notice(const std::string& out_trade_no, const std::string& kind = "payment",
+                           std::int64_t amount = 1999, const Config* config = nullptr) const {
+        return BuildNotice(
+            config ? *config : config_,
+            {.channel = GetParam(), .out_trade_no = out_trade_no, .kind = kind, .amount = amount});
+    }
+
+    HttpResult Post(const SimulatedNotice& notice) {
+        const std::map<std::string, std::string> headers(notice.headers.begin(),
+                                                         notice.headers.end());
+        return client_->Post(notice.target, notice.body, headers);
+    }
+
+    void CreateOrder(const std::string& out_trade_no, std::int64_t amount = 1999) {
+        const HttpResult created = service_->CreateOrder(*client_, out_trade_no, "acct-1", amount);
+        ASSERT_EQ(created.status, 201) << created.body;
+    }
+
+    std::string EventCount(const std::string& out_trade_no) {
+        return db_.Scalar("SELECT count(*) FROM ledger_events WHERE out_trade_no = '" +
+                          out_trade_no + "'");
+    }
+
+    json Audit(const std::string& target) { return client_->Get(target, kAuditorToken).Json(); }
+
+    // The exact success answer of the channel under test (providers.md §1.4, §2.8, §3.6).
+    void ExpectSuccess(const HttpResult& result) const {
+        if (GetParam() == "wechat_v2") {
+            EXPECT_EQ(result.status, 200);
+            EXPECT_EQ(result.body, kV2Success);
+        } else if (GetParam() == "wechat_v3") {
+            EXPECT_EQ(result.status, 204) << result.body;
+            EXPECT_TRUE(result.body.empty());
+        } else {
+            EXPECT_EQ(result.status, 200);
+            EXPECT_EQ(result.body, "success");
+        }
+    }
+
+    // A failure with `status`, in the channel's failure format.
+    void ExpectFailure(const HttpResult& result, int status) const {
+        EXPECT_EQ(result.status, status) << result.body;
+        if (GetParam() == "wechat_v2") {
+            EXPECT_EQ(result.body.rfind("<xml><return_code><![CDATA[FAIL]]></return_code>", 0), 0u)
+                << result.body;
+        } else if (GetParam() == "wechat_v3") {
+            EXPECT_EQ(result.Json().value("code", ""), "FAIL") << result.body;
+            EXPECT_FALSE(result.Json().value("message", "").empty());
+        } else {
+            EXPECT_EQ(result.body, "failure");
+        }
+    }
+
+    TestDatabase db_;
+    Config config_ = testing::WithPlatforms(testing::TestConfig(db_.url()));
+    std::unique_ptr<TestService> service_;
+    std::unique_ptr<HttpClient> client_;
+};
+
+TEST_P(PlatformCallbacksPgTest, ValidNoticeAppendsAndItsResendIsADuplicate) {
+    CreateOrder("ORD-1");
+    const SimulatedNotice notice = Notice("ORD-1");
+    ExpectSuccess(Post(notice));
+    ExpectSuccess(Post(notice));           // The same bytes again.
+    ExpectSuccess(Post(Notice("ORD-1")));  // A new nonce, the same payment.
+    EXPECT_EQ(EventCount("ORD-1"), "2");
+    const json order = Audit("/v1/orders/ORD-1");
+    EXPECT_EQ(order["status"], "PAID");
+    EXPECT_EQ(order["paid_amount"], 1999);
+    const json events = Audit("/v1/orders/ORD-1/events")["events"];
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[1]["source"], GetParam());
+    EXPECT_EQ(events[1]["event_type"], "PAYMENT_SUCCEEDED");
+    EXPECT_TRUE(events[1]["data"].is_object());
+    const json receipts = Audit("/v1/orders/ORD-1/receipts")["receipts"];
+    ASSERT_EQ(receipts.size(), 4u);
+    EXPECT_EQ(receipts[1]["outcome"], "appended");
+    EXPECT_EQ(receipts[1]["body"], notice.body);
+    EXPECT_EQ(receipts[2]["outcome"], "duplicate");
+    EXPECT_EQ(receipts[3]["outcome"], "duplicate");
+    EXPECT_EQ(receipts[2]["seq"], receipts[1]["seq"]);
+}
+
+TEST_P(PlatformCallbacksPgTest, WrongAmountIsMismatchAndAppendsNothing) {
+    CreateOrder("ORD-2");
+    ExpectFailure(Post(Notice("ORD-2", "payment", 1500)), 422);
+    EXPECT_EQ(EventCount("ORD-2"), "1");
+    EXPECT_EQ(Audit("/v1/orders/ORD-2/receipts")["receipts"][1]["outcome"], "mismatch");
+}
+
+TEST_P(PlatformCallbacksPgTest, RefundWithinTheOrderAppendsAndALargerOneIsMismatch) {
+    CreateOrder("ORD-3");
+    ExpectSuccess(Post(Notice("ORD-3")));
+    ExpectFailure(Post(Notice("ORD-3", "refund", 5000)), 422);
+    EXPECT_EQ(EventCount("ORD-3"), "2");
+    ExpectSuccess(Post(Notice("ORD-3", "refund", 500)));
+    const json order = Audit("/v1/orders/ORD-3");
+    EXPECT_EQ(order["status"], "REFUNDED");
+    EXPECT_EQ(order["refunded_amount"], 500);
+    EXPECT_EQ(Audit("/v1/orders/ORD-3/events")["events"][2]["currency"], "CNY");
+}
+
+TEST_P(PlatformCallbacksPgTest, OtherMerchantIsMismatch) {
+    CreateOrder("ORD-4");
+    Config other = config_;
+    other.wechat_v2->mch_id = "1900009999";
+    other.wechat_v3->mchid = "1900009999";
+    other.alipay->app_id = "2021000000009999";
+    ExpectFailure(Post(Notice("ORD-4", "payment", 1999, &other)), 422);
+    EXPECT_EQ(EventCount("ORD-4"), "1");
+}
+
+TEST_P(PlatformCallbacksPgTest, BadSignatureIs401AndTheReceiptIsKept) {
+    CreateOrder("ORD-5");
+    Config forger = config_;
+    forger.wechat_v2->api_key = "0123456789abcdef0123456789abcdef";
+    forger.wechat_v3->simulate_private_key = testing::TestPlatformKey(3);
+    forger.alipay->simulate_private_key = testing::TestPlatformKey(3);
+    ExpectFailure(Post(Notice("ORD-5", "payment", 1999, &forger)), 401);
+    EXPECT_EQ(EventCount("ORD-5"), "1");
+    const json receipts = Audit("/v1/orders/ORD-5/receipts")["receipts"];
+    ASSERT_EQ(receipts.size(), 2u);
+    EXPECT_EQ(receipts[1]["outcome"], "bad_signature");
+    EXPECT_EQ(receipts[1]["source"], GetParam());
+    EXPECT_EQ(receipts[1]["out_trade_no"], "ORD-5");
+    EXPECT_TRUE(receipts[1]["seq"].is_null());
+}
+
+TEST_P(PlatformCallbacksPgTest, UnknownOrderIs404InThePlatformFormat) {
+    ExpectFailure(Post(Notice("ORD-NONE")), 404);
+    EXPECT_EQ(EventCount("ORD-NONE"), "0");
+}
+
+INSTANTIATE_TEST_SUITE_P(Channels, PlatformCallbacksPgTest,
+                         ::testing::Values("wechat_v2", "wechat_v3", "alipay"));
+
+class PlatformOnlyPgTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!db_.available()) GTEST_SKIP() << "no test database";
+    }
+    TestDatabase db_;
+};
+
+// providers.md §3.3: the same paid trade is announced again months later as TRADE_FINISHED.
+TEST_F(PlatformOnlyPgTest, AlipayTradeFinishedAfterTradeSuccessIsADuplicate) {
+    TestService service{testing::WithPlatforms(testing::TestConfig(db_.url()))};
+    HttpClient client{service.port()};
+    ASSERT_EQ(service.CreateOrder(client, "ORD-6", "acct-1", 8880).status, 201);
+    PlatformFields fields = {{"app_id", testing::kAlipayAppId},
+                             {"notify_time", "2024-05-01 10:30:20"},
+                             {"out_trade_no", "ORD-6"},
+                             {"trade_no", "2024050122001400000000000006"},
+                             {"trade_status", "TRADE_SUCCESS"},
+                             {"total_amount", "88.8"},
+                             {"gmt_payment", "2024-05-01 10:30:15"},
+                             {"sign_type", "RSA2"}};
+    const auto post = [&](PlatformFields notice) {
+        notice["sign"] =
+            Base64Encode(RsaSha256Sign(testing::TestPlatformKey(2), AlipaySignContent(notice)));
+        return client.Post("/v1/callbacks/alipay", EncodeForm(notice),
+                           {{"Content-Type", "application/x-www-form-urlencoded"}});
+    };
+    EXPECT_EQ(post(fields).body, "success");
+    fields["trade_status"] = "TRADE_FINISHED";
+    fields["notify_time"] = "2024-08-01 10:30:20";
+    EXPECT_EQ(post(fields).body, "success");
+    fields["trade_status"] = "TRADE_CLOSED";
+    fields["refund_fee"] = "88.80";
+    fields["gmt_refund"] = "2024-05-03 10:00:00";
+    fields["out_biz_no"] = "RF-6";
+    EXPECT_EQ(post(fields).body, "success");
+    const json receipts = client.Get("/v1/orders/ORD-6/receipts", kAuditorToken).Json()["receipts"];
+    ASSERT_EQ(receipts.size(), 4u);
+    EXPECT_EQ(receipts[1]["outcome"], "appended");
+    EXPECT_EQ(receipts[2]["outcome"], "duplicate");
+    EXPECT_EQ(receipts[3]["outcome"], "appended");
+    const json order = client.Get("/v1/orders/ORD-6", kAuditorToken).Json();
+    EXPECT_EQ(order["status"], "REFUNDED");
+    EXPECT_EQ(order["paid_amount"], 8880);
+    EXPECT_EQ(order["refunded_amount"], 8880);
+}
+
+TEST_F(PlatformOnlyPgTest, AlipayCloseClosesTheOrder) {
+    TestService service{testing::WithPlatforms(testing::TestConfig(db_.url()))};
+    HttpClient client{service.port()};
+    ASSERT_EQ(service.CreateOrder(client, "ORD-7", "acct-1", 100).status, 201);
+    const SimulatedNotice notice = BuildNotice(
+        service.config(), {.channel = "alipay", .out_trade_no = "ORD-7", .kind = "close"});
+    EXPECT_EQ(client.Post(notice.target, notice.body).body, "success");
+    EXPECT_EQ(client.Get("/v1/orders/ORD-7", kAuditorToken).Json()["status"], "CLOSED");
+}
+
+TEST_F(PlatformOnlyPgTest, UnconfiguredChannelsAreNotServed) {
+    TestService service{testing::TestConfig(db_.url())};
+    HttpClient client{service.port()};
+    for (const char* path : {"/v1/callbacks/wechat/v2", "/v1/callbacks/wechat/v3",
+                             "/v1/callbacks/alipay", "/v1/callbacks/wechat"}) {
+        EXPECT_EQ(client.Post(path, "x").status, 404) << path;
+    }
+    EXPECT_EQ(client.Post("/v1/callbacks/generic", "x").status, 401);
+}
+
+}  // namespace
+}  // namespace payledger::api

@@ -1,0 +1,643 @@
+// Tests of the WeChat Pay v2, WeChat Pay v3 and Alipay channels (SPEC §6, providers.md §1-§3)
+// without a database: notices come from api::BuildNotice (the `payledger simulate` builder,
+// signed with test-only keys generated in the process) or are built and signed by hand for
+// the cases simulate never sends; Verify() is checked for the verdict, the event handed to the
+// ledger and the receipt, and Answer() for the exact platform answers. Refusals are tables:
+// tampered bodies, wrong keys, stale timestamps, unknown serials, other merchants, truncated
+// XML, XXE, entity expansion, invalid base64, bad percent-encoding, a third decimal.
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "api/alipay_channel.hpp"
+#include "api/alipay_form.hpp"
+#include "api/json_output.hpp"
+#include "api/wechat_v2_channel.hpp"
+#include "api/wechat_v2_xml.hpp"
+#include "api/wechat_v3_channel.hpp"
+#include "projections/validate.hpp"
+#include "tests/api/platform_fixtures.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+using projections::EventType;
+using projections::Outcome;
+using testing::ToIncoming;
+using testing::WithPlatforms;
+
+constexpr const char* kV2Success =
+    "<xml><return_code><![CDATA[SUCCESS]]></return_code><return_msg><![CDATA[OK]]></return_msg>"
+    "</xml>";
+
+class PlatformChannelTest : public ::testing::Test {
+protected:
+    ledger::Delivery Deliver(const Channel& channel, const SimulatedNotice& notice,
+                             std::int64_t received_offset = 0) const {
+        return channel.Verify(ToIncoming(notice, now_ + received_offset));
+    }
+
+    SimulatedNotice Notice(const std::string& channel, const std::string& kind = "payment",
+                           std::int64_t amount = 1999, const Config* config = nullptr) const {
+        return BuildNotice(config ? *config : config_, {.channel = channel,
+                                                        .out_trade_no = "ORD-1",
+                                                        .kind = kind,
+                                                        .amount = amount,
+                                                        .unix_seconds = now_});
+    }
+
+    const std::int64_t now_ = testing::PlatformNowSeconds();
+    const Config config_ = WithPlatforms(Config{});
+    const WechatV2Channel v2_{*config_.wechat_v2};
+    const WechatV3Channel v3_{*config_.wechat_v3};
+    const AlipayChannel alipay_{*config_.alipay};
+};
+
+void ExpectVerdict(const ledger::Delivery& delivery, Outcome verdict) {
+    EXPECT_EQ(delivery.verdict, verdict) << delivery.message;
+    EXPECT_EQ(delivery.event.has_value(), verdict == Outcome::kAppended);
+}
+
+// ---- WeChat Pay v2 -----------------------------------------------------------------------
+
+SimulatedNotice V2Xml(const std::string& body) {
+    return {.target = "/v1/callbacks/wechat/v2", .headers = {}, .body = body};
+}
+
+SimulatedNotice V2Signed(PlatformFields fields, const std::string& key = testing::kV2ApiKey) {
+    fields["sign"] = WechatV2Sign(fields, key, WechatV2SignType::kMd5);
+    return V2Xml(WechatV2Xml(fields, "xml"));
+}
+
+PlatformFields V2Payment() {
+    return {{"appid", testing::kV2AppId},
+            {"mch_id", testing::kV2MchId},
+            {"nonce_str", "Qz81kLm20aPpXv6"},
+            {"return_code", "SUCCESS"},
+            {"result_code", "SUCCESS"},
+            {"out_trade_no", "ORD-1"},
+            {"transaction_id", "4200000000202405010000000001"},
+            {"total_fee", "1999"},
+            {"time_end", "20240501103015"}};
+}
+
+TEST_F(PlatformChannelTest, WechatV2PaymentBecomesAPaymentEvent) {
+    const SimulatedNotice notice = Notice("wechat_v2");
+    const ledger::Delivery delivery = Deliver(v2_, notice);
+    ExpectVerdict(delivery, Outcome::kAppended);
+    ASSERT_TRUE(delivery.event);
+    EXPECT_EQ(delivery.event->event_type, EventType::kPaymentSucceeded);
+    EXPECT_EQ(delivery.event->source, projections::Source::kWechatV2);
+    EXPECT_EQ(delivery.event->amount, 1999);
+    EXPECT_EQ(delivery.event->currency, "CNY");
+    EXPECT_EQ(delivery.event->occurred_at, now_ * 1'000'000);
+    EXPECT_EQ(json::parse(delivery.event->data).at("trade_type"), "JSAPI");
+    EXPECT_EQ(delivery.receipt.out_trade_no, "ORD-1");
+    EXPECT_EQ(delivery.receipt.body, notice.body);
+    EXPECT_EQ(delivery.receipt.source, projections::Source::kWechatV2);
+}
+
+TEST_F(PlatformChannelTest, WechatV2ReadsTheProvidersExampleLayout) {
+    PlatformFields fields = V2Payment();
+    fields["fee_type"] = "CNY";
+    fields["sign"] = WechatV2Sign(fields, testing::kV2ApiKey, WechatV2SignType::kMd5);
+    std::string body = WechatV2Xml(fields, "xml");
+    for (std::size_t at = body.find("><"); at != std::string::npos; at = body.find("><", at + 3)) {
+        if (body.compare(at, 3, "><!") != 0 && body.compare(at, 3, "></") != 0) {
+            body.insert(at + 1, "\n");  // Newlines between fields, as in providers.md §1.7.
+        }
+    }
+    const ledger::Delivery delivery = Deliver(v2_, V2Xml(body));
+    ExpectVerdict(delivery, Outcome::kAppended);
+    ASSERT_TRUE(delivery.event);
+    EXPECT_EQ(delivery.event->transaction_id, "4200000000202405010000000001");
+    EXPECT_EQ(projections::FormatRfc3339(delivery.event->occurred_at), "2024-05-01T02:30:15Z");
+}
+
+TEST_F(PlatformChannelTest, WechatV2HmacSha256FollowsTheConfiguredSignType) {
+    Config hmac = config_;
+    hmac.wechat_v2->sign_type = WechatV2SignType::kHmacSha256;
+    const WechatV2Channel channel{*hmac.wechat_v2};
+    ExpectVerdict(Deliver(channel, Notice("wechat_v2", "payment", 1999, &hmac)),
+                  Outcome::kAppended);
+    PlatformFields fields = V2Payment();  // No sign_type: the configured type applies.
+    fields["sign"] = WechatV2Sign(fields, testing::kV2ApiKey, WechatV2SignType::kHmacSha256);
+    ExpectVerdict(Deliver(channel, V2Xml(WechatV2Xml(fields, "xml"))), Outcome::kAppended);
+    // An MD5 notice to an HMAC merchant, and a notice naming the other type, both fail.
+    ExpectVerdict(Deliver(channel, Notice("wechat_v2")), Outcome::kBadSignature);
+    ExpectVerdict(Deliver(v2_, Notice("wechat_v2", "payment", 1999, &hmac)),
+                  Outcome::kBadSignature);
+}
+
+TEST_F(PlatformChannelTest, WechatV2RefusesForgedNotices) {
+    SimulatedNotice tampered = Notice("wechat_v2");
+    tampered.body.replace(tampered.body.find("<total_fee>1999"), 15, "<total_fee>1");
+    const ledger::Delivery delivery = Deliver(v2_, tampered);
+    ExpectVerdict(delivery, Outcome::kBadSignature);
+    EXPECT_EQ(delivery.receipt.out_trade_no, "ORD-1");  // As the unverified body claims.
+    ExpectVerdict(Deliver(v2_, V2Signed(V2Payment(), "0123456789abcdef0123456789abcdef")),
+                  Outcome::kBadSignature);
+    ExpectVerdict(Deliver(v2_, V2Xml(WechatV2Xml(V2Payment(), "xml"))), Outcome::kBadSignature);
+    PlatformFields lower = V2Payment();
+    lower["sign"] = WechatV2Sign(lower, testing::kV2ApiKey, WechatV2SignType::kMd5);
+    for (char& c : lower["sign"]) c = static_cast<char>(std::tolower(c));
+    ExpectVerdict(Deliver(v2_, V2Xml(WechatV2Xml(lower, "xml"))), Outcome::kBadSignature);
+}
+
+TEST_F(PlatformChannelTest, WechatV2OtherMerchantIsMismatch) {
+    for (const char* field : {"appid", "mch_id"}) {
+        PlatformFields fields = V2Payment();
+        fields[field] = "other";
+        ExpectVerdict(Deliver(v2_, V2Signed(fields)), Outcome::kMismatch);
+    }
+}
+
+TEST_F(PlatformChannelTest, WechatV2FailuresAreIgnored) {
+    PlatformFields failed = V2Payment();
+    failed["result_code"] = "FAIL";
+    failed["err_code"] = "NOTENOUGH";
+    ExpectVerdict(Deliver(v2_, V2Signed(failed)), Outcome::kIgnored);
+    ExpectVerdict(Deliver(v2_, V2Xml("<xml><return_code><![CDATA[FAIL]]></return_code>"
+                                     "<return_msg><![CDATA[SIGNERROR]]></return_msg></xml>")),
+                  Outcome::kIgnored);
+}
+
+TEST_F(PlatformChannelTest, WechatV2RefusesMalformedXml) {
+    const std::string valid = Notice("wechat_v2").body;
+    const std::string laughs =
+        "<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\"><!ENTITY lol1 "
+        "\"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\"><!ENTITY lol2 "
+        "\"&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;\">]><xml><attach>&lol2;"
+        "</attach></xml>";
+    const std::vector<std::string> bodies = {
+        "",
+        "not xml",
+        valid.substr(0, valid.size() / 2),
+        "<?xml version=\"1.0\"?><!DOCTYPE xml [<!ENTITY xxe SYSTEM \"file:///etc/passwd\">]>"
+        "<xml><attach>&xxe;</attach></xml>",
+        "<!doctype xml><xml></xml>",
+        laughs,
+        "<root><return_code>SUCCESS</return_code></root>",
+        "<xml><a>1</a></xml><xml><a>1</a></xml>",
+        "<xml><a>1</a><a>2</a></xml>",
+        "<xml><a><b>1</b></a></xml>",
+        "<xml>text<a>1</a></xml>",
+    };
+    for (const std::string& body : bodies) {
+        ExpectVerdict(Deliver(v2_, V2Xml(body)), Outcome::kMalformed);
+    }
+    for (const auto& [field, value] :
+         std::vector<std::pair<std::string, std::string>>{{"total_fee", "19.99"},
+                                                          {"total_fee", "0"},
+                                                          {"total_fee", "-1"},
+                                                          {"time_end", "2024-05-01"},
+                                                          {"out_trade_no", "bad key!"},
+                                                          {"fee_type", "cny"},
+                                                          {"transaction_id", "has space"},
+                                                          {"result_code", "MAYBE"}}) {
+        PlatformFields fields = V2Payment();
+        fields[field] = value;
+        ExpectVerdict(Deliver(v2_, V2Signed(fields)), Outcome::kMalformed);
+    }
+}
+
+TEST_F(PlatformChannelTest, WechatV2RefundDecryptsReqInfo) {
+    const ledger::Delivery delivery = Deliver(v2_, Notice("wechat_v2", "refund", 500));
+    ExpectVerdict(delivery, Outcome::kAppended);
+    ASSERT_TRUE(delivery.event);
+    EXPECT_EQ(delivery.event->event_type, EventType::kRefundSucceeded);
+    EXPECT_EQ(delivery.event->amount, 500);
+    EXPECT_EQ(delivery.event->currency, "");  // The ledger gives it the order's.
+    EXPECT_TRUE(delivery.event->transaction_id->starts_with("5030"));
+    EXPECT_EQ(delivery.event->occurred_at, now_ * 1'000'000);
+    EXPECT_EQ(delivery.receipt.out_trade_no, "ORD-1");
+}
+
+TEST_F(PlatformChannelTest, WechatV2RefundThatDoesNotDecryptIsBadSignature) {
+    const auto refund = [](const std::string& req_info) {
+        return V2Xml(WechatV2Xml({{"return_code", "SUCCESS"},
+                                  {"appid", testing::kV2AppId},
+                                  {"mch_id", testing::kV2MchId},
+                                  {"req_info", req_info}},
+                                 "xml"));
+    };
+    const std::string inner =
+        "<root><out_trade_no>ORD-1</out_trade_no><refund_status>"
+        "SUCCESS</refund_status></root>";
+    const std::string other_key = Md5HexLower("another-api-key");
+    for (const std::string& req_info :
+         {std::string("not base64!"), std::string("QUFBQQ=="),
+          Base64Encode(Aes256EcbEncrypt(other_key, inner)),
+          Base64Encode(Aes256EcbEncrypt(Md5HexLower(testing::kV2ApiKey), "not xml"))}) {
+        ExpectVerdict(Deliver(v2_, refund(req_info)), Outcome::kBadSignature);
+    }
+    const std::string key = Md5HexLower(testing::kV2ApiKey);
+    for (const char* status : {"CHANGE", "REFUNDCLOSE"}) {
+        const std::string closed = "<root><out_trade_no>ORD-1</out_trade_no><refund_status>" +
+                                   std::string(status) + "</refund_status></root>";
+        ExpectVerdict(Deliver(v2_, refund(Base64Encode(Aes256EcbEncrypt(key, closed)))),
+                      Outcome::kIgnored);
+    }
+}
+
+TEST_F(PlatformChannelTest, WechatV2AnswersInItsXml) {
+    for (const Outcome outcome : {Outcome::kAppended, Outcome::kDuplicate, Outcome::kIgnored}) {
+        const Response response = v2_.Answer({.outcome = outcome, .seq = 3});
+        EXPECT_EQ(response.result(), http::status::ok);
+        EXPECT_EQ(response.body(), kV2Success);
+    }
+    const Response mismatch = v2_.Answer({.outcome = Outcome::kMismatch, .message = "amount"});
+    EXPECT_EQ(mismatch.result(), http::status::unprocessable_entity);
+    EXPECT_EQ(mismatch.body(),
+              "<xml><return_code><![CDATA[FAIL]]></return_code><return_msg><![CDATA[mismatch: "
+              "amount]]></return_msg></xml>");
+    EXPECT_EQ(v2_.Answer({.outcome = Outcome::kBadSignature}).result(), http::status::unauthorized);
+    EXPECT_EQ(v2_.Answer({.outcome = Outcome::kUnavailable}).result(),
+              http::status::service_unavailable);
+    const Response internal = v2_.Answer({.outcome = Outcome::kAppended, .internal_error = true});
+    EXPECT_EQ(internal.result(), http::status::internal_server_error);
+    EXPECT_NE(internal.body().find("FAIL"), std::string::npos);
+}
+
+// ---- WeChat Pay v3 -----------------------------------------------------------------------
+
+// A v3 notice of `event_type` around `resource`, encrypted with `api_v3_key` and signed by
+// `key` as `serial` at `unix_seconds`.
+SimulatedNotice V3Notice(const std::string& event_type, const json& resource,
+                         std::int64_t unix_seconds, const std::string& serial = testing::kV3Serial,
+                         const PrivateKey& key = testing::TestPlatformKey(0),
+                         const std::string& api_v3_key = testing::kV3ApiKey) {
+    const std::string sealed =
+        Aes256GcmEncrypt(api_v3_key, "n0nce12chars", "transaction", resource.dump());
+    const json envelope = {{"id", "EV-1"},
+                           {"event_type", event_type},
+                           {"resource_type", "encrypt-resource"},
+                           {"resource",
+                            {{"algorithm", "AEAD_AES_256_GCM"},
+                             {"ciphertext", Base64Encode(sealed)},
+                             {"associated_data", "transaction"},
+                             {"nonce", "n0nce12chars"}}}};
+    SimulatedNotice notice{.target = "/v1/callbacks/wechat/v3", .body = envelope.dump()};
+    const std::string timestamp = std::to_string(unix_seconds);
+    notice.headers = {
+        {"Wechatpay-Serial", serial},
+        {"Wechatpay-Timestamp", timestamp},
+        {"Wechatpay-Nonce", "9f2c1a7e5b3d4c6a"},
+        {"Wechatpay-Signature",
+         Base64Encode(RsaSha256Sign(
+             key, WechatV3SignatureMessage(timestamp, "9f2c1a7e5b3d4c6a", notice.body)))}};
+    return notice;
+}
+
+json V3Transaction() {
+    return {{"mchid", testing::kV3MchId},
+            {"appid", testing::kV3AppId},
+            {"out_trade_no", "ORD-1"},
+            {"transaction_id", "4200000000202405010000000001"},
+            {"trade_state", "SUCCESS"},
+            {"success_time", "2024-05-01T10:30:15+08:00"},
+            {"amount", {{"total", 1999}, {"currency", "CNY"}}}};
+}
+
+void SetHeader(SimulatedNotice& notice, const std::string& name, const std::string& value) {
+    for (auto& [header, text] : notice.headers) {
+        if (header == name) text = value;
+    }
+}
+
+TEST_F(PlatformChannelTest, WechatV3PaymentBecomesAPaymentEvent) {
+    const ledger::Delivery delivery = Deliver(v3_, Notice("wechat_v3"));
+    ExpectVerdict(delivery, Outcome::kAppended);
+    ASSERT_TRUE(delivery.event);
+    EXPECT_EQ(delivery.event->event_type, EventType::kPaymentSucceeded);
+    EXPECT_EQ(delivery.event->amount, 1999);
+    EXPECT_EQ(delivery.event->currency, "CNY");
+    EXPECT_EQ(delivery.event->occurred_at, now_ * 1'000'000);
+    EXPECT_TRUE(json::parse(delivery.event->data).contains("id"));
+    EXPECT_EQ(delivery.receipt.out_trade_no, "ORD-1");
+    EXPECT_NE(delivery.receipt.headers.find("Wechatpay-Serial"), std::string::npos);
+    EXPECT_NE(delivery.receipt.headers.find("Wechatpay-Signature"), std::string::npos);
+}
+
+TEST_F(PlatformChannelTest, WechatV3ChoosesTheKeyBySerial) {
+    ExpectVerdict(Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", V3Transaction(), now_,
+                                        testing::kV3PublicKeyId, testing::TestPlatformKey(1))),
+                  Outcome::kAppended);
+    ExpectVerdict(Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", V3Transaction(), now_,
+                                        testing::kV3Serial, testing::TestPlatformKey(1))),
+                  Outcome::kBadSignature);
+    ExpectVerdict(Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", V3Transaction(), now_,
+                                        "0123456789ABCDEF", testing::TestPlatformKey(0))),
+                  Outcome::kBadSignature);
+}
+
+TEST_F(PlatformChannelTest, WechatV3TimestampMustBeWithinTheWindow) {
+    for (const std::int64_t skew : {-300, -1, 0, 1, 300}) {
+        ExpectVerdict(Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", V3Transaction(), now_ + skew)),
+                      Outcome::kAppended);
+    }
+    for (const std::int64_t skew : {-100000, -301, 301, 100000}) {
+        ExpectVerdict(Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", V3Transaction(), now_ + skew)),
+                      Outcome::kBadSignature);
+    }
+}
+
+TEST_F(PlatformChannelTest, WechatV3RefusesForgedNoticesCleanly) {
+    SimulatedNotice tampered = Notice("wechat_v3");
+    tampered.body.insert(tampered.body.size() - 1, " ");
+    const ledger::Delivery delivery = Deliver(v3_, tampered);
+    ExpectVerdict(delivery, Outcome::kBadSignature);
+    EXPECT_EQ(delivery.receipt.out_trade_no, "ORD-1");  // As the resource claims.
+    ExpectVerdict(Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", V3Transaction(), now_,
+                                        testing::kV3Serial, testing::TestPlatformKey(3))),
+                  Outcome::kBadSignature);
+    for (const auto& [header, value] : std::vector<std::pair<std::string, std::string>>{
+             {"Wechatpay-Signature", "WECHATPAY/SIGNTEST/9B1A2C3D4E5F60718293A4B5C6D7E8F9"},
+             {"Wechatpay-Signature", "not base64"},
+             {"Wechatpay-Signature", ""},
+             {"Wechatpay-Timestamp", "-1"},
+             {"Wechatpay-Timestamp", "soon"},
+             {"Wechatpay-Nonce", ""},
+             {"Wechatpay-Serial", ""},
+             {"Wechatpay-Signature-Type", "WECHATPAY2-SM2-WITH-SM3"}}) {
+        SimulatedNotice notice = Notice("wechat_v3");
+        SetHeader(notice, header, value);
+        if (header == "Wechatpay-Signature-Type") notice.headers.emplace_back(header, value);
+        ExpectVerdict(Deliver(v3_, notice), Outcome::kBadSignature);
+    }
+    // Signed by WeChat but not encrypted with our APIv3 key.
+    ExpectVerdict(
+        Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", V3Transaction(), now_, testing::kV3Serial,
+                              testing::TestPlatformKey(0), "0123456789abcdef0123456789abcdef")),
+        Outcome::kBadSignature);
+}
+
+TEST_F(PlatformChannelTest, WechatV3OtherMerchantIsMismatch) {
+    for (const char* field : {"mchid", "appid"}) {
+        json resource = V3Transaction();
+        resource[field] = "other";
+        ExpectVerdict(Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", resource, now_)),
+                      Outcome::kMismatch);
+    }
+    json without_appid = V3Transaction();
+    without_appid.erase("appid");
+    ExpectVerdict(Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", without_appid, now_)),
+                  Outcome::kAppended);
+}
+
+TEST_F(PlatformChannelTest, WechatV3RefundAndIgnoredStates) {
+    const ledger::Delivery refund = Deliver(v3_, Notice("wechat_v3", "refund", 700));
+    ExpectVerdict(refund, Outcome::kAppended);
+    ASSERT_TRUE(refund.event);
+    EXPECT_EQ(refund.event->event_type, EventType::kRefundSucceeded);
+    EXPECT_EQ(refund.event->amount, 700);
+    EXPECT_EQ(refund.event->currency, "");
+    EXPECT_TRUE(refund.event->transaction_id->starts_with("5030"));
+    json closed = V3Transaction();
+    closed["refund_status"] = "CLOSED";
+    for (const char* type : {"REFUND.ABNORMAL", "REFUND.CLOSED", "TRANSACTION.FAIL"}) {
+        ExpectVerdict(Deliver(v3_, V3Notice(type, closed, now_)), Outcome::kIgnored);
+    }
+    json unpaid = V3Transaction();
+    unpaid["trade_state"] = "NOTPAY";
+    ExpectVerdict(Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", unpaid, now_)), Outcome::kIgnored);
+}
+
+TEST_F(PlatformChannelTest, WechatV3RefusesMalformedResources) {
+    const std::vector<std::pair<std::string, json>> changes = {
+        {"amount", {{"total", 19.99}}}, {"amount", {{"total", "1999"}}},
+        {"amount", {{"total", 0}}},     {"amount", {{"total", 1999}, {"currency", "cny"}}},
+        {"out_trade_no", "bad key!"},   {"success_time", "2024-05-01 10:30:15"},
+        {"transaction_id", ""},         {"mchid", nullptr}};
+    for (const auto& [field, value] : changes) {
+        json resource = V3Transaction();
+        if (value.is_null()) {
+            resource.erase(field);
+        } else {
+            resource[field] = value;
+        }
+        ExpectVerdict(Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", resource, now_)),
+                      Outcome::kMalformed);
+    }
+    SimulatedNotice signed_junk = Notice("wechat_v3");
+    signed_junk.body = "not json";
+    SetHeader(signed_junk, "Wechatpay-Signature",
+              Base64Encode(RsaSha256Sign(
+                  testing::TestPlatformKey(0),
+                  WechatV3SignatureMessage(std::to_string(now_), "n", signed_junk.body))));
+    SetHeader(signed_junk, "Wechatpay-Timestamp", std::to_string(now_));
+    SetHeader(signed_junk, "Wechatpay-Nonce", "n");
+    ExpectVerdict(Deliver(v3_, signed_junk), Outcome::kMalformed);
+}
+
+TEST_F(PlatformChannelTest, WechatV3AnswersNoContentOrFailJson) {
+    for (const Outcome outcome : {Outcome::kAppended, Outcome::kDuplicate, Outcome::kIgnored}) {
+        const Response response = v3_.Answer({.outcome = outcome});
+        EXPECT_EQ(response.result(), http::status::no_content);
+        EXPECT_TRUE(response.body().empty());
+    }
+    const Response conflict = v3_.Answer({.outcome = Outcome::kConflict, .message = "x"});
+    EXPECT_EQ(conflict.result(), http::status::conflict);
+    EXPECT_EQ(json::parse(conflict.body()), (json{{"code", "FAIL"}, {"message", "conflict: x"}}));
+    EXPECT_EQ(v3_.Answer({.outcome = Outcome::kMalformed}).result(), http::status::bad_request);
+    EXPECT_EQ(v3_.Answer({.internal_error = true}).result(), http::status::internal_server_error);
+}
+
+// ---- Alipay ------------------------------------------------------------------------------
+
+PlatformFields AlipayPayment() {
+    return {{"app_id", testing::kAlipayAppId},
+            {"charset", "utf-8"},
+            {"notify_type", "trade_status_sync"},
+            {"notify_id", "ac05099524730693a8b330c5ecf72da9"},
+            {"notify_time", "2024-05-01 10:30:20"},
+            {"out_trade_no", "ORD-1"},
+            {"trade_no", "2024050122001400000000000001"},
+            {"trade_status", "TRADE_SUCCESS"},
+            {"total_amount", "19.99"},
+            {"gmt_payment", "2024-05-01 10:30:15"},
+            {"subject", "测试"},
+            {"body", ""}};
+}
+
+SimulatedNotice AlipaySigned(PlatformFields fields,
+                             const PrivateKey& key = testing::TestPlatformKey(2)) {
+    fields["sign_type"] = "RSA2";
+    fields["sign"] = Base64Encode(RsaSha256Sign(key, AlipaySignContent(fields)));
+    return {.target = "/v1/callbacks/alipay", .body = EncodeForm(fields)};
+}
+
+TEST_F(PlatformChannelTest, AlipaySignContentFollowsTheWorkedExample) {
+    const DecodedForm form = DecodeForm(
+        "charset=utf-8&gmt_payment=2024-05-01+10%3A30%3A15&notify_type=trade_status_sync&subject="
+        "%E6%B5%8B%E8%AF%95&total_amount=19.99&trade_status=TRADE_SUCCESS&out_trade_no=ORD-1&"
+        "app_id=2021000000000001&body=&sign_type=RSA2&sign=Ab%2Bcd%3D%3D&fund_bill_list=%5B%7B%22"
+        "amount%22%3A%2219.99%22%2C%22fundChannel%22%3A%22ALIPAYACCOUNT%22%7D%5D");
+    ASSERT_TRUE(form.fields) << form.error;
+    EXPECT_EQ(form.fields->at("sign"), "Ab+cd==");
+    EXPECT_EQ(AlipaySignContent(*form.fields),
+              "app_id=2021000000000001&charset=utf-8&fund_bill_list=[{\"amount\":\"19.99\","
+              "\"fundChannel\":\"ALIPAYACCOUNT\"}]&gmt_payment=2024-05-01 10:30:15&notify_type="
+              "trade_status_sync&out_trade_no=ORD-1&subject=测试&total_amount=19.99&"
+              "trade_status=TRADE_SUCCESS");
+}
+
+TEST_F(PlatformChannelTest, AlipayPaymentBecomesAPaymentEvent) {
+    for (const SimulatedNotice& notice : {Notice("alipay"), AlipaySigned(AlipayPayment())}) {
+        const ledger::Delivery delivery = Deliver(alipay_, notice);
+        ExpectVerdict(delivery, Outcome::kAppended);
+        ASSERT_TRUE(delivery.event);
+        EXPECT_EQ(delivery.event->event_type, EventType::kPaymentSucceeded);
+        EXPECT_EQ(delivery.event->amount, 1999);
+        EXPECT_EQ(delivery.event->currency, "CNY");
+        EXPECT_EQ(delivery.receipt.out_trade_no, "ORD-1");
+    }
+    const ledger::Delivery delivery = Deliver(alipay_, AlipaySigned(AlipayPayment()));
+    EXPECT_EQ(delivery.event->transaction_id, "2024050122001400000000000001");
+    EXPECT_EQ(projections::FormatRfc3339(delivery.event->occurred_at), "2024-05-01T02:30:15Z");
+    EXPECT_EQ(json::parse(delivery.event->data).at("notify_id"),
+              "ac05099524730693a8b330c5ecf72da9");
+}
+
+TEST_F(PlatformChannelTest, AlipayMapsTradeStatusesBySpecTable) {
+    struct Row {
+        const char* status;
+        const char* refund_fee;
+        std::optional<EventType> type;
+        std::int64_t amount;
+    };
+    const Row rows[] = {
+        {"TRADE_SUCCESS", nullptr, EventType::kPaymentSucceeded, 1999},
+        {"TRADE_SUCCESS", "0.00", EventType::kPaymentSucceeded, 1999},
+        {"TRADE_FINISHED", nullptr, EventType::kPaymentSucceeded, 1999},
+        {"TRADE_FINISHED", "5.00", EventType::kPaymentSucceeded, 1999},
+        {"TRADE_SUCCESS", "5.5", EventType::kRefundSucceeded, 550},
+        {"TRADE_CLOSED", "19.99", EventType::kRefundSucceeded, 1999},
+        {"TRADE_CLOSED", nullptr, EventType::kPaymentClosed, 0},
+        {"WAIT_BUYER_PAY", nullptr, std::nullopt, 0},
+    };
+    for (const Row& row : rows) {
+        PlatformFields fields = AlipayPayment();
+        fields["trade_status"] = row.status;
+        if (row.refund_fee) fields["refund_fee"] = row.refund_fee;
+        const ledger::Delivery delivery = Deliver(alipay_, AlipaySigned(fields));
+        ExpectVerdict(delivery, row.type ? Outcome::kAppended : Outcome::kIgnored);
+        if (!row.type || !delivery.event) continue;
+        EXPECT_EQ(delivery.event->event_type, *row.type) << row.status;
+        EXPECT_EQ(delivery.event->amount, row.amount) << row.status;
+    }
+}
+
+TEST_F(PlatformChannelTest, AlipayRefundAndCloseEvents) {
+    PlatformFields refund = AlipayPayment();
+    refund["refund_fee"] = "5.00";
+    refund["gmt_refund"] = "2024-05-02 09:00:00.250";
+    refund["out_biz_no"] = "RF-1";
+    const ledger::Delivery delivery = Deliver(alipay_, AlipaySigned(refund));
+    ExpectVerdict(delivery, Outcome::kAppended);
+    ASSERT_TRUE(delivery.event);
+    EXPECT_EQ(delivery.event->transaction_id, "RF-1");
+    EXPECT_EQ(delivery.event->currency, "");
+    EXPECT_EQ(projections::FormatRfc3339(delivery.event->occurred_at),
+              "2024-05-02T01:00:00.250000Z");
+    refund.erase("out_biz_no");
+    EXPECT_EQ(Deliver(alipay_, AlipaySigned(refund)).event->transaction_id,
+              "2024050122001400000000000001");
+    const ledger::Delivery close = Deliver(alipay_, Notice("alipay", "close"));
+    ExpectVerdict(close, Outcome::kAppended);
+    ASSERT_TRUE(close.event);
+    EXPECT_EQ(close.event->event_type, EventType::kPaymentClosed);
+    EXPECT_FALSE(close.event->transaction_id.has_value());
+    EXPECT_EQ(close.event->occurred_at, now_ * 1'000'000);
+    ExpectVerdict(Deliver(alipay_, Notice("alipay", "refund", 300)), Outcome::kAppended);
+}
+
+TEST_F(PlatformChannelTest, AlipayVerifiesGbkNoticesOverTheirRawBytes) {
+    PlatformFields fields = AlipayPayment();
+    fields["charset"] = "gbk";
+    fields["subject"] = "\xb2\xe2\xca\xd4";  // "测试" in GBK: not UTF-8.
+    const SimulatedNotice notice = AlipaySigned(fields);
+    EXPECT_NE(notice.body.find("subject=%B2%E2%CA%D4"), std::string::npos);
+    ExpectVerdict(Deliver(alipay_, notice), Outcome::kAppended);
+}
+
+TEST_F(PlatformChannelTest, AlipayRefusesForgedNotices) {
+    SimulatedNotice tampered = AlipaySigned(AlipayPayment());
+    tampered.body.replace(tampered.body.find("total_amount=19.99"), 18, "total_amount=0.01");
+    const ledger::Delivery delivery = Deliver(alipay_, tampered);
+    ExpectVerdict(delivery, Outcome::kBadSignature);
+    EXPECT_EQ(delivery.receipt.out_trade_no, "ORD-1");
+    ExpectVerdict(Deliver(alipay_, AlipaySigned(AlipayPayment(), testing::TestPlatformKey(3))),
+                  Outcome::kBadSignature);
+    SimulatedNotice rsa1 = AlipaySigned(AlipayPayment());
+    rsa1.body.replace(rsa1.body.find("sign_type=RSA2"), 14, "sign_type=RSA");
+    ExpectVerdict(Deliver(alipay_, rsa1), Outcome::kBadSignature);
+    SimulatedNotice unsigned_notice = AlipaySigned(AlipayPayment());
+    unsigned_notice.body = EncodeForm(AlipayPayment());
+    ExpectVerdict(Deliver(alipay_, unsigned_notice), Outcome::kBadSignature);
+    // A sign whose "+" was not percent-encoded decodes to a space: not base64.
+    SimulatedNotice plus = AlipaySigned(AlipayPayment());
+    const DecodedForm form = DecodeForm(plus.body);
+    std::string raw_sign = form.fields->at("sign");
+    PlatformFields without_sign = *form.fields;
+    without_sign.erase("sign");
+    plus.body = EncodeForm(without_sign) + "&sign=" + raw_sign;
+    ExpectVerdict(Deliver(alipay_, plus), raw_sign.find('+') == std::string::npos
+                                              ? Outcome::kAppended
+                                              : Outcome::kBadSignature);
+}
+
+TEST_F(PlatformChannelTest, AlipayOtherAppIsMismatch) {
+    PlatformFields fields = AlipayPayment();
+    fields["app_id"] = "2021000000000002";
+    ExpectVerdict(Deliver(alipay_, AlipaySigned(fields)), Outcome::kMismatch);
+}
+
+TEST_F(PlatformChannelTest, AlipayRefusesMalformedNotices) {
+    for (const char* body : {"a=%", "a=%4", "a=%zz&b=1", "%G1=1", "=1&a=2", "a=1&a=2"}) {
+        ExpectVerdict(Deliver(alipay_, {.target = "/v1/callbacks/alipay", .body = body}),
+                      Outcome::kMalformed);
+    }
+    for (const auto& [field, value] :
+         std::vector<std::pair<std::string, std::string>>{{"total_amount", "19.999"},
+                                                          {"total_amount", "-19.99"},
+                                                          {"total_amount", "1e3"},
+                                                          {"total_amount", "0.00"},
+                                                          {"trade_status", "TRADE_UNKNOWN"},
+                                                          {"gmt_payment", "20240501103015"},
+                                                          {"out_trade_no", "bad key!"},
+                                                          {"trade_no", ""},
+                                                          {"app_id", ""},
+                                                          {"currency", "usd"}}) {
+        PlatformFields fields = AlipayPayment();
+        fields[field] = value;
+        ExpectVerdict(Deliver(alipay_, AlipaySigned(fields)), Outcome::kMalformed);
+    }
+    PlatformFields refund = AlipayPayment();
+    refund["refund_fee"] = "1.001";
+    ExpectVerdict(Deliver(alipay_, AlipaySigned(refund)), Outcome::kMalformed);
+}
+
+TEST_F(PlatformChannelTest, AlipayAnswersSuccessOrFailure) {
+    for (const Outcome outcome : {Outcome::kAppended, Outcome::kDuplicate, Outcome::kIgnored}) {
+        const Response response = alipay_.Answer({.outcome = outcome});
+        EXPECT_EQ(response.result(), http::status::ok);
+        EXPECT_EQ(response.body(), "success");
+        EXPECT_EQ(response[http::field::content_type], "text/plain");
+    }
+    const Response mismatch = alipay_.Answer({.outcome = Outcome::kMismatch});
+    EXPECT_EQ(mismatch.result(), http::status::unprocessable_entity);
+    EXPECT_EQ(mismatch.body(), "failure");
+    EXPECT_EQ(alipay_.Answer({.outcome = Outcome::kUnknownOrder}).result(),
+              http::status::not_found);
+    EXPECT_EQ(alipay_.Answer({.internal_error = true}).result(),
+              http::status::internal_server_error);
+}
+
+}  // namespace
+}  // namespace payledger::api

@@ -1,0 +1,156 @@
+// Tests of the SPEC §9 platform sections (api/platform_config.hpp through api::ParseConfig):
+// key files are written to a fresh temporary folder (test-only keys generated in the test),
+// referenced by absolute and by relative paths; every invalid section must stop the config
+// with a ConfigError whose message names the field.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "api/config.hpp"
+#include "api/platform_crypto.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+
+class PlatformConfigTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ =
+            std::filesystem::temp_directory_path() / ("payledger-platform-config-" + RandomHex(8));
+        std::filesystem::create_directories(dir_);
+        Write("platform.pem", PublicKeyPem(key_.Public()));
+        Write("platform.key", PrivateKeyPem(key_));
+        Write("alipay.txt", PublicKeyDerBase64(key_.Public()));  // Alipay's bare base64.
+        Write("junk.pem", "-----BEGIN PUBLIC KEY-----\nZm9v\n-----END PUBLIC KEY-----\n");
+    }
+    void TearDown() override { std::filesystem::remove_all(dir_); }
+
+    void Write(const std::string& name, const std::string& text) const {
+        std::ofstream{dir_ / name, std::ios::binary} << text;
+    }
+
+    json Valid() const {
+        return {{"database_url", "postgresql://localhost/x"},
+                {"wechat_v2", {{"appid", "wx1"}, {"mch_id", "1900000001"}, {"api_key", "k"}}},
+                {"wechat_v3",
+                 {{"appid", "wx1"},
+                  {"mchid", "1900000001"},
+                  {"api_v3_key", "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb"},
+                  {"platform_public_keys",
+                   {{"5157F09EFDC096DE15EBE81A47057A7232F1B8E1", "platform.pem"},
+                    {"PUB_KEY_ID_0114232004152025010600000000000001",
+                     (dir_ / "platform.pem").string()}}},
+                  {"simulate_private_key", "platform.key"},
+                  {"simulate_serial", "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"}}},
+                {"alipay",
+                 {{"app_id", "2021000000000001"},
+                  {"alipay_public_key", "alipay.txt"},
+                  {"simulate_private_key", "platform.key"}}}};
+    }
+
+    Config Parse(const json& root) const {
+        return ParseConfig(root.dump(), std::nullopt, std::nullopt, dir_.string());
+    }
+
+    // `mutate` applied to Valid() must fail with a message that names `field`.
+    void ExpectError(const std::function<void(json&)>& mutate, const std::string& field) const {
+        json root = Valid();
+        mutate(root);
+        try {
+            (void)Parse(root);
+            ADD_FAILURE() << "accepted: " << root.dump();
+        } catch (const ConfigError& error) {
+            EXPECT_NE(std::string(error.what()).find(field), std::string::npos) << error.what();
+        }
+    }
+
+    const PrivateKey key_ = GenerateRsaKey();
+    std::filesystem::path dir_;
+};
+
+TEST_F(PlatformConfigTest, ValidSectionsLoadTheirKeys) {
+    const Config config = Parse(Valid());
+    ASSERT_TRUE(config.wechat_v2 && config.wechat_v3 && config.alipay);
+    EXPECT_EQ(config.wechat_v2->sign_type, WechatV2SignType::kMd5);
+    EXPECT_EQ(config.wechat_v3->platform_public_keys.size(), 2u);
+    EXPECT_EQ(config.wechat_v3->simulate_serial, "5157F09EFDC096DE15EBE81A47057A7232F1B8E1");
+    const std::string signature = RsaSha256Sign(key_, "m");
+    for (const auto& [serial, key] : config.wechat_v3->platform_public_keys) {
+        EXPECT_TRUE(RsaSha256Verify(key, "m", signature)) << serial;
+    }
+    EXPECT_TRUE(RsaSha256Verify(config.alipay->alipay_public_key, "m", signature));
+    ASSERT_TRUE(config.alipay->simulate_private_key);
+    EXPECT_TRUE(RsaSha256Verify(key_.Public(), "m",
+                                RsaSha256Sign(*config.alipay->simulate_private_key, "m")));
+}
+
+TEST_F(PlatformConfigTest, OneKeyIsTheSimulateSerialByDefault) {
+    json root = Valid();
+    root["wechat_v3"].erase("simulate_serial");
+    ExpectError([](json& r) { r["wechat_v3"].erase("simulate_serial"); },
+                "wechat_v3.simulate_serial");  // Two keys: which one is ambiguous.
+    root["wechat_v3"]["platform_public_keys"] = {{"CAFE01", "platform.pem"}};
+    EXPECT_EQ(Parse(root).wechat_v3->simulate_serial, "CAFE01");
+}
+
+TEST_F(PlatformConfigTest, SectionsAreOptional) {
+    const Config config = Parse({{"database_url", "postgresql://localhost/x"}});
+    EXPECT_FALSE(config.wechat_v2 || config.wechat_v3 || config.alipay);
+}
+
+TEST_F(PlatformConfigTest, SignTypeIsMd5OrHmacSha256) {
+    json root = Valid();
+    root["wechat_v2"]["sign_type"] = "HMAC-SHA256";
+    EXPECT_EQ(Parse(root).wechat_v2->sign_type, WechatV2SignType::kHmacSha256);
+    ExpectError([](json& r) { r["wechat_v2"]["sign_type"] = "SHA1"; }, "wechat_v2.sign_type");
+    ExpectError([](json& r) { r["wechat_v2"]["sign_type"] = "md5"; }, "wechat_v2.sign_type");
+}
+
+TEST_F(PlatformConfigTest, InvalidSectionsNameTheField) {
+    ExpectError([](json& r) { r["wechat_v2"] = "x"; }, "wechat_v2");
+    ExpectError([](json& r) { r["wechat_v2"].erase("mch_id"); }, "wechat_v2.mch_id");
+    ExpectError([](json& r) { r["wechat_v2"]["api_key"] = ""; }, "wechat_v2.api_key");
+    ExpectError([](json& r) { r["wechat_v3"]["api_v3_key"] = "short"; }, "wechat_v3.api_v3_key");
+    ExpectError([](json& r) { r["wechat_v3"].erase("mchid"); }, "wechat_v3.mchid");
+    ExpectError([](json& r) { r["wechat_v3"]["platform_public_keys"] = json::object(); },
+                "wechat_v3.platform_public_keys");
+    ExpectError(
+        [](json& r) {
+            r["wechat_v3"]["platform_public_keys"] = {{"abc", "platform.pem"}};
+        },
+        "wechat_v3.platform_public_keys.abc");
+    ExpectError(
+        [](json& r) {
+            r["wechat_v3"]["platform_public_keys"] = {{"AB", "missing.pem"}};
+        },
+        "wechat_v3.platform_public_keys.AB");
+    ExpectError(
+        [](json& r) {
+            r["wechat_v3"]["platform_public_keys"] = {{"AB", "junk.pem"}};
+        },
+        "wechat_v3.platform_public_keys.AB");
+    ExpectError(
+        [](json& r) {
+            r["wechat_v3"]["platform_public_keys"] = {{"AB", "platform.key"}};
+        },
+        "wechat_v3.platform_public_keys.AB");
+    ExpectError([](json& r) { r["wechat_v3"]["simulate_serial"] = "CAFE"; },
+                "wechat_v3.simulate_serial");
+    ExpectError([](json& r) { r["wechat_v3"]["simulate_private_key"] = "platform.pem"; },
+                "wechat_v3.simulate_private_key");
+    ExpectError([](json& r) { r["alipay"]["alipay_public_key"] = "junk.pem"; },
+                "alipay.alipay_public_key");
+    ExpectError([](json& r) { r["alipay"].erase("alipay_public_key"); },
+                "alipay.alipay_public_key");
+    ExpectError([](json& r) { r["alipay"]["app_id"] = 2021; }, "alipay.app_id");
+}
+
+}  // namespace
+}  // namespace payledger::api

@@ -1,0 +1,173 @@
+// Tests of api/platform_crypto.hpp (and the v2 signing of api/wechat_v2_xml.hpp) against the
+// published and independently computed vectors of providers.md: the WeChat Pay v2 MD5 and
+// HMAC-SHA256 signatures (§1.3), the v2 refund req_info under AES-256-ECB (§1.6), the v3
+// AES-256-GCM resources (§2.5). Base64 decoding, key parsing, RSA-SHA256 and the ciphers'
+// refusals are tables; RSA keys are generated in the test (EVP_PKEY_Q_keygen), never stored.
+
+#include "api/platform_crypto.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "api/json_output.hpp"
+#include "api/wechat_v2_xml.hpp"
+
+namespace payledger::api {
+namespace {
+
+constexpr const char* kV2Key = "192006250b4c09247ec02edce69f6a2d";
+constexpr const char* kV3Key = "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb";
+
+const PlatformFields kV2DocFields{{"appid", "wxd930ea5d5a258f4f"},
+                                  {"mch_id", "10000100"},
+                                  {"device_info", "1000"},
+                                  {"body", "test"},
+                                  {"nonce_str", "ibuaiVcKdpRxkhJA"}};
+
+const PrivateKey& TestKey() {
+    static const PrivateKey key = GenerateRsaKey();
+    return key;
+}
+
+TEST(PlatformCrypto, WechatV2Md5MatchesTheOfficialVector) {
+    EXPECT_EQ(Md5HexUpper("appid=wxd930ea5d5a258f4f&body=test&device_info=1000&mch_id=10000100&"
+                          "nonce_str=ibuaiVcKdpRxkhJA&key=192006250b4c09247ec02edce69f6a2d"),
+              "9A0A8659F005D6984697E2CA0A9CF3B7");
+    EXPECT_EQ(WechatV2Sign(kV2DocFields, kV2Key, WechatV2SignType::kMd5),
+              "9A0A8659F005D6984697E2CA0A9CF3B7");
+}
+
+TEST(PlatformCrypto, WechatV2HmacSha256MatchesTheVector) {
+    EXPECT_EQ(WechatV2Sign(kV2DocFields, kV2Key, WechatV2SignType::kHmacSha256),
+              "6A9AE1657590FD6257D693A078E1C3E4BB6BA4DC30B23E0EE2496E54170DACD6");
+}
+
+TEST(PlatformCrypto, WechatV2SignSkipsSignAndEmptyValuesButSignsSignType) {
+    PlatformFields fields = kV2DocFields;
+    fields["sign"] = "ANYTHING";
+    fields["attach"] = "";
+    EXPECT_EQ(WechatV2Sign(fields, kV2Key, WechatV2SignType::kMd5),
+              "9A0A8659F005D6984697E2CA0A9CF3B7");
+    fields["sign_type"] = "MD5";
+    EXPECT_NE(WechatV2Sign(fields, kV2Key, WechatV2SignType::kMd5),
+              "9A0A8659F005D6984697E2CA0A9CF3B7");
+}
+
+TEST(PlatformCrypto, WechatV2RefundReqInfoDecryptsWithTheMd5OfTheKey) {
+    EXPECT_EQ(Md5HexLower(kV2Key), "d96eb16afdd491fa1e705096edbc2205");
+    const std::optional<std::string> sealed = Base64Decode(
+        "WBzGpzQuNpcFxIlFjUUD9FfL63k7xseO4O//CGiq57k0oCGtUH2ML1QruzOWq0kSGfMbJOQWosn8CerF3w4hes"
+        "scCLxDEz2JrJD/+Ws+2mvZjj9mJlfP/DxnRql2fprRFrV+P4SiuCd3Hd83F/coBhrcs+CyO9mDFp5jKuFXTkpu"
+        "OSPrLCDbtwTJNNo9kVg2");
+    ASSERT_TRUE(sealed);
+    EXPECT_EQ(Aes256EcbDecrypt(Md5HexLower(kV2Key), *sealed),
+              "<root><out_refund_no><![CDATA[R-0001]]></out_refund_no><refund_fee>100</"
+              "refund_fee><refund_status><![CDATA[SUCCESS]]></refund_status></root>");
+    EXPECT_EQ(Base64Encode(Aes256EcbEncrypt(Md5HexLower(kV2Key), "x")).size(), 24u);
+}
+
+TEST(PlatformCrypto, AesEcbRefusesBadInput) {
+    const std::string key = Md5HexLower(kV2Key);
+    EXPECT_FALSE(Aes256EcbDecrypt(key, ""));
+    EXPECT_FALSE(Aes256EcbDecrypt(key, std::string(15, 'a')));
+    EXPECT_FALSE(Aes256EcbDecrypt("short", std::string(16, 'a')));
+    std::string sealed = Aes256EcbEncrypt(key, "hello");
+    EXPECT_EQ(Aes256EcbDecrypt(key, sealed), "hello");
+    // Deterministic inputs: the garbled last block has no valid PKCS#7 padding.
+    sealed.back() = static_cast<char>(sealed.back() ^ 1);
+    EXPECT_FALSE(Aes256EcbDecrypt(key, sealed).has_value());
+    EXPECT_FALSE(Aes256EcbDecrypt(std::string(32, 'k'), Aes256EcbEncrypt(key, "hello")));
+}
+
+TEST(PlatformCrypto, WechatV3GcmMatchesTheSdkVector) {
+    const std::optional<std::string> sealed = Base64Decode("ulwSiIajGClcvcOYvOQ7+l+0PAbzzwI=");
+    ASSERT_TRUE(sealed);
+    EXPECT_EQ(Aes256GcmDecrypt(kV3Key, "uluk4a9R25RW", "associatedData", *sealed), "message");
+}
+
+TEST(PlatformCrypto, WechatV3GcmMatchesTheComputedVector) {
+    const std::string plaintext =
+        R"({"out_trade_no":"T1","trade_state":"SUCCESS","amount":{"total":100}})";
+    const std::string ciphertext =
+        "ussMtczjsP2XKNFRfhwhjLPICApykzvAmbofuXb/Wz8ntxR2SPpDdkFZFlnaOjVMUYqPjk+JdCWmCJBbf4NZ/"
+        "wDX0DepFXoZB9CV23q8hwWfjiAV";
+    EXPECT_EQ(Aes256GcmDecrypt(kV3Key, "n0nce12chars", "transaction", *Base64Decode(ciphertext)),
+              plaintext);
+    EXPECT_EQ(Base64Encode(Aes256GcmEncrypt(kV3Key, "n0nce12chars", "transaction", plaintext)),
+              ciphertext);
+}
+
+TEST(PlatformCrypto, GcmRefusesTamperingAndWrongInputs) {
+    const std::string sealed = *Base64Decode("ulwSiIajGClcvcOYvOQ7+l+0PAbzzwI=");
+    std::string flipped = sealed;
+    flipped[0] = static_cast<char>(flipped[0] ^ 1);
+    EXPECT_FALSE(Aes256GcmDecrypt(kV3Key, "uluk4a9R25RW", "associatedData", flipped));
+    EXPECT_FALSE(Aes256GcmDecrypt(kV3Key, "uluk4a9R25RW", "other", sealed));
+    EXPECT_FALSE(Aes256GcmDecrypt(kV3Key, "uluk4a9R25RX", "associatedData", sealed));
+    EXPECT_FALSE(Aes256GcmDecrypt("a7cde1ZJB1kG2e7VfTs3jQzaWizur8GX", "uluk4a9R25RW",
+                                  "associatedData", sealed));
+    EXPECT_FALSE(Aes256GcmDecrypt("short", "uluk4a9R25RW", "associatedData", sealed));
+    EXPECT_FALSE(Aes256GcmDecrypt(kV3Key, "uluk4a9R25RW", "associatedData", sealed.substr(0, 15)));
+    EXPECT_FALSE(Aes256GcmDecrypt(kV3Key, "", "associatedData", sealed));
+}
+
+TEST(PlatformCrypto, Base64DecodeAcceptsOnlyStrictBase64) {
+    const std::vector<std::pair<std::string, std::string>> valid = {
+        {"", ""},        {"Zg==", "f"},        {"Zm8=", "fo"},
+        {"Zm9v", "foo"}, {"Zm9vYg==", "foob"}, {"+/+/", "\xfb\xff\xbf"}};
+    for (const auto& [text, bytes] : valid) EXPECT_EQ(Base64Decode(text), bytes) << text;
+    for (const char* text :
+         {"Zg=", "Zg", "Z===", "====", "Zm9v\n", " Zm9v", "Zm=v", "Zg==Zg==", "Zm9v====", "-_-_",
+          "Zm9v!", "WECHATPAY/SIGNTEST/9B1A2C3D", "WECHATPAY/SIGNTEST/9B1A2C3D4E5F"}) {
+        EXPECT_FALSE(Base64Decode(text).has_value()) << text;
+    }
+}
+
+TEST(PlatformCrypto, RsaSha256SignsAndVerifies) {
+    const PublicKey public_key = TestKey().Public();
+    const std::string signature = RsaSha256Sign(TestKey(), "message");
+    EXPECT_EQ(signature.size(), 256u);
+    EXPECT_TRUE(RsaSha256Verify(public_key, "message", signature));
+    EXPECT_FALSE(RsaSha256Verify(public_key, "messagE", signature));
+    EXPECT_FALSE(RsaSha256Verify(public_key, "message", signature.substr(1)));
+    EXPECT_FALSE(RsaSha256Verify(public_key, "message", ""));
+    EXPECT_FALSE(RsaSha256Verify(GenerateRsaKey().Public(), "message", signature));
+    EXPECT_FALSE(RsaSha256Verify(PublicKey{}, "message", signature));
+}
+
+TEST(PlatformCrypto, PublicKeysParseFromPemAndFromBareBase64Der) {
+    const PublicKey original = TestKey().Public();
+    const std::string signature = RsaSha256Sign(TestKey(), "m");
+    const std::string der = PublicKeyDerBase64(original);
+    std::string wrapped;  // Alipay keys are pasted with line breaks too.
+    for (std::size_t i = 0; i < der.size(); i += 64) wrapped += der.substr(i, 64) + "\n";
+    for (const std::string& text : {PublicKeyPem(original), der, wrapped}) {
+        const std::optional<PublicKey> parsed = ParsePublicKey(text);
+        ASSERT_TRUE(parsed) << text;
+        EXPECT_TRUE(RsaSha256Verify(*parsed, "m", signature));
+    }
+    const std::optional<PrivateKey> reparsed = ParsePrivateKey(PrivateKeyPem(TestKey()));
+    ASSERT_TRUE(reparsed);
+    EXPECT_TRUE(RsaSha256Verify(original, "m", RsaSha256Sign(*reparsed, "m")));
+}
+
+TEST(PlatformCrypto, KeyParsingRefusesWhatIsNoRsaKey) {
+    for (const std::string& text :
+         {std::string{}, std::string{"not a key"}, std::string{"Zm9v"},
+          std::string{"-----BEGIN PUBLIC KEY-----\nZm9v\n-----END PUBLIC KEY-----\n"},
+          PrivateKeyPem(TestKey()), PublicKeyDerBase64(TestKey().Public()) + "AAAA"}) {
+        EXPECT_FALSE(ParsePublicKey(text).has_value()) << text;
+    }
+    EXPECT_FALSE(ParsePrivateKey(PublicKeyPem(TestKey().Public())).has_value());
+    EXPECT_FALSE(ParsePrivateKey("garbage").has_value());
+}
+
+TEST(PlatformCrypto, RandomHexHasTheLengthAsked) {
+    EXPECT_EQ(RandomHex(16).size(), 32u);
+    EXPECT_NE(RandomHex(16), RandomHex(16));
+}
+
+}  // namespace
+}  // namespace payledger::api
