@@ -65,6 +65,13 @@ private:
                                        "the request body is over 64 KiB"),
                          false);
         }
+        if (ec == http::error::header_limit) {
+            keep_alive_ = false;
+            return Write(ErrorResponse(http::status::request_header_fields_too_large,
+                                       projections::Outcome::kMalformed,
+                                       "the request header is over 16 KiB"),
+                         false);
+        }
         if (ec && ec.category() == beast::error_code{http::error::end_of_stream}.category()) {
             keep_alive_ = false;  // Not HTTP we can parse: answer 400, then close.
             return Write(ErrorResponse(http::status::bad_request, projections::Outcome::kMalformed,

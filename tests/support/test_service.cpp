@@ -23,16 +23,15 @@ TestService::TestService(api::Config config, std::string application_name)
     : TestService(std::move(config),
                   ledger::SessionSettings{.application_name = std::move(application_name)}) {}
 
-TestService::TestService(api::Config config, const ledger::SessionSettings& session)
+TestService::TestService(api::Config config, const ledger::SessionSettings& session,
+                         api::Server::Options server)
     : config_(std::move(config)) {
     pool_ = std::make_unique<ledger::ConnectionPool>(config_.database_url, 4,
                                                      std::chrono::milliseconds{2000}, session);
     committer_ = std::make_unique<ledger::Committer>(
         ledger::Committer::Options{.url = config_.database_url, .session = session});
     app_ = std::make_unique<api::App>(config_, *pool_, *committer_, metrics_);
-    server_ = std::make_unique<api::Server>(
-        *app_, api::Server::Options{.host = "127.0.0.1", .port = 0, .io_threads = 2,
-                                    .worker_threads = 8});
+    server_ = std::make_unique<api::Server>(*app_, std::move(server));
     server_->Start();
 }
 

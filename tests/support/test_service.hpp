@@ -29,7 +29,12 @@ public:
     // `application_name` names the service's database sessions (tests find them by it).
     explicit TestService(api::Config config, std::string application_name = "payledger_test");
     // With the given session settings (limits, name) for the pool and the committer.
-    TestService(api::Config config, const ledger::SessionSettings& session);
+    TestService(api::Config config, const ledger::SessionSettings& session,
+                api::Server::Options server = DefaultServerOptions());
+
+    [[nodiscard]] static api::Server::Options DefaultServerOptions() {
+        return {.host = "127.0.0.1", .port = 0, .io_threads = 2, .worker_threads = 8};
+    }
     ~TestService();
 
     [[nodiscard]] unsigned short port() const { return server_->port(); }

@@ -1,0 +1,450 @@
+// Reliability (issue 7): what production does to a ledger. The server runs as a real process
+// (`payledger serve`) that is killed with SIGKILL mid-storm, or whose PostgreSQL (a cluster of
+// the test's own) is stopped under load; two processes share one database; every endpoint is
+// fed hostile input; slow clients trickle their headers. After each: every acknowledged
+// delivery is in the ledger, nothing is duplicated, and `verify` finds the projections equal
+// to the fold of the events.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "api/generic_channel.hpp"
+#include "ledger/database.hpp"
+#include "ledger/migrate.hpp"
+#include "ledger/verify.hpp"
+#include "ledger/writer.hpp"
+#include "support/own_postgres.hpp"
+#include "support/serve_process.hpp"
+#include "support/test_database.hpp"
+#include "support/test_service.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+using testing::HttpClient;
+using testing::HttpResult;
+using testing::ServeProcess;
+using testing::TestDatabase;
+
+constexpr int kClients = 16;
+
+void CreateOrders(const std::string& url, int count, std::int64_t amount) {
+    auto connection = ledger::Connect(url);
+    std::vector<ledger::Delivery> batch;
+    for (int i = 0; i < count; ++i) {
+        const std::string key = "R-" + std::to_string(i);
+        batch.push_back(ledger::Delivery{
+            .receipt = {.source = projections::Source::kApi, .peer = "t", .out_trade_no = key},
+            .event = projections::Event{.out_trade_no = key,
+                                        .event_type = projections::EventType::kOrderCreated,
+                                        .account_id = "acct-" + std::to_string(i % 7),
+                                        .amount = amount,
+                                        .currency = "CNY"}});
+    }
+    (void)ledger::WriteBatch(*connection, batch);
+}
+
+// Sends every order's payment from kClients connections until each is acknowledged (200,
+// appended or duplicate), re-sending whatever failed, as a platform would. Bounded in time.
+class PaymentStorm {
+public:
+    PaymentStorm(unsigned short port, int orders, std::int64_t amount)
+        : port_(port), amount_(amount), acked_(static_cast<std::size_t>(orders)) {
+        for (int c = 0; c < kClients; ++c) threads_.emplace_back([this, c] { Run(c); });
+    }
+    ~PaymentStorm() { Join(); }
+
+    void Join() {
+        for (std::thread& thread : threads_) {
+            if (thread.joinable()) thread.join();
+        }
+    }
+    int acknowledged() const { return acknowledged_.load(); }
+    int appended() const { return appended_.load(); }
+    std::vector<bool> Snapshot() const {
+        std::vector<bool> out;
+        for (const auto& flag : acked_) out.push_back(flag.load());
+        return out;
+    }
+    bool AllAcknowledged() const { return acknowledged() == static_cast<int>(acked_.size()); }
+
+private:
+    void Run(int client) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{90};
+        std::optional<HttpClient> http;
+        while (!AllAcknowledged() && std::chrono::steady_clock::now() < deadline) {
+            for (std::size_t i = static_cast<std::size_t>(client); i < acked_.size();
+                 i += kClients) {
+                if (acked_[i].load()) continue;
+                const std::string key = "R-" + std::to_string(i);
+                const std::string body = testing::GenericPayment(key, "TX-" + key, amount_);
+                try {
+                    if (!http) http.emplace(port_);
+                    const std::string signature = GenericChannel::Sign(
+                        testing::kGenericSecret, testing::UnixNow(), body);
+                    const HttpResult r =
+                        http->Post("/v1/callbacks/generic", body, {{"Payledger-Signature", signature}});
+                    if (r.status == 200) {
+                        const std::string outcome = r.Json()["outcome"];
+                        if (outcome == "appended") ++appended_;
+                        acked_[i] = true;
+                        ++acknowledged_;
+                    } else {
+                        ASSERT_EQ(r.status, 503) << r.body;  // Only "not now" is allowed.
+                        // The database is away: back off a little before retrying.
+                        std::this_thread::sleep_for(std::chrono::milliseconds{20});
+                    }
+                } catch (const std::exception&) {
+                    http.reset();  // The server is away: reconnect on the next try.
+                    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+                }
+            }
+        }
+    }
+
+    unsigned short port_;
+    std::int64_t amount_;
+    std::vector<std::atomic<bool>> acked_;
+    std::atomic<int> acknowledged_{0};
+    std::atomic<int> appended_{0};
+    std::vector<std::thread> threads_;
+};
+
+void AwaitCount(const PaymentStorm& storm, int count) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+    while (storm.acknowledged() < count && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+    }
+    ASSERT_GE(storm.acknowledged(), count);
+}
+
+// Every order acknowledged in `acked` has its payment in the ledger at `url`.
+void ExpectAcknowledgedArePersisted(const std::string& url, const std::vector<bool>& acked) {
+    auto connection = ledger::Connect(url);
+    pqxx::read_transaction tx{*connection};
+    std::set<std::string> paid;
+    for (const pqxx::row& row : tx.exec(
+             "SELECT out_trade_no FROM ledger_events WHERE event_type = 'PAYMENT_SUCCEEDED'")) {
+        paid.insert(row[0].as<std::string>());
+    }
+    int checked = 0;
+    for (std::size_t i = 0; i < acked.size(); ++i) {
+        if (!acked[i]) continue;
+        ++checked;
+        EXPECT_EQ(paid.count("R-" + std::to_string(i)), 1u) << "acknowledged but lost: R-" << i;
+    }
+    EXPECT_GT(checked, 0);
+}
+
+void ExpectLedgerComplete(const std::string& url, int orders, std::int64_t amount) {
+    auto connection = ledger::Connect(url);
+    pqxx::read_transaction tx{*connection};
+    EXPECT_EQ(tx.exec("SELECT count(*) FROM ledger_events")[0][0].as<int>(), 2 * orders);
+    EXPECT_EQ(tx.exec("SELECT sum(balance) FROM balances")[0][0].as<std::int64_t>(),
+              orders * amount);
+    tx.commit();
+    const ledger::VerifyReport report = ledger::Verify(url);
+    EXPECT_TRUE(report.ok()) << ledger::FormatReport(report);
+}
+
+TEST(ReliabilityPgTest, SigkillMidStormLosesNoAcknowledgedDelivery) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DATABASE(db);
+    constexpr int kOrders = 600;
+    CreateOrders(db.url(), kOrders, 250);
+    ServeProcess server{db.url()};
+    PaymentStorm storm{server.port(), kOrders, 250};
+    AwaitCount(storm, kOrders / 4);
+    server.Kill();
+    // Everything answered before the kill must have been committed before its answer.
+    ExpectAcknowledgedArePersisted(db.url(), storm.Snapshot());
+    server.Start();
+    storm.Join();
+    ASSERT_TRUE(storm.AllAcknowledged());
+    ExpectLedgerComplete(db.url(), kOrders, 250);
+}
+
+TEST(ReliabilityPgTest, DatabaseOutageUnderLoadRecoversWithoutARestart) {
+    if (std::getenv("PAYLEDGER_TEST_DATABASE_URL") == nullptr && std::getenv("CI") == nullptr) {
+        GTEST_SKIP() << "no test database";
+    }
+    testing::OwnPostgres pg;
+    constexpr int kOrders = 400;
+    {
+        auto connection = ledger::Connect(pg.url());
+        ledger::Migrate(*connection);
+    }
+    CreateOrders(pg.url(), kOrders, 90);
+    ServeProcess server{pg.url()};
+    HttpClient probe{server.port()};
+    PaymentStorm storm{server.port(), kOrders, 90};
+    AwaitCount(storm, kOrders / 4);
+    pg.Stop();
+    const std::vector<bool> before_outage = storm.Snapshot();
+    EXPECT_EQ(probe.Get("/readyz").status, 503);
+    EXPECT_EQ(probe.Get("/healthz").status, 200);
+    pg.Start();
+    // The service reconnects by itself: readiness comes back without a restart.
+    bool ready = false;
+    for (int i = 0; i < 500 && !ready; ++i) {
+        ready = probe.Get("/readyz").status == 200;
+        if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
+    EXPECT_TRUE(ready);
+    storm.Join();
+    ASSERT_TRUE(storm.AllAcknowledged());
+    ExpectAcknowledgedArePersisted(pg.url(), before_outage);
+    ExpectLedgerComplete(pg.url(), kOrders, 90);
+    EXPECT_EQ(server.Terminate(), 0);  // Still the same process, and it stops cleanly.
+}
+
+TEST(ReliabilityPgTest, TwoInstancesStormOfOneCallbackAppendOnce) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DATABASE(db);
+    CreateOrders(db.url(), 1, 4321);
+    ServeProcess first{db.url()};
+    ServeProcess second{db.url()};
+    const std::string body = testing::GenericPayment("R-0", "TX-R-0", 4321);
+    std::atomic<int> appended{0};
+    std::atomic<int> successes{0};
+    std::vector<std::thread> threads;
+    for (int c = 0; c < 2 * kClients; ++c) {
+        threads.emplace_back([&, c] {
+            HttpClient client{c % 2 == 0 ? first.port() : second.port()};
+            for (int i = 0; i < 10; ++i) {
+                const HttpResult r = client.Post(
+                    "/v1/callbacks/generic", body,
+                    {{"Payledger-Signature",
+                      GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
+                if (r.status == 200) ++successes;
+                if (r.Json()["outcome"] == "appended") ++appended;
+            }
+        });
+    }
+    for (std::thread& thread : threads) thread.join();
+    EXPECT_EQ(successes.load(), 2 * kClients * 10);
+    EXPECT_EQ(appended.load(), 1);
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM ledger_events WHERE event_type = "
+                        "'PAYMENT_SUCCEEDED'"),
+              "1");
+    EXPECT_EQ(db.Scalar("SELECT balance FROM balances"), "4321");
+}
+
+// Sends raw bytes on a fresh connection and returns the status of the answer (0: none).
+int RawStatus(unsigned short port, const std::string& bytes) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+        close(fd);
+        return 0;
+    }
+    timeval timeout{.tv_sec = 20, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    std::size_t sent = 0;
+    while (sent < bytes.size()) {
+        const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+        if (n <= 0) break;  // The server may answer and close before reading everything.
+        sent += static_cast<std::size_t>(n);
+    }
+    shutdown(fd, SHUT_WR);
+    std::string answer;
+    char buffer[4096];
+    ssize_t n = 0;
+    while (answer.find("\r\n") == std::string::npos &&
+           (n = recv(fd, buffer, sizeof buffer, 0)) > 0) {
+        answer.append(buffer, static_cast<std::size_t>(n));
+    }
+    close(fd);
+    if (answer.rfind("HTTP/1.1 ", 0) != 0 || answer.size() < 12) return 0;
+    return std::stoi(answer.substr(9, 3));
+}
+
+std::string Request(const std::string& method, const std::string& target, const std::string& body,
+                    const std::string& extra_headers = {}) {
+    return method + " " + target + " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n" +
+           extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+json PlatformSections(const std::string& dir) {
+    const std::string key = dir + "/hostile_rsa";
+    EXPECT_EQ(std::system(("openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out " +
+                           key + ".pem 2>/dev/null && openssl pkey -in " + key +
+                           ".pem -pubout -out " + key + "_pub.pem")
+                              .c_str()),
+              0);
+    return {{"wechat_v2", {{"appid", "wx0000000000000001"}, {"mch_id", "1900000001"},
+                           {"api_key", "192006250b4c09247ec02edce69f6a2d"}}},
+            {"wechat_v3", {{"appid", "wx0000000000000002"}, {"mchid", "1900000002"},
+                           {"api_v3_key", "0123456789abcdef0123456789abcdef"},
+                           {"platform_public_keys", {{"ABCDEF0123", key + "_pub.pem"}}}}},
+            {"alipay", {{"app_id", "2021000000000001"}, {"alipay_public_key", key + "_pub.pem"}}}};
+}
+
+TEST(ReliabilityPgTest, HostileInputGetsOnly4xxAndAppendsNothing) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DATABASE(db);
+    CreateOrders(db.url(), 1, 100);
+    char dir_pattern[] = "/tmp/payledger-hostile.XXXXXX";
+    const std::string dir = mkdtemp(dir_pattern);
+    ServeProcess server{db.url(), PlatformSections(dir)};
+    const long rss_before = server.RssKiB();
+
+    const std::string nested_json = std::string(20'000, '[') + std::string(20'000, ']');
+    const std::string nested_xml = [] {
+        std::string xml;
+        for (int i = 0; i < 5000; ++i) xml += "<a>";
+        return xml;
+    }();
+    const std::string laughs =
+        "<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\"><!ENTITY lol2 "
+        "\"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\"><!ENTITY lol3 "
+        "\"&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;\">]><xml><a>&lol3;</a></xml>";
+    const std::string xxe =
+        "<?xml version=\"1.0\"?><!DOCTYPE x [<!ENTITY e SYSTEM \"file:///etc/passwd\">]>"
+        "<xml><out_trade_no>&e;</out_trade_no><sign>A</sign></xml>";
+    const std::vector<std::string> bodies = {
+        std::string("\xff\xfe\xfd\x00\x01", 5),
+        "{\"out_trade_no\":\"R-0\",\"amount\":",
+        nested_json,
+        "<xml><return_code>SUCCESS</return_code><out_trade_no>R-0",
+        nested_xml,
+        laughs,
+        xxe,
+        "{\"out_trade_no\":\"R-0\",\"account_id\":\"a\",\"amount\":1e999999,\"currency\":\"CNY\"}",
+        "{\"out_trade_no\":\"R-0\",\"account_id\":\"a\",\"amount\":99999999999999999999999999,"
+        "\"currency\":\"CNY\"}",
+        std::string("{\"out_trade_no\":\"R\x00-0\",\"account_id\":\"a\",\"amount\":1,"
+                    "\"currency\":\"CNY\"}",
+                    58),
+        "{\"out_trade_no\":\"'; DROP TABLE ledger_events; --\",\"account_id\":\"a\",\"amount\":1,"
+        "\"currency\":\"CNY\"}",
+        "trade_status=TRADE_SUCCESS&out_trade_no=R-0&total_amount=1.00&sign=%zz%&sign_type=RSA2",
+        "out_trade_no=R-0&total_amount=0.001&trade_status=TRADE_SUCCESS&app_id=2021000000000001",
+    };
+    const std::vector<std::string> posts = {"/v1/orders", "/v1/callbacks/generic",
+                                            "/v1/callbacks/wechat/v2", "/v1/callbacks/wechat/v3",
+                                            "/v1/callbacks/alipay", "/v1/admin/verify"};
+    const std::string merchant = std::string("Authorization: Bearer ") + testing::kMerchantToken +
+                                 "\r\n";
+    const std::string v3_headers =
+        "Wechatpay-Timestamp: 1700000000\r\nWechatpay-Nonce: n\r\nWechatpay-Serial: "
+        "ABCDEF0123\r\nWechatpay-Signature: WECHATPAY/SIGNTEST/====\r\n";
+    int requests = 0;
+    const auto expect_4xx = [&](const std::string& what, const std::string& raw) {
+        const int status = RawStatus(server.port(), raw);
+        EXPECT_GE(status, 400) << what;
+        EXPECT_LT(status, 500) << what;
+        ++requests;
+    };
+    for (const std::string& path : posts) {
+        for (std::size_t b = 0; b < bodies.size(); ++b) {
+            const std::string headers = path == "/v1/orders" ? merchant
+                                        : path.find("v3") != std::string::npos ? v3_headers
+                                        : path.find("generic") != std::string::npos
+                                            ? "Payledger-Signature: t=1,v1=00\r\n"
+                                            : "";
+            expect_4xx(path + " body " + std::to_string(b), Request("POST", path, bodies[b], headers));
+        }
+        for (const char* method : {"PUT", "DELETE", "PATCH", "GET"}) {
+            if (std::string(method) == "GET" && path == "/v1/orders") continue;
+            expect_4xx(path + " " + method, Request(method, path, ""));
+        }
+        expect_4xx(path + " oversize body", Request("POST", path, std::string(70'000, 'x')));
+        expect_4xx(path + " oversize header",
+                   Request("POST", path, "{}", "X-Big: " + std::string(20'000, 'h') + "\r\n"));
+    }
+    for (const std::string& target :
+         {std::string("/nope"), std::string("/v1/orders/../../etc/passwd"),
+          std::string("/v1/orders/R-0%00"), std::string("/v1/orders/") + std::string(5000, 'a'),
+          std::string("/v1/events?after=99999999999999999999"), std::string("/%zz"),
+          std::string("/v1/receipts?outcome=%27%3B--")}) {
+        expect_4xx("GET " + target.substr(0, 60),
+                   Request("GET", target, "", std::string("Authorization: Bearer ") +
+                                                  testing::kAuditorToken + "\r\n"));
+    }
+    for (const std::string& garbage :
+         {std::string("GARBAGE\r\n\r\n"), std::string("GET / HTTP/9.9\r\n\r\n"),
+          std::string("POST /v1/orders HTTP/1.1\r\nContent-Length: -5\r\n\r\n"),
+          std::string("POST /v1/orders HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
+          std::string("GET /\x01\x02 HTTP/1.1\r\n\r\n", 21)}) {
+        expect_4xx("garbage", garbage);
+    }
+    EXPECT_GT(requests, 100);
+    // Still up, nothing appended beyond the one order, memory bounded.
+    HttpClient client{server.port()};
+    EXPECT_EQ(client.Get("/healthz").status, 200);
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM ledger_events"), "1");
+    EXPECT_LT(server.RssKiB() - rss_before, 64 * 1024) << "RSS grew by over 64 MiB";
+    std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(ReliabilityPgTest, SlowClientsDoNotStopNormalRequestsAndAreCutOff) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DATABASE(db);
+    api::Server::Options options = testing::TestService::DefaultServerOptions();
+    options.read_timeout = std::chrono::seconds{2};
+    testing::TestService service{testing::TestConfig(db.url()),
+                                 ledger::SessionSettings{.application_name = db.schema()},
+                                 options};
+    constexpr int kSlow = 100;
+    std::vector<int> sockets;
+    for (int i = 0; i < kSlow; ++i) {
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        address.sin_port = htons(service.port());
+        ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+        sockets.push_back(fd);
+    }
+    // One byte a second per connection: round-robin, one send every 10 ms.
+    std::atomic<bool> stop{false};
+    std::thread trickler([&] {
+        const std::string header = "GET /healthz HTTP/1.1\r\nHost: slow\r\nX-Slow: ";
+        for (std::size_t step = 0; !stop.load() && step < 100'000; ++step) {
+            const int fd = sockets[step % kSlow];
+            const char byte = header[(step / kSlow) % header.size()];
+            (void)send(fd, &byte, 1, MSG_NOSIGNAL);
+            std::this_thread::sleep_for(std::chrono::milliseconds{10});  // The pace, not a sync.
+        }
+    });
+    HttpClient client{service.port()};
+    std::chrono::steady_clock::duration slowest{};
+    for (int i = 0; i < 50; ++i) {
+        const auto started = std::chrono::steady_clock::now();
+        ASSERT_EQ(client.Get("/healthz").status, 200);
+        ASSERT_EQ(service.CreateOrder(client, "S-" + std::to_string(i), "acct", 5).status, 201);
+        slowest = std::max(slowest, std::chrono::steady_clock::now() - started);
+    }
+    // Served, not starved: far below the 2 s the slow clients are allowed.
+    EXPECT_LT(slowest, std::chrono::seconds{1});
+    // The server cuts every slow connection off after its read timeout.
+    int closed = 0;
+    for (const int fd : sockets) {
+        timeval timeout{.tv_sec = 10, .tv_usec = 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+        char buffer[256];
+        const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+        closed += n <= 0 ? 1 : 0;
+    }
+    stop = true;
+    trickler.join();
+    for (const int fd : sockets) close(fd);
+    EXPECT_EQ(closed, kSlow);
+}
+
+}  // namespace
+}  // namespace payledger::api

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace payledger::testing {
+
+// `payledger serve` as a child process with its own config file (the test tokens and the
+// generic secret of test_service.hpp), on a free port. For tests that kill it or run several.
+class ServeProcess {
+public:
+    // Writes the config (plus the sections of `extra`) and starts the server; returns once
+    // it accepts connections.
+    explicit ServeProcess(const std::string& database_url,
+                          const nlohmann::json& extra = nlohmann::json::object(),
+                          unsigned short port = 0);
+    ~ServeProcess();
+    ServeProcess(const ServeProcess&) = delete;
+    ServeProcess& operator=(const ServeProcess&) = delete;
+
+    [[nodiscard]] unsigned short port() const { return port_; }
+    [[nodiscard]] pid_t pid() const { return pid_; }
+
+    void Start();
+    // SIGKILL, then reap. The port is reused by the next Start().
+    void Kill();
+    // SIGTERM, then wait; returns the exit status (WEXITSTATUS), or -1 when killed.
+    int Terminate();
+    // The process's resident set size now and at its peak, in KiB (/proc).
+    [[nodiscard]] long RssKiB() const;
+    [[nodiscard]] long PeakRssKiB() const;
+
+private:
+    std::string config_path_;
+    std::string log_path_;
+    unsigned short port_ = 0;
+    pid_t pid_ = -1;
+};
+
+// A TCP port on 127.0.0.1 that nothing listens on right now.
+[[nodiscard]] unsigned short FreePort();
+
+// Waits (bounded) until 127.0.0.1:`port` accepts a connection; false when it never did.
+[[nodiscard]] bool AwaitListening(unsigned short port);
+
+}  // namespace payledger::testing
