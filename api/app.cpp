@@ -35,8 +35,7 @@ public:
                 std::shared_ptr<std::atomic<int>> active)
         : connection_(ledger::Connect(url)), after_(after), active_(std::move(active)) {
         pqxx::read_transaction tx{*connection_};
-        last_ = tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0]
-                    .as<std::int64_t>();
+        last_ = tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0].as<std::int64_t>();
     }
     ~EventExport() override { --*active_; }
     EventExport(const EventExport&) = delete;
@@ -105,7 +104,6 @@ bool AnyTokenMatches(const std::vector<std::string>& tokens, const std::string& 
     return matched;
 }
 
-
 std::vector<std::string> Segments(const boost::urls::url_view& url) {
     std::vector<std::string> segments;
     for (const std::string segment : url.segments()) segments.push_back(segment);
@@ -118,16 +116,15 @@ void LogDelivery(projections::Source source, const ledger::Delivery& delivery,
     const json fields = {
         {"msg", "delivery"},
         {"channel", projections::ToString(source)},
-        {"out_trade_no", delivery.receipt.out_trade_no ? json(*delivery.receipt.out_trade_no)
-                                                       : json(nullptr)},
+        {"out_trade_no",
+         delivery.receipt.out_trade_no ? json(*delivery.receipt.out_trade_no) : json(nullptr)},
         {"outcome", result.internal_error ? "internal_error"
                                           : std::string(projections::ToString(result.outcome))},
         {"seq", result.seq == 0 ? json(nullptr) : json(result.seq)},
         {"receipt_id", result.receipt_id == 0 ? json(nullptr) : json(result.receipt_id)},
-        {"latency_ms",
-         static_cast<double>(
-             std::chrono::duration_cast<std::chrono::microseconds>(latency).count()) /
-             1000.0},
+        {"latency_ms", static_cast<double>(
+                           std::chrono::duration_cast<std::chrono::microseconds>(latency).count()) /
+                           1000.0},
         {"peer", incoming.peer},
         {"reason", result.message}};
     LogJson(result.internal_error ? "error" : "info", Dump(fields));
@@ -262,8 +259,7 @@ void App::Handle(Incoming incoming, Respond respond) {
 }
 
 void App::Submit(projections::Source source, ledger::Delivery delivery, Incoming incoming,
-                 std::function<Response(const ledger::DeliveryResult&)> answer,
-                 Respond respond) {
+                 std::function<Response(const ledger::DeliveryResult&)> answer, Respond respond) {
     // The callback runs on the committer's thread after the commit; it only formats.
     ledger::Delivery logged{.receipt = {.out_trade_no = delivery.receipt.out_trade_no}};
     committer_.Submit(
@@ -280,9 +276,10 @@ void App::Submit(projections::Source source, ledger::Delivery delivery, Incoming
 void App::HandleCallback(const Channel& channel, Incoming incoming, Respond respond) {
     ledger::Delivery delivery = channel.Verify(incoming);
     incoming.request.body().clear();  // The receipt holds the body now.
-    Submit(channel.source(), std::move(delivery), std::move(incoming),
-           [&channel](const ledger::DeliveryResult& result) { return channel.Answer(result); },
-           std::move(respond));
+    Submit(
+        channel.source(), std::move(delivery), std::move(incoming),
+        [&channel](const ledger::DeliveryResult& result) { return channel.Answer(result); },
+        std::move(respond));
 }
 
 void App::HandleCreateOrder(Incoming incoming, Respond respond) {
@@ -328,24 +325,23 @@ void App::HandleCreateOrder(Incoming incoming, Respond respond) {
                                         .occurred_at = incoming.received_at}};
     }
     incoming.request.body().clear();
-    Submit(projections::Source::kApi, std::move(delivery), std::move(incoming),
-           [](const ledger::DeliveryResult& result) {
-               if (result.internal_error) {
-                   return ErrorResponse(http::status::internal_server_error,
-                                        Outcome::kUnavailable, "internal error");
-               }
-               if (result.outcome == Outcome::kAppended ||
-                   result.outcome == Outcome::kDuplicate) {
-                   PAYLEDGER_ASSERT(result.order.has_value());
-                   return JsonResponse(result.outcome == Outcome::kAppended
-                                           ? http::status::created
-                                           : http::status::ok,
-                                       OrderJson(*result.order));
-               }
-               return ErrorResponse(StatusOf(result.outcome), result.outcome, result.message,
-                                    result.seq);
-           },
-           std::move(respond));
+    Submit(
+        projections::Source::kApi, std::move(delivery), std::move(incoming),
+        [](const ledger::DeliveryResult& result) {
+            if (result.internal_error) {
+                return ErrorResponse(http::status::internal_server_error, Outcome::kUnavailable,
+                                     "internal error");
+            }
+            if (result.outcome == Outcome::kAppended || result.outcome == Outcome::kDuplicate) {
+                PAYLEDGER_ASSERT(result.order.has_value());
+                return JsonResponse(
+                    result.outcome == Outcome::kAppended ? http::status::created : http::status::ok,
+                    OrderJson(*result.order));
+            }
+            return ErrorResponse(StatusOf(result.outcome), result.outcome, result.message,
+                                 result.seq);
+        },
+        std::move(respond));
 }
 
 Response App::HandleAdminVerify() {
@@ -462,9 +458,9 @@ void App::HandleEventExport(Incoming incoming, Respond respond) {
         producer = std::make_unique<EventExport>(config_.database_url, after, exports_active_);
     } catch (const pqxx::failure& error) {
         --*exports_active_;
-        return respond(ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
-                                     std::string("the database could not answer: ") +
-                                         error.what()));
+        return respond(
+            ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                          std::string("the database could not answer: ") + error.what()));
     }
     Response header{http::status::ok, 11};
     header.set(http::field::content_type, "application/x-ndjson");

@@ -27,7 +27,6 @@ public:
     void Handle(Incoming incoming, Respond respond);
 
 private:
-
     void HandleCallback(const Channel& channel, Incoming incoming, Respond respond);
     void HandleCreateOrder(Incoming incoming, Respond respond);
     Response HandleRead(const std::vector<std::string>& segments);
@@ -47,7 +46,8 @@ private:
     ledger::Committer& committer_;
     Metrics& metrics_;
     std::map<std::string, std::unique_ptr<Channel>> channels_;
-    std::shared_ptr<std::atomic<int>> exports_active_ = std::make_shared<std::atomic<int>>(0);  // By path after callbacks/.
+    std::shared_ptr<std::atomic<int>> exports_active_ =
+        std::make_shared<std::atomic<int>>(0);  // By path after callbacks/.
 };
 
 }  // namespace payledger::api

@@ -60,10 +60,8 @@ std::vector<std::string> ParseTokens(const json& tokens, const char* role) {
 
 }  // namespace
 
-Config ParseConfig(const std::string& text,
-                   const std::optional<std::string>& database_url_override,
-                   const std::optional<std::string>& listen_override,
-                   const std::string& base_dir) {
+Config ParseConfig(const std::string& text, const std::optional<std::string>& database_url_override,
+                   const std::optional<std::string>& listen_override, const std::string& base_dir) {
     json root;
     try {
         root = json::parse(text);

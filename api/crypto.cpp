@@ -27,8 +27,7 @@ std::string HmacSha256Hex(std::string_view key, std::string_view message) {
     unsigned int size = 0;
     const unsigned char* result =
         HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-             reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest,
-             &size);
+             reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &size);
     if (result == nullptr) throw std::runtime_error("HMAC-SHA256 failed");
     return Hex(digest, size);
 }

@@ -61,7 +61,8 @@ std::string GenericChannel::CheckSignature(const Incoming& incoming) const {
         const std::string_view text = item.substr(equals + 1);
         if (key == "t") {
             std::int64_t parsed = 0;
-            const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+            const auto [end, error] =
+                std::from_chars(text.data(), text.data() + text.size(), parsed);
             if (error != std::errc{} || end != text.data() + text.size() || text.size() > 12 ||
                 text.empty() || text.front() == '-') {
                 return "Payledger-Signature has an invalid timestamp";

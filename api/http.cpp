@@ -14,9 +14,8 @@ Response MakeResponse(http::status status, std::string content_type, std::string
 
 Response ErrorResponse(http::status status, projections::Outcome outcome,
                        const std::string& message, std::int64_t seq) {
-    nlohmann::json body = {{"code", "FAIL"},
-                           {"outcome", projections::ToString(outcome)},
-                           {"message", message}};
+    nlohmann::json body = {
+        {"code", "FAIL"}, {"outcome", projections::ToString(outcome)}, {"message", message}};
     if (seq != 0) body["seq"] = seq;
     return MakeResponse(status, "application/json",
                         body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));

@@ -11,10 +11,9 @@ using nlohmann::json;
 
 std::string Base64Encode(std::string_view bytes) {
     std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-    const int written =
-        EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                        reinterpret_cast<const unsigned char*>(bytes.data()),
-                        static_cast<int>(bytes.size()));
+    const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                        reinterpret_cast<const unsigned char*>(bytes.data()),
+                                        static_cast<int>(bytes.size()));
     out.resize(static_cast<std::size_t>(written));
     return out;
 }
@@ -44,15 +43,16 @@ json EventJson(const projections::Event& event) {
 json ReceiptJson(const ledger::Receipt& receipt) {
     json headers = json::parse(receipt.headers, nullptr, false);
     if (headers.is_discarded()) headers = json::object();
-    json out = {{"id", receipt.id},
-                {"source", projections::ToString(receipt.source)},
-                {"received_at", projections::FormatRfc3339(receipt.received_at)},
-                {"outcome", projections::ToString(receipt.outcome)},
-                {"seq", receipt.seq ? json(*receipt.seq) : json(nullptr)},
-                {"out_trade_no", receipt.out_trade_no ? json(*receipt.out_trade_no) : json(nullptr)},
-                {"peer", receipt.peer},
-                {"headers", std::move(headers)},
-                {"message", receipt.message}};
+    json out = {
+        {"id", receipt.id},
+        {"source", projections::ToString(receipt.source)},
+        {"received_at", projections::FormatRfc3339(receipt.received_at)},
+        {"outcome", projections::ToString(receipt.outcome)},
+        {"seq", receipt.seq ? json(*receipt.seq) : json(nullptr)},
+        {"out_trade_no", receipt.out_trade_no ? json(*receipt.out_trade_no) : json(nullptr)},
+        {"peer", receipt.peer},
+        {"headers", std::move(headers)},
+        {"message", receipt.message}};
     if (IsValidUtf8(receipt.body)) {
         out["body"] = receipt.body;
     } else {

@@ -14,8 +14,8 @@ void LogJson(const char* level, const std::string& fields_json) noexcept {
         const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-        std::string line = "{\"ts\":\"" + projections::FormatRfc3339(now) + "\",\"level\":\"" +
-                           level + "\"";
+        std::string line =
+            "{\"ts\":\"" + projections::FormatRfc3339(now) + "\",\"level\":\"" + level + "\"";
         if (fields_json.size() > 2) {  // Splice the fields of a non-empty object.
             line += ",";
             line.append(fields_json, 1, std::string::npos);

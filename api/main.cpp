@@ -57,10 +57,11 @@ int Serve(const api::Config& config) {
     api::Metrics metrics;
     api::App app{config, pool, committer, metrics};
     const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-    api::Server server{app, {.host = config.listen_host,
-                             .port = config.listen_port,
-                             .io_threads = cores,
-                             .worker_threads = std::max<std::size_t>(8, 2 * cores)}};
+    api::Server server{app,
+                       {.host = config.listen_host,
+                        .port = config.listen_port,
+                        .io_threads = cores,
+                        .worker_threads = std::max<std::size_t>(8, 2 * cores)}};
     server.Start();
     api::LogJson("info", "{\"msg\":\"listening\",\"address\":\"" + config.listen_host + ":" +
                              std::to_string(server.port()) + "\"}");
@@ -116,7 +117,8 @@ int main(int argc, char** argv) {
     CLI::App* rebuild = cli.add_subcommand("rebuild", "rebuild the projections online");
     std::int64_t after = 0;
     std::string out_trade_no;
-    events->add_option("--after", after, "only events with seq > SEQ")->check(CLI::NonNegativeNumber);
+    events->add_option("--after", after, "only events with seq > SEQ")
+        ->check(CLI::NonNegativeNumber);
     events->add_option("--out-trade-no", out_trade_no, "only this order's events");
     CLI::App* simulate =
         cli.add_subcommand("simulate", "build, sign and post a test notification (SPEC §8)");
@@ -125,8 +127,7 @@ int main(int argc, char** argv) {
     simulate->add_option("channel", simulate_options.channel, "the channel to simulate")
         ->required()
         ->check(CLI::IsMember({"wechat_v2", "wechat_v3", "alipay", "generic"}));
-    simulate->add_option("--out-trade-no", simulate_options.out_trade_no, "the order")
-        ->required();
+    simulate->add_option("--out-trade-no", simulate_options.out_trade_no, "the order")->required();
     simulate->add_option("--amount", simulate_options.amount, "minor units (default 1999)")
         ->check(CLI::Range(std::int64_t{1}, projections::kAmountMax));
     simulate->add_option("--kind", simulate_options.kind, "payment (default), refund or close")

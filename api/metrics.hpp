@@ -32,8 +32,7 @@ public:
                                      const ledger::Committer& committer) const;
 
 private:
-    std::array<std::array<std::atomic<std::uint64_t>, kOutcomeCount>, kChannelCount>
-        deliveries_{};
+    std::array<std::array<std::atomic<std::uint64_t>, kOutcomeCount>, kChannelCount> deliveries_{};
     std::array<std::atomic<std::uint64_t>, kLatencyBucketsSeconds.size()> latency_buckets_{};
     std::atomic<std::uint64_t> latency_count_{0};
     std::atomic<std::uint64_t> latency_sum_micros_{0};

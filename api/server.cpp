@@ -2,11 +2,10 @@
 
 #include <csignal>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "api/log.hpp"
-
-#include <nlohmann/json.hpp>
 
 namespace payledger::api {
 namespace {
@@ -60,10 +59,10 @@ private:
             // The header is parsed: answer 413 without reading the body, then close.
             keep_alive_ = false;
             version_ = parser_->get().version();
-            return Write(ErrorResponse(http::status::payload_too_large,
-                                       projections::Outcome::kMalformed,
-                                       "the request body is over 64 KiB"),
-                         false);
+            return Write(
+                ErrorResponse(http::status::payload_too_large, projections::Outcome::kMalformed,
+                              "the request body is over 64 KiB"),
+                false);
         }
         if (ec == http::error::header_limit) {
             keep_alive_ = false;
@@ -95,15 +94,15 @@ private:
         keep_alive_ = incoming.request.keep_alive();
         version_ = incoming.request.version();
         server_.RequestStarted();
-        net::post(server_.workers_, [self = shared_from_this(),
-                                     incoming = std::move(incoming)]() mutable {
-            self->server_.app_.Handle(std::move(incoming), [self](Response response) {
-                net::post(self->stream_.get_executor(),
-                          [self, response = std::move(response)]() mutable {
-                              self->Write(std::move(response), true);
-                          });
-            });
-        });
+        net::post(server_.workers_,
+                  [self = shared_from_this(), incoming = std::move(incoming)]() mutable {
+                      self->server_.app_.Handle(std::move(incoming), [self](Response response) {
+                          net::post(self->stream_.get_executor(),
+                                    [self, response = std::move(response)]() mutable {
+                                        self->Write(std::move(response), true);
+                                    });
+                      });
+                  });
     }
 
     void Write(Response response, bool counted) {
@@ -173,11 +172,11 @@ private:
         }
         if (piece->empty()) {
             const bool close = !stream_header_->keep_alive();
-            return net::async_write(stream_, http::make_chunk_last(),
-                                    [self = shared_from_this(), close](beast::error_code ec,
-                                                                       std::size_t) {
-                                        self->OnWrite(ec, true, close);
-                                    });
+            return net::async_write(
+                stream_, http::make_chunk_last(),
+                [self = shared_from_this(), close](beast::error_code ec, std::size_t) {
+                    self->OnWrite(ec, true, close);
+                });
         }
         chunk_ = std::move(*piece);
         net::async_write(stream_, http::make_chunk(net::buffer(chunk_)),
@@ -274,9 +273,8 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
 void Server::ServeUntilSignal(std::chrono::milliseconds grace) {
     net::signal_set signals{io_, SIGINT, SIGTERM};
     std::promise<int> received;
-    signals.async_wait([&received](beast::error_code ec, int signal) {
-        received.set_value(ec ? 0 : signal);
-    });
+    signals.async_wait(
+        [&received](beast::error_code ec, int signal) { received.set_value(ec ? 0 : signal); });
     const int signal = received.get_future().get();
     LogJson("info", "{\"msg\":\"shutting down\",\"signal\":" + std::to_string(signal) + "}");
     Shutdown(grace);

@@ -4,8 +4,8 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,7 +26,7 @@ public:
         unsigned short port = 8080;  // 0: any free port (tests).
         std::size_t io_threads = 2;
         std::size_t worker_threads = 8;
-        std::chrono::seconds read_timeout{15};   // A whole request, and keep-alive idling.
+        std::chrono::seconds read_timeout{15};  // A whole request, and keep-alive idling.
         std::chrono::seconds write_timeout{15};
         std::size_t connections_max = 1024;
     };

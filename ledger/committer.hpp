@@ -8,11 +8,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <pqxx/pqxx>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 #include "ledger/database.hpp"
 #include "ledger/writer.hpp"
@@ -53,8 +52,8 @@ public:
     struct Stats {
         std::atomic<std::uint64_t> batches{0};
         std::atomic<std::uint64_t> deliveries{0};
-        std::atomic<std::uint64_t> failures{0};             // Batches answered unavailable.
-        std::atomic<std::uint64_t> lock_wait_micros{0};     // Sum over batches.
+        std::atomic<std::uint64_t> failures{0};          // Batches answered unavailable.
+        std::atomic<std::uint64_t> lock_wait_micros{0};  // Sum over batches.
         std::atomic<std::uint64_t> queue_depth{0};
     };
     [[nodiscard]] const Stats& stats() const { return stats_; }
@@ -68,8 +67,8 @@ private:
     void Run();
     void WriteWithRetries(std::vector<Pending>& batch);
     void WriteOneByOne(std::vector<Pending>& batch);
-    std::vector<DeliveryResult> WriteOnce(std::vector<Pending>& batch,
-                                          std::size_t first, std::size_t count);
+    std::vector<DeliveryResult> WriteOnce(std::vector<Pending>& batch, std::size_t first,
+                                          std::size_t count);
 
     const Options options_;
     std::mutex mutex_;

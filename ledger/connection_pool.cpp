@@ -6,7 +6,10 @@ namespace payledger::ledger {
 
 ConnectionPool::ConnectionPool(std::string url, std::size_t size_max,
                                std::chrono::milliseconds wait_max, SessionSettings session)
-    : url_(std::move(url)), size_max_(size_max), wait_max_(wait_max), session_(std::move(session)) {}
+    : url_(std::move(url)),
+      size_max_(size_max),
+      wait_max_(wait_max),
+      session_(std::move(session)) {}
 
 ConnectionPool::Lease ConnectionPool::Acquire() {
     std::unique_ptr<pqxx::connection> connection;

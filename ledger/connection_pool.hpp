@@ -6,10 +6,9 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 #include "ledger/database.hpp"
 

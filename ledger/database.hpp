@@ -3,9 +3,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <string>
-
 #include <pqxx/pqxx>
+#include <string>
 
 namespace payledger::ledger {
 
@@ -25,7 +24,8 @@ struct SessionSettings {
 };
 
 // Opens a connection with the session settings payledger relies on: UTC, the limits and
-// the application name of `settings`. Throws pqxx::broken_connection when the database cannot be reached.
+// the application name of `settings`. Throws pqxx::broken_connection when the database cannot be
+// reached.
 [[nodiscard]] std::unique_ptr<pqxx::connection> Connect(const std::string& url,
                                                         const SessionSettings& settings = {});
 

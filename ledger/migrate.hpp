@@ -1,9 +1,8 @@
 #pragma once
 
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 namespace payledger::ledger {
 

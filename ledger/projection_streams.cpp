@@ -154,8 +154,7 @@ std::optional<projections::OrderRow> LiveOrderStream::Next() {
                                  .seq = ToInt(f[9])};
 }
 
-LiveBalanceStream::LiveBalanceStream(pqxx::transaction_base& tx)
-    : stream_(tx, kBalancesQuery) {}
+LiveBalanceStream::LiveBalanceStream(pqxx::transaction_base& tx) : stream_(tx, kBalancesQuery) {}
 
 std::optional<projections::BalanceRow> LiveBalanceStream::Next() {
     if (!ReadLine(stream_, line_, exhausted_)) return std::nullopt;

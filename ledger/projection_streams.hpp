@@ -2,10 +2,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 #include "projections/event.hpp"
 #include "projections/order_fold.hpp"

@@ -34,8 +34,7 @@ std::vector<Receipt> ReadOrderReceipts(pqxx::transaction_base& tx,
                                        const std::string& out_trade_no) {
     std::vector<Receipt> receipts;
     for (const pqxx::row& row : tx.exec_params(
-             Select(kReceiptColumns,
-                    "FROM callback_receipts WHERE out_trade_no = $1 ORDER BY id"),
+             Select(kReceiptColumns, "FROM callback_receipts WHERE out_trade_no = $1 ORDER BY id"),
              out_trade_no)) {
         receipts.push_back(ReceiptFromRow(row));
     }
@@ -45,10 +44,10 @@ std::vector<Receipt> ReadOrderReceipts(pqxx::transaction_base& tx,
 std::vector<projections::BalanceRow> ReadBalances(pqxx::transaction_base& tx,
                                                   const std::string& account_id) {
     std::vector<projections::BalanceRow> balances;
-    for (const pqxx::row& row : tx.exec_params(
-             "SELECT account_id, currency, balance FROM balances WHERE account_id = $1 "
-             "ORDER BY currency",
-             account_id)) {
+    for (const pqxx::row& row :
+         tx.exec_params("SELECT account_id, currency, balance FROM balances WHERE account_id = $1 "
+                        "ORDER BY currency",
+                        account_id)) {
         balances.push_back({.account_id = row[0].as<std::string>(),
                             .currency = row[1].as<std::string>(),
                             .balance = row[2].as<std::int64_t>()});

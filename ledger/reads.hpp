@@ -3,10 +3,9 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 #include "ledger/rows.hpp"
 #include "projections/event.hpp"
@@ -35,9 +34,9 @@ inline constexpr std::int64_t kPageSizeMax = 1000;
                                                               std::int64_t after,
                                                               std::int64_t limit);
 // At most `limit` receipts with id > after, in id order, optionally of one outcome.
-[[nodiscard]] std::vector<Receipt> ReadReceiptsAfter(
-    pqxx::transaction_base& tx, std::int64_t after, std::int64_t limit,
-    std::optional<projections::Outcome> outcome);
+[[nodiscard]] std::vector<Receipt> ReadReceiptsAfter(pqxx::transaction_base& tx, std::int64_t after,
+                                                     std::int64_t limit,
+                                                     std::optional<projections::Outcome> outcome);
 
 // Calls `each` for every event with seq > after (of one order when `out_trade_no` is set),
 // in seq order, reading a page at a time so memory stays constant. Stops early when `each`

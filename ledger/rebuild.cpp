@@ -153,11 +153,11 @@ void Swap(pqxx::connection& connection, std::int64_t snapshot_seq) {
         json keys = json::array();
         for (const auto& [key, events] : late) keys.push_back(key);
         std::map<std::string, OrderRow> before;
-        for (const pqxx::row& row : tx.exec_params(
-                 std::string("SELECT ") + kOrderColumns +
-                     " FROM orders_rebuild WHERE out_trade_no IN "
-                     "(SELECT json_array_elements_text($1::json))",
-                 keys.dump())) {
+        for (const pqxx::row& row :
+             tx.exec_params(std::string("SELECT ") + kOrderColumns +
+                                " FROM orders_rebuild WHERE out_trade_no IN "
+                                "(SELECT json_array_elements_text($1::json))",
+                            keys.dump())) {
             OrderRow order = OrderFromRow(row);
             before.emplace(order.out_trade_no, std::move(order));
         }
@@ -176,8 +176,8 @@ void Swap(pqxx::connection& connection, std::int64_t snapshot_seq) {
         }
         json balances = json::array();
         for (const auto& [key, delta] : deltas) {
-            balances.push_back({{"account_id", key.first}, {"currency", key.second},
-                                {"delta", delta}});
+            balances.push_back(
+                {{"account_id", key.first}, {"currency", key.second}, {"delta", delta}});
         }
         tx.exec_params(kUpsertOrdersSql, orders.dump());
         tx.exec_params(kUpsertBalancesSql, balances.dump());

@@ -2,9 +2,8 @@
 
 #include <cstdint>
 #include <optional>
-#include <string>
-
 #include <pqxx/pqxx>
+#include <string>
 
 #include "projections/event.hpp"
 #include "projections/order_fold.hpp"
@@ -18,7 +17,7 @@ struct Receipt {
     projections::TimeMicros received_at = 0;
     std::string peer{};
     std::string headers = "{}";  // JSON object text of the headers that matter.
-    std::string body{};            // The raw bytes, as received.
+    std::string body{};          // The raw bytes, as received.
     projections::Outcome outcome = projections::Outcome::kMalformed;
     std::optional<std::int64_t> seq{};
     std::optional<std::string> out_trade_no{};

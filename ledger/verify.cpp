@@ -87,12 +87,14 @@ ProjectionCheck CompareBalances(const std::map<BalanceKey, std::int64_t>& balanc
     Comparison comparison{"balances"};
     auto f = balances.begin();
     std::optional<BalanceRow> l = live.Next();
-    const auto key_of = [](const BalanceRow& row) { return BalanceKey{row.account_id, row.currency}; };
+    const auto key_of = [](const BalanceRow& row) {
+        return BalanceKey{row.account_id, row.currency};
+    };
     const auto name_of = [](const BalanceKey& key) { return key.first + ":" + key.second; };
     while (f != balances.end() || l) {
         if (f != balances.end() && (!l || f->first < key_of(*l))) {
-            const BalanceRow row{.account_id = f->first.first, .currency = f->first.second,
-                                 .balance = f->second};
+            const BalanceRow row{
+                .account_id = f->first.first, .currency = f->first.second, .balance = f->second};
             comparison.Folded(projections::CanonicalLine(row));
             comparison.Differs(name_of(f->first),
                                "balance " + std::to_string(f->second) + ", live missing");
@@ -102,8 +104,8 @@ ProjectionCheck CompareBalances(const std::map<BalanceKey, std::int64_t>& balanc
             comparison.Differs(name_of(key_of(*l)), "in the live projection but no order");
             l = live.Next();
         } else {
-            const BalanceRow row{.account_id = f->first.first, .currency = f->first.second,
-                                 .balance = f->second};
+            const BalanceRow row{
+                .account_id = f->first.first, .currency = f->first.second, .balance = f->second};
             comparison.Folded(projections::CanonicalLine(row));
             comparison.Live(projections::CanonicalLine(*l));
             if (row.balance != l->balance) {

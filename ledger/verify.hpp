@@ -2,10 +2,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 #include "ledger/database.hpp"
 
@@ -21,9 +20,9 @@ struct Difference {
 
 // One projection compared: the fold of the events against the live table.
 struct ProjectionCheck {
-    std::string name;  // "orders" or "balances".
-    std::int64_t rows = 0;       // Of the fold of the events.
-    std::string digest{};        // SPEC §4 canonical digest of the fold.
+    std::string name;       // "orders" or "balances".
+    std::int64_t rows = 0;  // Of the fold of the events.
+    std::string digest{};   // SPEC §4 canonical digest of the fold.
     std::int64_t live_rows = 0;
     std::string live_digest{};
     std::int64_t difference_count = 0;

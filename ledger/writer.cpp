@@ -14,8 +14,8 @@ namespace {
 using nlohmann::json;
 using projections::Event;
 using projections::EventType;
-using projections::Outcome;
 using projections::OrderRow;
+using projections::Outcome;
 
 // Reads, under the writer lock, the next ids of both sequences and the stored events of the
 // orders named in $1 (a JSON array), in one round trip. Ids are taken from the sequences'
@@ -157,8 +157,7 @@ std::string DumpJson(const json& value) {
 }  // namespace
 
 std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
-                                       std::span<const Delivery> deliveries,
-                                       BatchStats* stats) {
+                                       std::span<const Delivery> deliveries, BatchStats* stats) {
     PAYLEDGER_ASSERT(!deliveries.empty());
     pqxx::work tx{connection};
     const auto lock_started = std::chrono::steady_clock::now();
@@ -194,9 +193,8 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     for (const Delivery& delivery : deliveries) {
         Receipt receipt = delivery.receipt;
         receipt.id = next_receipt_id++;
-        DeliveryResult result{.outcome = delivery.verdict,
-                              .message = delivery.message,
-                              .receipt_id = receipt.id};
+        DeliveryResult result{
+            .outcome = delivery.verdict, .message = delivery.message, .receipt_id = receipt.id};
         if (delivery.event) {
             OrderState& order = orders[delivery.event->out_trade_no];
             projections::Decision decision = projections::Decide(order.events, *delivery.event);
@@ -257,8 +255,8 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     }
     json balance_rows = json::array();
     for (const auto& [key, delta] : deltas) {
-        balance_rows.push_back({{"account_id", key.first}, {"currency", key.second},
-                                {"delta", delta}});
+        balance_rows.push_back(
+            {{"account_id", key.first}, {"currency", key.second}, {"delta", delta}});
     }
 
     const pqxx::row counts =

@@ -3,11 +3,10 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <pqxx/pqxx>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 #include "ledger/rows.hpp"
 #include "projections/event.hpp"

@@ -47,8 +47,8 @@ std::string CanonicalLine(const OrderRow& order) {
 }
 
 std::string CanonicalLine(const BalanceRow& balance) {
-    return balance.account_id + '\t' + balance.currency + '\t' +
-           std::to_string(balance.balance) + '\n';
+    return balance.account_id + '\t' + balance.currency + '\t' + std::to_string(balance.balance) +
+           '\n';
 }
 
 std::string Differences(const OrderRow& folded, const OrderRow& live) {

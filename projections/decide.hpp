@@ -11,9 +11,9 @@ namespace payledger::projections {
 // What the ledger does with one verified delivery, given the events its order already has.
 struct Decision {
     Outcome outcome = Outcome::kAppended;
-    std::int64_t seq = 0;  // The existing event, for kDuplicate and kConflict.
-    std::string message{};   // For a person; empty for kAppended.
-    Event event{};           // The delivered event completed from its order (account_id, currency).
+    std::int64_t seq = 0;   // The existing event, for kDuplicate and kConflict.
+    std::string message{};  // For a person; empty for kAppended.
+    Event event{};          // The delivered event completed from its order (account_id, currency).
 };
 
 // Decides appended, duplicate, conflict, unknown_order or mismatch (SPEC §2, §6) for a

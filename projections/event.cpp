@@ -36,8 +36,7 @@ constexpr std::array<std::pair<Outcome, std::string_view>, 9> kOutcomeNames{{
 }};
 
 template <typename Enum, std::size_t N>
-std::string_view NameOf(const std::array<std::pair<Enum, std::string_view>, N>& names,
-                        Enum value) {
+std::string_view NameOf(const std::array<std::pair<Enum, std::string_view>, N>& names, Enum value) {
     for (const auto& [candidate, name] : names) {
         if (candidate == value) return name;
     }
@@ -64,17 +63,15 @@ std::optional<EventType> ParseEventType(std::string_view text) {
     return ValueOf(kEventTypeNames, text);
 }
 std::optional<Source> ParseSource(std::string_view text) { return ValueOf(kSourceNames, text); }
-std::optional<Outcome> ParseOutcome(std::string_view text) {
-    return ValueOf(kOutcomeNames, text);
-}
+std::optional<Outcome> ParseOutcome(std::string_view text) { return ValueOf(kOutcomeNames, text); }
 
 bool SameFingerprint(const Event& stored, const Event& delivered) {
     PAYLEDGER_ASSERT(stored.out_trade_no == delivered.out_trade_no);
     PAYLEDGER_ASSERT(stored.event_type == delivered.event_type);
     switch (stored.event_type) {
         case EventType::kOrderCreated:
-            return stored.account_id == delivered.account_id &&
-                   stored.amount == delivered.amount && stored.currency == delivered.currency;
+            return stored.account_id == delivered.account_id && stored.amount == delivered.amount &&
+                   stored.currency == delivered.currency;
         case EventType::kPaymentSucceeded:
         case EventType::kRefundSucceeded:
             return stored.transaction_id == delivered.transaction_id &&

@@ -49,8 +49,8 @@ struct Event {
     EventType event_type = EventType::kOrderCreated;
     Source source = Source::kApi;
     std::string account_id{};  // Copied from the order for callback events.
-    std::int64_t amount = 0;  // 0 only for PAYMENT_CLOSED.
-    std::string currency{};     // Empty only for PAYMENT_CLOSED.
+    std::int64_t amount = 0;   // 0 only for PAYMENT_CLOSED.
+    std::string currency{};    // Empty only for PAYMENT_CLOSED.
     std::optional<std::string> transaction_id{};
     TimeMicros occurred_at = 0;
     TimeMicros recorded_at = 0;

@@ -23,7 +23,7 @@ struct OrderRow {
     std::int64_t paid_amount = 0;
     std::int64_t refunded_amount = 0;
     std::vector<std::string> anomalies{};  // Sorted.
-    std::int64_t seq = 0;                // The last event applied.
+    std::int64_t seq = 0;                  // The last event applied.
 
     friend bool operator==(const OrderRow&, const OrderRow&) = default;
 };

@@ -219,11 +219,11 @@ std::string FormatRfc3339(TimeMicros time) {
     const std::int64_t year = year_of_era + era * 400 + (month <= 2 ? 1 : 0);
 
     char buffer[40];
-    int length = std::snprintf(buffer, sizeof buffer, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld",
-                               static_cast<long long>(year), static_cast<long long>(month),
-                               static_cast<long long>(day), static_cast<long long>(rest / 3600),
-                               static_cast<long long>(rest / 60 % 60),
-                               static_cast<long long>(rest % 60));
+    int length =
+        std::snprintf(buffer, sizeof buffer, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld",
+                      static_cast<long long>(year), static_cast<long long>(month),
+                      static_cast<long long>(day), static_cast<long long>(rest / 3600),
+                      static_cast<long long>(rest / 60 % 60), static_cast<long long>(rest % 60));
     std::string out(buffer, static_cast<std::size_t>(length));
     if (micros != 0) {
         length = std::snprintf(buffer, sizeof buffer, ".%06lld", static_cast<long long>(micros));

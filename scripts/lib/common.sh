@@ -25,12 +25,18 @@ payledger_install_deps() {
         apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# Configures and builds into $1 (default build/), with extra cmake arguments after it.
+# payledger_build DIR [cmake configure arguments...]: configures and builds every target.
 payledger_build() {
-    local dir="${1:-$PAYLEDGER_ROOT/build}"
-    shift || true
+    local dir="$1"
+    shift
     cmake -S "$PAYLEDGER_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
     cmake --build "$dir" -j "$(nproc)"
+}
+
+# payledger_build_target DIR TARGET: configures and builds one target (scripts/run).
+payledger_build_target() {
+    cmake -S "$PAYLEDGER_ROOT" -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$1" -j "$(nproc)" --target "$2"
 }
 
 # PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user.

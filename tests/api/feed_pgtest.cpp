@@ -49,9 +49,9 @@ constexpr const char* kRowWaiters =
 std::int64_t Drain(HttpClient& client, const std::string& feed, std::int64_t after,
                    std::vector<std::int64_t>& seen, int limit = 1000) {
     for (;;) {
-        const HttpResult r = client.Get("/v1/" + feed + "?after=" + std::to_string(after) +
-                                            "&limit=" + std::to_string(limit),
-                                        kAuditorToken);
+        const HttpResult r = client.Get(
+            "/v1/" + feed + "?after=" + std::to_string(after) + "&limit=" + std::to_string(limit),
+            kAuditorToken);
         EXPECT_EQ(r.status, 200) << r.body;
         const json page = r.Json();
         const json& items = page[feed];
@@ -108,7 +108,8 @@ TEST_F(FeedPgTest, AHeldAppendIsSeenExactlyOnceAfterItCommits) {
         HttpClient c{second.port()};
         std::vector<int> statuses;
         for (int i = 0; i < 3; ++i) {
-            statuses.push_back(second.CreateOrder(c, "LATE-" + std::to_string(i), "acct", 5).status);
+            statuses.push_back(
+                second.CreateOrder(c, "LATE-" + std::to_string(i), "acct", 5).status);
         }
         statuses.push_back(second.PostGeneric(c, "not json").status);
         return statuses;
@@ -219,10 +220,9 @@ TEST_F(FeedPgTest, NdjsonExportStreamsEveryEventWithoutAPageLimit) {
     (void)ledger::WriteBatch(*connection, batch);
     TestService service{testing::TestConfig(db_.url()), db_.schema()};
     HttpClient client{service.port()};
-    const HttpResult r =
-        client.Send(boost::beast::http::verb::get, "/v1/events?after=10",
-                    {}, {{"Authorization", std::string("Bearer ") + kAuditorToken},
-                         {"Accept", "application/x-ndjson"}});
+    const HttpResult r = client.Send(boost::beast::http::verb::get, "/v1/events?after=10", {},
+                                     {{"Authorization", std::string("Bearer ") + kAuditorToken},
+                                      {"Accept", "application/x-ndjson"}});
     ASSERT_EQ(r.status, 200);
     EXPECT_EQ(r.headers.at("Content-Type"), "application/x-ndjson");
     EXPECT_EQ(r.headers.at("Transfer-Encoding"), "chunked");
@@ -237,9 +237,10 @@ TEST_F(FeedPgTest, NdjsonExportStreamsEveryEventWithoutAPageLimit) {
     EXPECT_EQ(expected, 2501);
     // The connection stays usable after a streamed answer.
     EXPECT_EQ(client.Get("/healthz").status, 200);
-    EXPECT_EQ(client.Send(boost::beast::http::verb::get, "/v1/events?after=x", {},
-                          {{"Authorization", std::string("Bearer ") + kAuditorToken},
-                           {"Accept", "application/x-ndjson"}})
+    EXPECT_EQ(client
+                  .Send(boost::beast::http::verb::get, "/v1/events?after=x", {},
+                        {{"Authorization", std::string("Bearer ") + kAuditorToken},
+                         {"Accept", "application/x-ndjson"}})
                   .status,
               400);
 }

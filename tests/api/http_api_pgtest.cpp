@@ -113,11 +113,11 @@ TEST_F(HttpApiPgTest, GenericCallbackEveryOutcomeAndStatus) {
     ExpectError(service_->PostGeneric(*client_, testing::GenericPayment("ORD-9", "TX-9", 1999)),
                 404, "unknown_order");
     ASSERT_EQ(service_->CreateOrder(*client_, "ORD-2", "acct-1", 500).status, 201);
-    ExpectError(service_->PostGeneric(*client_, testing::GenericPayment("ORD-2", "TX-3", 501)),
-                422, "mismatch");
+    ExpectError(service_->PostGeneric(*client_, testing::GenericPayment("ORD-2", "TX-3", 501)), 422,
+                "mismatch");
     ExpectError(
-        service_->PostGeneric(*client_, testing::GenericPayment("ORD-2", "TX-3", 500, "USD")),
-        422, "mismatch");
+        service_->PostGeneric(*client_, testing::GenericPayment("ORD-2", "TX-3", 500, "USD")), 422,
+        "mismatch");
     ExpectError(service_->PostGeneric(*client_, payment, testing::UnixNow() - 301), 401,
                 "bad_signature");
     ExpectError(service_->PostGeneric(*client_, payment, std::nullopt, "wrong-secret-000000000"),
@@ -138,15 +138,17 @@ TEST_F(HttpApiPgTest, GenericCallbackEveryOutcomeAndStatus) {
 
 TEST_F(HttpApiPgTest, ClosePaymentAndRefundThroughGeneric) {
     ASSERT_EQ(service_->CreateOrder(*client_, "ORD-1", "acct-1", 1000).status, 201);
-    ASSERT_EQ(service_->PostGeneric(*client_, testing::GenericPayment("ORD-1", "TX-1", 1000)).status,
-              200);
+    ASSERT_EQ(
+        service_->PostGeneric(*client_, testing::GenericPayment("ORD-1", "TX-1", 1000)).status,
+        200);
     const std::string refund =
         R"({"event_type":"REFUND_SUCCEEDED","out_trade_no":"ORD-1","transaction_id":"RF-1","amount":300,"occurred_at":"2026-11-29T08:30:00+08:00"})";
     EXPECT_EQ(service_->PostGeneric(*client_, refund).status, 200);
-    ExpectError(service_->PostGeneric(
-                    *client_,
-                    R"({"event_type":"REFUND_SUCCEEDED","out_trade_no":"ORD-1","transaction_id":"RF-2","amount":100})"),
-                409, "conflict");
+    ExpectError(
+        service_->PostGeneric(
+            *client_,
+            R"({"event_type":"REFUND_SUCCEEDED","out_trade_no":"ORD-1","transaction_id":"RF-2","amount":100})"),
+        409, "conflict");
     const std::string close = R"({"event_type":"PAYMENT_CLOSED","out_trade_no":"ORD-1"})";
     EXPECT_EQ(service_->PostGeneric(*client_, close).status, 200);
     EXPECT_EQ(service_->PostGeneric(*client_, close).Json()["outcome"], "duplicate");
@@ -164,18 +166,19 @@ TEST_F(HttpApiPgTest, ClosePaymentAndRefundThroughGeneric) {
     EXPECT_EQ(events[2]["currency"], "CNY");  // Taken from the order (SPEC §2).
     EXPECT_EQ(events[2]["occurred_at"], "2026-11-29T00:30:00Z");
     EXPECT_TRUE(events[3]["amount"].is_null());
-    for (const char* key : {"seq", "out_trade_no", "event_type", "source", "account_id", "amount",
-                            "currency", "transaction_id", "occurred_at", "recorded_at",
-                            "receipt_id", "data"}) {
+    for (const char* key :
+         {"seq", "out_trade_no", "event_type", "source", "account_id", "amount", "currency",
+          "transaction_id", "occurred_at", "recorded_at", "receipt_id", "data"}) {
         EXPECT_TRUE(events[0].contains(key)) << key;
     }
 }
 
 TEST_F(HttpApiPgTest, ReceiptsReturnRawBodiesByteForByte) {
     ASSERT_EQ(service_->CreateOrder(*client_, "ORD-1", "acct-1", 100).status, 201);
-    const std::string spaced = "{ \"event_type\" : \"PAYMENT_SUCCEEDED\",\n\t\"out_trade_no\":"
-                               "\"ORD-1\", \"transaction_id\":\"TX-1\", \"amount\":100 ,"
-                               " \"note\":\"测试\" }";
+    const std::string spaced =
+        "{ \"event_type\" : \"PAYMENT_SUCCEEDED\",\n\t\"out_trade_no\":"
+        "\"ORD-1\", \"transaction_id\":\"TX-1\", \"amount\":100 ,"
+        " \"note\":\"测试\" }";
     EXPECT_EQ(service_->PostGeneric(*client_, spaced).status, 200);
     const std::string binary = std::string("{\"out_trade_no\":\"ORD-1\",\"x\":\"\xff\xfe\"}");
     ExpectError(service_->PostGeneric(*client_, binary), 400, "malformed");
@@ -292,8 +295,10 @@ TEST_F(HttpApiPgTest, HealthReadinessAndMetrics) {
 TEST_F(HttpApiPgTest, RecoversByItselfWhenTheDatabaseDropsItsSessions) {
     ASSERT_EQ(service_->CreateOrder(*client_, "ORD-1", "acct", 10).status, 201);
     ASSERT_EQ(Audit("/v1/orders/ORD-1").status, 200);
-    db_.Scalar("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-               "WHERE application_name = '" + db_.schema() + "' AND pid <> pg_backend_pid()");
+    db_.Scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE application_name = '" +
+        db_.schema() + "' AND pid <> pg_backend_pid()");
     // A read on a dropped session may answer 503 once; the pool then reconnects.
     int unavailable = 0;
     for (int i = 0; i < 8; ++i) {

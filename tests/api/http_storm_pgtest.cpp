@@ -84,8 +84,7 @@ TEST_F(HttpStormPgTest, TwoHundredCopiesOfOneCallbackTakeEffectOnce) {
         appended += reply["outcome"] == "appended";
     }
     EXPECT_EQ(appended, 1);
-    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events WHERE out_trade_no = 'STORM-1'"),
-              "2");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events WHERE out_trade_no = 'STORM-1'"), "2");
     EXPECT_EQ(db_.Scalar("SELECT balance FROM balances WHERE account_id = 'acct-storm'"), "8880");
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts WHERE source = 'generic' AND "
                          "out_trade_no = 'STORM-1'"),
@@ -111,8 +110,8 @@ TEST_F(HttpStormPgTest, ThousandOrdersThreeDeliveriesEachGiveExactBalances) {
                     .account_id = "acct-" + std::to_string(i % kAccounts),
                     .amount = static_cast<std::int64_t>(1 + random() % 1'000'000)};
         if (i % 4 == 0) {
-            order.refund = 1 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(
-                                                                      order.amount));
+            order.refund =
+                1 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(order.amount));
         }
         expected[order.account_id] += order.amount - order.refund;
         orders.push_back(order);
@@ -135,14 +134,15 @@ TEST_F(HttpStormPgTest, ThousandOrdersThreeDeliveriesEachGiveExactBalances) {
     std::vector<std::string> deliveries;
     for (const Order& order : orders) {
         for (int copy = 0; copy < 3; ++copy) {
-            deliveries.push_back(testing::GenericPayment(
-                order.out_trade_no, "TX-" + order.out_trade_no, order.amount));
+            deliveries.push_back(testing::GenericPayment(order.out_trade_no,
+                                                         "TX-" + order.out_trade_no, order.amount));
             if (order.refund != 0) {
-                deliveries.push_back(json{{"event_type", "REFUND_SUCCEEDED"},
-                                          {"out_trade_no", order.out_trade_no},
-                                          {"transaction_id", "RF-" + order.out_trade_no},
-                                          {"amount", order.refund}}
-                                         .dump());
+                deliveries.push_back(json{
+                    {"event_type", "REFUND_SUCCEEDED"},
+                    {"out_trade_no", order.out_trade_no},
+                    {"transaction_id", "RF-" + order.out_trade_no},
+                    {"amount",
+                     order.refund}}.dump());
             }
         }
     }

@@ -53,8 +53,7 @@ protected:
 };
 
 TEST_F(AppendOnlyPgTest, UpdateDeleteAndTruncateOfEventsAreRefused) {
-    for (const char* sql : {"UPDATE ledger_events SET amount = 1",
-                            "DELETE FROM ledger_events",
+    for (const char* sql : {"UPDATE ledger_events SET amount = 1", "DELETE FROM ledger_events",
                             "TRUNCATE ledger_events CASCADE"}) {
         EXPECT_NE(Refusal(sql).find("append-only"), std::string::npos) << sql;
     }
@@ -63,9 +62,9 @@ TEST_F(AppendOnlyPgTest, UpdateDeleteAndTruncateOfEventsAreRefused) {
 }
 
 TEST_F(AppendOnlyPgTest, UpdateDeleteAndTruncateOfReceiptsAreRefused) {
-    for (const char* sql : {"UPDATE callback_receipts SET outcome = 'malformed', seq = NULL",
-                            "DELETE FROM callback_receipts",
-                            "TRUNCATE callback_receipts CASCADE"}) {
+    for (const char* sql :
+         {"UPDATE callback_receipts SET outcome = 'malformed', seq = NULL",
+          "DELETE FROM callback_receipts", "TRUNCATE callback_receipts CASCADE"}) {
         EXPECT_NE(Refusal(sql).find("append-only"), std::string::npos) << sql;
     }
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"), "1");
@@ -88,8 +87,7 @@ TEST_F(AppendOnlyPgTest, MoneyColumnsRefuseWhatSpecSection1Forbids) {
         "currency, transaction_id, occurred_at, receipt_id) "
         "SELECT 'ORD-1', 'PAYMENT_SUCCEEDED', 'generic', 'acct', ";
     for (const char* amount : {"0", "-1", "10000000000001"}) {
-        EXPECT_NE(Refusal(insert + amount + ", 'CNY', 'T1', now(), id FROM callback_receipts"),
-                  "")
+        EXPECT_NE(Refusal(insert + amount + ", 'CNY', 'T1', now(), id FROM callback_receipts"), "")
             << amount;
     }
     EXPECT_NE(Refusal(insert + "100, 'cny', 'T1', now(), id FROM callback_receipts"), "");

@@ -124,8 +124,7 @@ TEST_F(VerifyPgTest, EmptyLedgerVerifies) {
     const VerifyReport report = Verify(db_.url());
     EXPECT_TRUE(report.ok());
     EXPECT_EQ(FormatReport(report), "orders rows=0 digest=" + Sha256Hex("") +
-                                        " OK\nbalances rows=0 digest=" + Sha256Hex("") +
-                                        " OK\n");
+                                        " OK\nbalances rows=0 digest=" + Sha256Hex("") + " OK\n");
 }
 
 TEST_F(VerifyPgTest, DigestsAreTheSha256OfTheCanonicalText) {
@@ -151,8 +150,7 @@ TEST_F(VerifyPgTest, TamperingIsNamedAndRebuildRepairsIt) {
                         " DIFFERS live_rows=4 live_digest="),
               std::string::npos)
         << text;
-    EXPECT_NE(text.find("\n  ORD-2 missing from the live projection\n"), std::string::npos)
-        << text;
+    EXPECT_NE(text.find("\n  ORD-2 missing from the live projection\n"), std::string::npos) << text;
     EXPECT_NE(text.find("\n  ORD-4 status CLOSED, live PAID\n"), std::string::npos) << text;
     EXPECT_NE(text.find("balances rows=4 digest=" + Sha256Hex(kBalancesText) +
                         " DIFFERS live_rows=4 live_digest="),
@@ -190,8 +188,8 @@ TEST_F(VerifyPgTest, RebuildCatchesUpWithEventsAppendedDuringItsBuild) {
     EXPECT_EQ(snapshot_seq, 11);
     // Appended after the build's snapshot: an existing order paid, a new order and its
     // payment, a refund of an order paid before.
-    Write({Pay("ORD-2", 500), Create("ORD-6", "acct-4", 10), Pay("ORD-6", 10),
-           Refund("ORD-1", 999)});
+    Write(
+        {Pay("ORD-2", 500), Create("ORD-6", "acct-4", 10), Pay("ORD-6", 10), Refund("ORD-1", 999)});
     SwapRebuildTables(db_.url(), snapshot_seq);
     const VerifyReport report = Verify(db_.url());
     EXPECT_TRUE(report.ok()) << FormatReport(report);
@@ -212,8 +210,8 @@ TEST_F(VerifyPgTest, FailedRebuildLeavesTheLiveProjectionsUntouched) {
         "INSERT INTO ledger_events (out_trade_no, event_type, source, account_id, "
         "occurred_at, receipt_id) SELECT 'ORPHAN', 'PAYMENT_CLOSED', 'generic', 'x', now(), id "
         "FROM r RETURNING 1");
-    const std::string before = db_.Scalar(
-        "SELECT string_agg(o::text, ';' ORDER BY out_trade_no) FROM orders o");
+    const std::string before =
+        db_.Scalar("SELECT string_agg(o::text, ';' ORDER BY out_trade_no) FROM orders o");
     EXPECT_THROW((void)Rebuild(db_.url()), InvariantError);
     EXPECT_EQ(db_.Scalar("SELECT string_agg(o::text, ';' ORDER BY out_trade_no) FROM orders o"),
               before);
@@ -230,8 +228,8 @@ TEST_F(VerifyPgTest, RebuildWhileDeliveriesKeepFlowing) {
     std::thread writer([&] {
         for (int i = 0; !stop.load() || i < 200; ++i) {
             const std::string key = "LIVE-" + std::to_string(i);
-            for (Delivery delivery : {Create(key, "acct-live", 100 + i), Pay(key, 100 + i),
-                                      Pay(key, 100 + i)}) {
+            for (Delivery delivery :
+                 {Create(key, "acct-live", 100 + i), Pay(key, 100 + i), Pay(key, 100 + i)}) {
                 std::promise<DeliveryResult> done;
                 committer.Submit(std::move(delivery),
                                  [&](DeliveryResult r) { done.set_value(std::move(r)); });
@@ -264,8 +262,8 @@ TEST_F(VerifyPgTest, LivePathEqualsTheFoldOverRandomHistories) {
         if (random() % 3 != 0) order.push_back(Pay(key, amount, currency));
         if (random() % 4 == 0) order.push_back(Close(key));
         if (random() % 4 == 0) {
-            order.push_back(Refund(key, 1 + static_cast<std::int64_t>(
-                                                 random() % static_cast<std::uint64_t>(amount))));
+            order.push_back(Refund(
+                key, 1 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(amount))));
         }
         if (random() % 8 == 0) order.push_back(Pay(key, amount + 1, currency));  // Mismatch.
         for (const Delivery& delivery : order) {

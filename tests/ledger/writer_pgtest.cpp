@@ -297,8 +297,10 @@ TEST_F(WriterPgTest, CommitterReconnectsAfterItsSessionIsKilled) {
         return result.get_future().get();
     };
     ASSERT_EQ(submit(Order("ORD-1", 100)).outcome, Outcome::kAppended);
-    db_.Scalar("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-               "WHERE application_name = '" + name + "'");
+    db_.Scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE application_name = '" +
+        name + "'");
     // The broken connection is noticed, nothing was committed, so the batch is retried on
     // a fresh connection and succeeds.
     EXPECT_EQ(submit(Order("ORD-2", 100)).outcome, Outcome::kAppended);
@@ -306,7 +308,8 @@ TEST_F(WriterPgTest, CommitterReconnectsAfterItsSessionIsKilled) {
 }
 
 TEST(CommitterTest, UnreachableDatabaseAnswersUnavailable) {
-    Committer committer{{.url = "postgresql://nobody@/nowhere?host=/nonexistent&connect_timeout=1"}};
+    Committer committer{
+        {.url = "postgresql://nobody@/nowhere?host=/nonexistent&connect_timeout=1"}};
     std::promise<DeliveryResult> result;
     committer.Submit(Order("ORD-1", 100), [&](DeliveryResult r) { result.set_value(r); });
     const DeliveryResult r = result.get_future().get();

@@ -35,7 +35,8 @@ TEST(CanonicalLine, OrderWithPaymentRefundAndAnomalies) {
                          .refunded_amount = 40,
                          .anomalies = {"paid_after_close"},
                          .seq = 3};
-    EXPECT_EQ(CanonicalLine(order), "A|B\tx*y\tUSD\t100\tREFUNDED\tTX-9\t100\t40\tpaid_after_close\n");
+    EXPECT_EQ(CanonicalLine(order),
+              "A|B\tx*y\tUSD\t100\tREFUNDED\tTX-9\t100\t40\tpaid_after_close\n");
 }
 
 TEST(CanonicalLine, Balance) {
@@ -44,8 +45,14 @@ TEST(CanonicalLine, Balance) {
 }
 
 TEST(Differences, NamesEveryDifferingFieldAndNothingElse) {
-    const OrderRow folded{.out_trade_no = "O", .account_id = "a", .amount = 5, .currency = "CNY",
-                          .status = "PAID", .transaction_id = "T", .paid_amount = 5, .seq = 2};
+    const OrderRow folded{.out_trade_no = "O",
+                          .account_id = "a",
+                          .amount = 5,
+                          .currency = "CNY",
+                          .status = "PAID",
+                          .transaction_id = "T",
+                          .paid_amount = 5,
+                          .seq = 2};
     OrderRow live = folded;
     EXPECT_EQ(Differences(folded, live), "");
     live.status = "WAIT_PAY";
@@ -59,24 +66,37 @@ TEST(Differences, NamesEveryDifferingFieldAndNothingElse) {
 std::vector<Event> RandomOrder(std::mt19937_64& random, int index) {
     const std::string key = "ORD-" + std::to_string(index);
     const std::int64_t amount = 1 + static_cast<std::int64_t>(random() % 100000);
-    std::vector<Event> events{{.seq = 1, .out_trade_no = key,
-                               .event_type = EventType::kOrderCreated, .account_id = "acct",
-                               .amount = amount, .currency = "CNY"}};
+    std::vector<Event> events{{.seq = 1,
+                               .out_trade_no = key,
+                               .event_type = EventType::kOrderCreated,
+                               .account_id = "acct",
+                               .amount = amount,
+                               .currency = "CNY"}};
     std::int64_t seq = 2;
     if (random() % 2 == 0) {
-        events.push_back({.seq = seq++, .out_trade_no = key,
-                          .event_type = EventType::kPaymentSucceeded, .account_id = "acct",
-                          .amount = amount, .currency = "CNY", .transaction_id = "T" + key});
+        events.push_back({.seq = seq++,
+                          .out_trade_no = key,
+                          .event_type = EventType::kPaymentSucceeded,
+                          .account_id = "acct",
+                          .amount = amount,
+                          .currency = "CNY",
+                          .transaction_id = "T" + key});
     }
     if (random() % 2 == 0) {
-        events.push_back({.seq = seq++, .out_trade_no = key,
-                          .event_type = EventType::kPaymentClosed, .account_id = "acct"});
+        events.push_back({.seq = seq++,
+                          .out_trade_no = key,
+                          .event_type = EventType::kPaymentClosed,
+                          .account_id = "acct"});
     }
     if (random() % 2 == 0) {
-        events.push_back({.seq = seq++, .out_trade_no = key,
-                          .event_type = EventType::kRefundSucceeded, .account_id = "acct",
-                          .amount = 1 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(amount)),
-                          .currency = "CNY", .transaction_id = "R" + key});
+        events.push_back(
+            {.seq = seq++,
+             .out_trade_no = key,
+             .event_type = EventType::kRefundSucceeded,
+             .account_id = "acct",
+             .amount = 1 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(amount)),
+             .currency = "CNY",
+             .transaction_id = "R" + key});
     }
     return events;
 }

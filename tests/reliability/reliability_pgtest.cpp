@@ -13,8 +13,8 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "api/generic_channel.hpp"
@@ -90,10 +90,10 @@ private:
                 const std::string body = testing::GenericPayment(key, "TX-" + key, amount_);
                 try {
                     if (!http) http.emplace(port_);
-                    const std::string signature = GenericChannel::Sign(
-                        testing::kGenericSecret, testing::UnixNow(), body);
-                    const HttpResult r =
-                        http->Post("/v1/callbacks/generic", body, {{"Payledger-Signature", signature}});
+                    const std::string signature =
+                        GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body);
+                    const HttpResult r = http->Post("/v1/callbacks/generic", body,
+                                                    {{"Payledger-Signature", signature}});
                     if (r.status == 200) {
                         const std::string outcome = r.Json()["outcome"];
                         if (outcome == "appended") ++appended_;
@@ -133,8 +133,8 @@ void ExpectAcknowledgedArePersisted(const std::string& url, const std::vector<bo
     auto connection = ledger::Connect(url);
     pqxx::read_transaction tx{*connection};
     std::set<std::string> paid;
-    for (const pqxx::row& row : tx.exec(
-             "SELECT out_trade_no FROM ledger_events WHERE event_type = 'PAYMENT_SUCCEEDED'")) {
+    for (const pqxx::row& row :
+         tx.exec("SELECT out_trade_no FROM ledger_events WHERE event_type = 'PAYMENT_SUCCEEDED'")) {
         paid.insert(row[0].as<std::string>());
     }
     int checked = 0;
@@ -274,8 +274,8 @@ int RawStatus(unsigned short port, const std::string& bytes) {
 
 std::string Request(const std::string& method, const std::string& target, const std::string& body,
                     const std::string& extra_headers = {}) {
-    return method + " " + target + " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n" +
-           extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    return method + " " + target + " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n" + extra_headers +
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 json PlatformSections(const std::string& dir) {
@@ -285,11 +285,15 @@ json PlatformSections(const std::string& dir) {
                            ".pem -pubout -out " + key + "_pub.pem")
                               .c_str()),
               0);
-    return {{"wechat_v2", {{"appid", "wx0000000000000001"}, {"mch_id", "1900000001"},
-                           {"api_key", "192006250b4c09247ec02edce69f6a2d"}}},
-            {"wechat_v3", {{"appid", "wx0000000000000002"}, {"mchid", "1900000002"},
-                           {"api_v3_key", "0123456789abcdef0123456789abcdef"},
-                           {"platform_public_keys", {{"ABCDEF0123", key + "_pub.pem"}}}}},
+    return {{"wechat_v2",
+             {{"appid", "wx0000000000000001"},
+              {"mch_id", "1900000001"},
+              {"api_key", "192006250b4c09247ec02edce69f6a2d"}}},
+            {"wechat_v3",
+             {{"appid", "wx0000000000000002"},
+              {"mchid", "1900000002"},
+              {"api_v3_key", "0123456789abcdef0123456789abcdef"},
+              {"platform_public_keys", {{"ABCDEF0123", key + "_pub.pem"}}}}},
             {"alipay", {{"app_id", "2021000000000001"}, {"alipay_public_key", key + "_pub.pem"}}}};
 }
 
@@ -311,7 +315,8 @@ TEST(ReliabilityPgTest, HostileInputGetsOnly4xxAndAppendsNothing) {
     const std::string laughs =
         "<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\"><!ENTITY lol2 "
         "\"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\"><!ENTITY lol3 "
-        "\"&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;\">]><xml><a>&lol3;</a></xml>";
+        "\"&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;\">]><xml><a>&lol3;</a></"
+        "xml>";
     const std::string xxe =
         "<?xml version=\"1.0\"?><!DOCTYPE x [<!ENTITY e SYSTEM \"file:///etc/passwd\">]>"
         "<xml><out_trade_no>&e;</out_trade_no><sign>A</sign></xml>";
@@ -334,11 +339,14 @@ TEST(ReliabilityPgTest, HostileInputGetsOnly4xxAndAppendsNothing) {
         "trade_status=TRADE_SUCCESS&out_trade_no=R-0&total_amount=1.00&sign=%zz%&sign_type=RSA2",
         "out_trade_no=R-0&total_amount=0.001&trade_status=TRADE_SUCCESS&app_id=2021000000000001",
     };
-    const std::vector<std::string> posts = {"/v1/orders", "/v1/callbacks/generic",
-                                            "/v1/callbacks/wechat/v2", "/v1/callbacks/wechat/v3",
-                                            "/v1/callbacks/alipay", "/v1/admin/verify"};
-    const std::string merchant = std::string("Authorization: Bearer ") + testing::kMerchantToken +
-                                 "\r\n";
+    const std::vector<std::string> posts = {"/v1/orders",
+                                            "/v1/callbacks/generic",
+                                            "/v1/callbacks/wechat/v2",
+                                            "/v1/callbacks/wechat/v3",
+                                            "/v1/callbacks/alipay",
+                                            "/v1/admin/verify"};
+    const std::string merchant =
+        std::string("Authorization: Bearer ") + testing::kMerchantToken + "\r\n";
     const std::string v3_headers =
         "Wechatpay-Timestamp: 1700000000\r\nWechatpay-Nonce: n\r\nWechatpay-Serial: "
         "ABCDEF0123\r\nWechatpay-Signature: WECHATPAY/SIGNTEST/====\r\n";
@@ -351,12 +359,13 @@ TEST(ReliabilityPgTest, HostileInputGetsOnly4xxAndAppendsNothing) {
     };
     for (const std::string& path : posts) {
         for (std::size_t b = 0; b < bodies.size(); ++b) {
-            const std::string headers = path == "/v1/orders" ? merchant
+            const std::string headers = path == "/v1/orders"                   ? merchant
                                         : path.find("v3") != std::string::npos ? v3_headers
                                         : path.find("generic") != std::string::npos
                                             ? "Payledger-Signature: t=1,v1=00\r\n"
                                             : "";
-            expect_4xx(path + " body " + std::to_string(b), Request("POST", path, bodies[b], headers));
+            expect_4xx(path + " body " + std::to_string(b),
+                       Request("POST", path, bodies[b], headers));
         }
         for (const char* method : {"PUT", "DELETE", "PATCH", "GET"}) {
             if (std::string(method) == "GET" && path == "/v1/orders") continue;
@@ -371,9 +380,9 @@ TEST(ReliabilityPgTest, HostileInputGetsOnly4xxAndAppendsNothing) {
           std::string("/v1/orders/R-0%00"), std::string("/v1/orders/") + std::string(5000, 'a'),
           std::string("/v1/events?after=99999999999999999999"), std::string("/%zz"),
           std::string("/v1/receipts?outcome=%27%3B--")}) {
-        expect_4xx("GET " + target.substr(0, 60),
-                   Request("GET", target, "", std::string("Authorization: Bearer ") +
-                                                  testing::kAuditorToken + "\r\n"));
+        expect_4xx("GET " + target.substr(0, 60), Request("GET", target, "",
+                                                          std::string("Authorization: Bearer ") +
+                                                              testing::kAuditorToken + "\r\n"));
     }
     for (const std::string& garbage :
          {std::string("GARBAGE\r\n\r\n"), std::string("GET / HTTP/9.9\r\n\r\n"),
@@ -397,8 +406,7 @@ TEST(ReliabilityPgTest, SlowClientsDoNotStopNormalRequestsAndAreCutOff) {
     api::Server::Options options = testing::TestService::DefaultServerOptions();
     options.read_timeout = std::chrono::seconds{2};
     testing::TestService service{testing::TestConfig(db.url()),
-                                 ledger::SessionSettings{.application_name = db.schema()},
-                                 options};
+                                 ledger::SessionSettings{.application_name = db.schema()}, options};
     constexpr int kSlow = 100;
     std::vector<int> sockets;
     for (int i = 0; i < kSlow; ++i) {

@@ -15,8 +15,8 @@ nlohmann::json HttpResult::Json() const {
 
 void HttpClient::Connect() {
     stream_.emplace(io_);
-    stream_->connect(boost::asio::ip::tcp::endpoint{boost::asio::ip::make_address("127.0.0.1"),
-                                                    port_});
+    stream_->connect(
+        boost::asio::ip::tcp::endpoint{boost::asio::ip::make_address("127.0.0.1"), port_});
     buffer_.clear();
 }
 
@@ -38,9 +38,9 @@ HttpResult HttpClient::Send(http::verb method, const std::string& target, const 
             // A keep-alive connection the server closed: reconnect once and resend. Only
             // for a failure before any answer, so nothing is delivered twice unknowingly.
             stream_.reset();
-            if (attempt == 0 && (ec == http::error::end_of_stream ||
-                                 ec == boost::asio::error::connection_reset ||
-                                 ec == boost::asio::error::broken_pipe)) {
+            if (attempt == 0 &&
+                (ec == http::error::end_of_stream || ec == boost::asio::error::connection_reset ||
+                 ec == boost::asio::error::broken_pipe)) {
                 continue;
             }
             throw beast::system_error(ec);

@@ -10,9 +10,8 @@
 namespace payledger::testing {
 
 int OwnPostgres::Shell(const std::string& commands) const {
-    const std::string script = "set -e; source '" PAYLEDGER_SOURCE_DIR
-                               "/scripts/lib/common.sh'; " +
-                               commands;
+    const std::string script =
+        "set -e; source '" PAYLEDGER_SOURCE_DIR "/scripts/lib/common.sh'; " + commands;
     const std::string command = "bash -c \"" + script + "\" >/dev/null 2>&1";
     return std::system(command.c_str());
 }
@@ -29,14 +28,10 @@ OwnPostgres::OwnPostgres() {
     url_ = "postgresql://postgres@/payledger?host=" + data + "&port=" + port_;
 }
 
-OwnPostgres::~OwnPostgres() {
-    Shell("payledger_pg_stop " + dir_ + "/data; rm -rf " + dir_);
-}
+OwnPostgres::~OwnPostgres() { Shell("payledger_pg_stop " + dir_ + "/data; rm -rf " + dir_); }
 
 void OwnPostgres::Stop() { EXPECT_EQ(Shell("payledger_pg_stop " + dir_ + "/data"), 0); }
 
-void OwnPostgres::Start() {
-    EXPECT_EQ(Shell("payledger_pg_start " + dir_ + "/data " + port_), 0);
-}
+void OwnPostgres::Start() { EXPECT_EQ(Shell("payledger_pg_start " + dir_ + "/data " + port_), 0); }
 
 }  // namespace payledger::testing

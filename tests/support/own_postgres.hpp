@@ -8,13 +8,13 @@ namespace payledger::testing {
 // database under load without disturbing the tests that share the suite's server.
 class OwnPostgres {
 public:
-    OwnPostgres();  // Creates and starts it with a database `payledger`.
+    OwnPostgres();   // Creates and starts it with a database `payledger`.
     ~OwnPostgres();  // Stops it and removes its files.
     OwnPostgres(const OwnPostgres&) = delete;
     OwnPostgres& operator=(const OwnPostgres&) = delete;
 
     [[nodiscard]] const std::string& url() const { return url_; }
-    void Stop();   // Fast shutdown: running transactions are rolled back.
+    void Stop();  // Fast shutdown: running transactions are rolled back.
     void Start();
 
 private:

@@ -63,8 +63,8 @@ bool AwaitListening(unsigned short port) {
 ServeProcess::ServeProcess(const std::string& database_url, const nlohmann::json& extra,
                            unsigned short port)
     : port_(port == 0 ? FreePort() : port) {
-    const std::string base = "/tmp/payledger-serve-" + std::to_string(getpid()) + "-" +
-                             std::to_string(port_);
+    const std::string base =
+        "/tmp/payledger-serve-" + std::to_string(getpid()) + "-" + std::to_string(port_);
     config_path_ = base + ".json";
     log_path_ = base + ".log";
     nlohmann::json config = {

@@ -1,9 +1,8 @@
 #pragma once
 
 #include <memory>
-#include <string>
-
 #include <pqxx/pqxx>
+#include <string>
 
 namespace payledger::testing {
 
@@ -38,7 +37,7 @@ private:
 }  // namespace payledger::testing
 
 // Use at the start of every PostgreSQL test body.
-#define PAYLEDGER_REQUIRE_DATABASE(db)                                  \
-    do {                                                                \
-        if (!(db).available()) GTEST_SKIP() << "no test database";       \
+#define PAYLEDGER_REQUIRE_DATABASE(db)                             \
+    do {                                                           \
+        if (!(db).available()) GTEST_SKIP() << "no test database"; \
     } while (false)
