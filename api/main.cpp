@@ -104,6 +104,9 @@ int Events(const api::Config& config, std::int64_t after,
 }  // namespace
 
 int main(int argc, char** argv) {
+    // A database host that does not answer must not hang a request for ever; a URL's own
+    // connect_timeout, or the caller's PGCONNECT_TIMEOUT, still wins.
+    setenv("PGCONNECT_TIMEOUT", "5", /*overwrite=*/0);
     CLI::App cli{"payledger: an event-sourced payment ledger"};
     cli.require_subcommand(1);
     std::string config_path;

@@ -74,6 +74,11 @@ std::shared_ptr<evp_pkey_st> OwnRsa(EVP_PKEY* key) {
     return owned;
 }
 
+// The passphrase callback of every PEM read: no passphrase. Without one, OpenSSL asks for it
+// on the terminal, or reads it from stdin when there is none, and `serve` would block at start
+// on an encrypted key file.
+int NoPassphrase(char* /*buffer*/, int /*size*/, int /*rwflag*/, void* /*user*/) { return -1; }
+
 Bio MemoryBio(std::string_view text) {
     Bio bio{BIO_new_mem_buf(text.data(), IntSize(text.size())), BIO_free};
     if (!bio) throw std::runtime_error("BIO_new_mem_buf failed");
@@ -81,14 +86,17 @@ Bio MemoryBio(std::string_view text) {
 }
 
 std::shared_ptr<evp_pkey_st> PublicFromPem(std::string_view text) {
-    if (EVP_PKEY* key = PEM_read_bio_PUBKEY(MemoryBio(text).get(), nullptr, nullptr, nullptr)) {
+    if (EVP_PKEY* key =
+            PEM_read_bio_PUBKEY(MemoryBio(text).get(), nullptr, NoPassphrase, nullptr)) {
         return OwnRsa(key);
     }
-    if (EVP_PKEY* key = PEM_read_bio_PrivateKey(MemoryBio(text).get(), nullptr, nullptr, nullptr)) {
+    if (EVP_PKEY* key =
+            PEM_read_bio_PrivateKey(MemoryBio(text).get(), nullptr, NoPassphrase, nullptr)) {
         EVP_PKEY_free(key);  // A private key is never configured where a public one belongs.
         return nullptr;
     }
-    if (X509* certificate = PEM_read_bio_X509(MemoryBio(text).get(), nullptr, nullptr, nullptr)) {
+    if (X509* certificate =
+            PEM_read_bio_X509(MemoryBio(text).get(), nullptr, NoPassphrase, nullptr)) {
         EVP_PKEY* key = X509_get_pubkey(certificate);  // A new reference.
         X509_free(certificate);
         return OwnRsa(key);
@@ -161,7 +169,7 @@ std::optional<PublicKey> ParsePublicKey(std::string_view text) {
 
 std::optional<PrivateKey> ParsePrivateKey(std::string_view pem) {
     std::shared_ptr<evp_pkey_st> key =
-        OwnRsa(PEM_read_bio_PrivateKey(MemoryBio(pem).get(), nullptr, nullptr, nullptr));
+        OwnRsa(PEM_read_bio_PrivateKey(MemoryBio(pem).get(), nullptr, NoPassphrase, nullptr));
     ERR_clear_error();
     if (!key) return std::nullopt;
     return PrivateKey{std::move(key)};

@@ -58,7 +58,8 @@ private:
 // SubjectPublicKeyInfo (whitespace allowed).
 // nullopt when the text holds none of these, or a key that is not RSA.
 [[nodiscard]] std::optional<PublicKey> ParsePublicKey(std::string_view text);
-// An RSA private key from PEM ("PRIVATE KEY" or "RSA PRIVATE KEY"); nullopt otherwise.
+// An RSA private key from PEM ("PRIVATE KEY" or "RSA PRIVATE KEY"); nullopt otherwise, an
+// encrypted key included (no passphrase is ever asked for, on a terminal or on stdin).
 [[nodiscard]] std::optional<PrivateKey> ParsePrivateKey(std::string_view pem);
 
 // RSASSA-PKCS1-v1_5 with SHA-256 ("SHA256withRSA", Alipay RSA2, WeChat Pay v3).

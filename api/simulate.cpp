@@ -24,12 +24,19 @@ struct Endpoint {
     std::string path_prefix{};  // Without the trailing "/".
 };
 
+// A host as a URL and a Host header write it: an IPv6 address in brackets.
+std::string UrlHost(const std::string& host) {
+    const bool ipv6 = host.find(':') != std::string::npos && !host.starts_with('[');
+    return ipv6 ? "[" + host + "]" : host;
+}
+
 Endpoint ParseUrl(const std::string& url) {
     const boost::system::result<boost::urls::url_view> parsed = boost::urls::parse_uri(url);
     if (!parsed || parsed->scheme() != "http" || parsed->host().empty()) {
         throw std::invalid_argument("--url: must be http://host:port, got \"" + url + "\"");
     }
-    Endpoint endpoint{.host = parsed->host(),
+    // host_address(): "::1" for "[::1]", which the resolver takes; host() keeps the brackets.
+    Endpoint endpoint{.host = parsed->host_address(),
                       .port = parsed->has_port() ? std::string(parsed->port()) : "80",
                       .path_prefix = parsed->path()};
     while (!endpoint.path_prefix.empty() && endpoint.path_prefix.back() == '/') {
@@ -46,7 +53,7 @@ http::response<http::string_body> Post(const Endpoint& endpoint, const Simulated
     stream.connect(resolver.resolve(endpoint.host, endpoint.port));
     http::request<http::string_body> request{http::verb::post, endpoint.path_prefix + notice.target,
                                              11};
-    request.set(http::field::host, endpoint.host + ":" + endpoint.port);
+    request.set(http::field::host, UrlHost(endpoint.host) + ":" + endpoint.port);
     request.set(http::field::user_agent, "payledger-simulate");
     for (const auto& [name, value] : notice.headers) request.set(name, value);
     request.body() = notice.body;
@@ -64,12 +71,13 @@ http::response<http::string_body> Post(const Endpoint& endpoint, const Simulated
 
 int RunSimulate(const Config& config, const SimulateOptions& options, const std::string& url) {
     const SimulatedNotice notice = BuildNotice(config, options);
-    const Endpoint endpoint = ParseUrl(url.empty() ? "http://" + config.listen_host + ":" +
+    // The listen address may be IPv6 ("::1:8080", SPEC §9): bracketed in the URL.
+    const Endpoint endpoint = ParseUrl(url.empty() ? "http://" + UrlHost(config.listen_host) + ":" +
                                                          std::to_string(config.listen_port)
                                                    : url);
     std::cerr << "payledger: posting the " << options.channel << " " << options.kind
-              << " notice for " << options.out_trade_no << " to http://" << endpoint.host << ":"
-              << endpoint.port << endpoint.path_prefix << notice.target << "\n";
+              << " notice for " << options.out_trade_no << " to http://" << UrlHost(endpoint.host)
+              << ":" << endpoint.port << endpoint.path_prefix << notice.target << "\n";
     http::response<http::string_body> response;
     try {
         response = Post(endpoint, notice);

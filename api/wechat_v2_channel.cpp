@@ -57,10 +57,8 @@ ledger::Delivery WechatV2Channel::VerifyPayment(ledger::Receipt receipt,
     const std::string_view return_code = FieldOr(fields, "return_code");
     const std::string_view sign = FieldOr(fields, "sign");
     if (sign.empty()) {
-        // A communication failure carries only return_code and return_msg: nothing to record.
-        if (return_code == "FAIL") {
-            return Rejected(std::move(receipt), Outcome::kIgnored, "return_code is FAIL");
-        }
+        // SPEC §5: a missing signature is bad_signature, whatever the unsigned body says (a
+        // return_code FAIL too): nothing unverified is acknowledged.
         return Rejected(std::move(receipt), Outcome::kBadSignature, "sign is missing");
     }
     const std::string_view sign_type = FieldOr(fields, "sign_type");
@@ -126,12 +124,9 @@ ledger::Delivery WechatV2Channel::VerifyPayment(ledger::Receipt receipt,
 ledger::Delivery WechatV2Channel::VerifyRefund(ledger::Receipt receipt,
                                                const PlatformFields& fields,
                                                projections::TimeMicros received_at) const {
-    const std::string_view return_code = FieldOr(fields, "return_code");
-    if (return_code == "FAIL") {
-        return Rejected(std::move(receipt), Outcome::kIgnored, "return_code is FAIL");
-    }
     // providers.md §1.6: no sign; only the holder of the API key can encrypt req_info, so
-    // a req_info that does not decrypt is a failed signature.
+    // a req_info that does not decrypt is a failed signature. Nothing of the notice is
+    // interpreted before it decrypts.
     const std::optional<std::string> sealed = Base64Decode(FieldOr(fields, "req_info"));
     if (!sealed) {
         return Rejected(std::move(receipt), Outcome::kBadSignature, "req_info is not base64");
@@ -145,6 +140,10 @@ ledger::Delivery WechatV2Channel::VerifyRefund(ledger::Receipt receipt,
     }
     const PlatformFields& refund = *xml.fields;
     ClaimOutTradeNo(receipt, refund);
+    const std::string_view return_code = FieldOr(fields, "return_code");
+    if (return_code == "FAIL") {
+        return Rejected(std::move(receipt), Outcome::kIgnored, "return_code is FAIL");
+    }
     if (return_code != "SUCCESS") {
         return Rejected(std::move(receipt), Outcome::kMalformed,
                         "return_code must be SUCCESS or FAIL");

@@ -61,15 +61,26 @@ FlatXml ParseFlatXml(std::string_view text, std::string_view root_name) {
     if (ContainsIgnoringCase(text, "<!DOCTYPE") || ContainsIgnoringCase(text, "<!ENTITY")) {
         return {.error = "XML with a DTD or entity declarations is refused"};
     }
+    // pugixml stops at a NUL byte and would accept whatever came before it.
+    if (text.find('\0') != std::string_view::npos) return {.error = "the XML holds a NUL byte"};
     pugi::xml_document document;
-    // parse_default has no parse_doctype: no DTD is read, and no entity is ever expanded.
+    // No parse_doctype: no DTD is read, and no entity is ever expanded. The values are the
+    // text WeChat signed, byte for byte: no parse_eol (it would turn "\r\n" into "\n"), and
+    // parse_ws_pcdata keeps a value of spaces. parse_fragment keeps text outside the root
+    // element, which pugixml would otherwise drop silently, so that it can be refused.
+    constexpr unsigned kOptions =
+        pugi::parse_cdata | pugi::parse_escapes | pugi::parse_ws_pcdata | pugi::parse_fragment;
     const pugi::xml_parse_result parsed =
-        document.load_buffer(text.data(), text.size(), pugi::parse_default, pugi::encoding_utf8);
+        document.load_buffer(text.data(), text.size(), kOptions, pugi::encoding_utf8);
     if (!parsed) {
         return {.error = std::string("the body is not well-formed XML: ") + parsed.description()};
     }
     pugi::xml_node root;
     for (const pugi::xml_node& node : document.children()) {
+        if (node.type() == pugi::node_pcdata || node.type() == pugi::node_cdata) {
+            if (!IsWhitespace(node.value())) return {.error = "text outside the XML root element"};
+            continue;
+        }
         if (node.type() != pugi::node_element) continue;
         if (root) return {.error = "the XML has more than one root element"};
         root = node;

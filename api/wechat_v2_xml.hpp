@@ -17,8 +17,10 @@ struct FlatXml {
 };
 
 // Parses `text` with pugixml. DTDs and entity declarations are refused before parsing (no
-// XXE, no entity expansion); so are a root not named `root_name`, a second root, nested
-// elements, repeated fields and text outside the fields.
+// XXE, no entity expansion); so are NUL bytes, a root not named `root_name`, a second root,
+// nested elements, repeated fields and text outside the fields or the root. A value is the
+// field's text exactly as written (CDATA verbatim, "\r\n" kept, whitespace kept), since
+// WeChat signs the values it wrote.
 [[nodiscard]] FlatXml ParseFlatXml(std::string_view text, std::string_view root_name);
 
 // providers.md §1.3: every field but `sign`, empty values dropped, sorted by name,

@@ -211,6 +211,12 @@ ledger::Delivery WechatV3Channel::Payment(ledger::Receipt receipt, const json& e
                                           const json& resource,
                                           projections::TimeMicros received_at) const {
     const std::string trade_state = Text(resource, "trade_state");
+    if (trade_state.empty()) {
+        // A missing state is no "other state" (SPEC §6): acknowledging it as ignored would
+        // drop a payment for good, while malformed makes WeChat resend it.
+        return Rejected(std::move(receipt), Outcome::kMalformed,
+                        "trade_state must be a non-empty string");
+    }
     if (trade_state != "SUCCESS") {
         return Rejected(std::move(receipt), Outcome::kIgnored,
                         "trade_state " + trade_state + " records no event");

@@ -62,13 +62,14 @@ void Committer::Stop() {
 
 void Committer::Run() {
     for (;;) {
-        std::vector<Pending> batch;
+        Batch batch;
         {
             std::unique_lock lock{mutex_};
             ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
             if (queue_.empty()) return;  // Stopping, and everything queued is written.
-            while (!queue_.empty() && batch.size() < options_.batch_max) {
-                batch.push_back(std::move(queue_.front()));
+            while (!queue_.empty() && batch.deliveries.size() < options_.batch_max) {
+                batch.deliveries.push_back(std::move(queue_.front().delivery));
+                batch.dones.push_back(std::move(queue_.front().done));
                 queue_.pop_front();
             }
             stats_.queue_depth = queue_.size();
@@ -77,18 +78,14 @@ void Committer::Run() {
     }
 }
 
-std::vector<DeliveryResult> Committer::WriteOnce(std::vector<Pending>& batch, std::size_t first,
+std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t first,
                                                  std::size_t count) {
     if (connection_ == nullptr || !connection_->is_open()) {
         connection_ = Connect(options_.url, options_.session);
     }
-    std::vector<Delivery> deliveries;
-    deliveries.reserve(count);
-    for (std::size_t i = first; i < first + count; ++i) {
-        deliveries.push_back(batch[i].delivery);
-    }
     BatchStats batch_stats;
-    std::vector<DeliveryResult> results = WriteBatch(*connection_, deliveries, &batch_stats);
+    std::vector<DeliveryResult> results =
+        WriteBatch(*connection_, std::span(batch.deliveries).subspan(first, count), &batch_stats);
     stats_.lock_wait_micros += static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(batch_stats.lock_wait).count());
     ++stats_.batches;
@@ -96,13 +93,13 @@ std::vector<DeliveryResult> Committer::WriteOnce(std::vector<Pending>& batch, st
     return results;
 }
 
-void Committer::WriteWithRetries(std::vector<Pending>& batch) {
+void Committer::WriteWithRetries(Batch& batch) {
     std::string failure;
     for (int attempt = 1; attempt <= options_.transaction_attempts_max; ++attempt) {
         try {
-            std::vector<DeliveryResult> results = WriteOnce(batch, 0, batch.size());
-            for (std::size_t i = 0; i < batch.size(); ++i) {
-                batch[i].done(std::move(results[i]));
+            std::vector<DeliveryResult> results = WriteOnce(batch, 0, batch.deliveries.size());
+            for (std::size_t i = 0; i < results.size(); ++i) {
+                batch.dones[i](std::move(results[i]));
             }
             return;
         } catch (const pqxx::in_doubt_error& error) {
@@ -131,15 +128,15 @@ void Committer::WriteWithRetries(std::vector<Pending>& batch) {
         }
     }
     ++stats_.failures;
-    for (Pending& pending : batch) {
-        pending.done(Unavailable(failure));
+    for (Done& done : batch.dones) {
+        done(Unavailable(failure));
     }
 }
 
-void Committer::WriteOneByOne(std::vector<Pending>& batch) {
+void Committer::WriteOneByOne(Batch& batch) {
     // One delivery broke a rule that the whole batch rolled back for. Write each alone, so
     // that the others are not failed with it.
-    for (std::size_t i = 0; i < batch.size(); ++i) {
+    for (std::size_t i = 0; i < batch.deliveries.size(); ++i) {
         DeliveryResult result;
         try {
             result = std::move(WriteOnce(batch, i, 1).front());
@@ -154,7 +151,7 @@ void Committer::WriteOneByOne(std::vector<Pending>& batch) {
         } catch (const std::exception& error) {
             result = InternalError(error.what());
         }
-        batch[i].done(std::move(result));
+        batch.dones[i](std::move(result));
     }
 }
 

@@ -65,10 +65,15 @@ private:
     };
 
     void Run();
-    void WriteWithRetries(std::vector<Pending>& batch);
-    void WriteOneByOne(std::vector<Pending>& batch);
-    std::vector<DeliveryResult> WriteOnce(std::vector<Pending>& batch, std::size_t first,
-                                          std::size_t count);
+    // A batch as WriteBatch takes it: the deliveries side by side, and who to answer.
+    struct Batch {
+        std::vector<Delivery> deliveries;
+        std::vector<Done> dones;
+    };
+
+    void WriteWithRetries(Batch& batch);
+    void WriteOneByOne(Batch& batch);
+    std::vector<DeliveryResult> WriteOnce(const Batch& batch, std::size_t first, std::size_t count);
 
     const Options options_;
     std::mutex mutex_;

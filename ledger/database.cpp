@@ -1,5 +1,7 @@
 #include "ledger/database.hpp"
 
+#include "ledger/statements.hpp"
+
 namespace payledger::ledger {
 
 std::unique_ptr<pqxx::connection> Connect(const std::string& url, const SessionSettings& settings) {
@@ -12,6 +14,11 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& url, const SessionS
             "; SET lock_timeout = " + std::to_string(settings.lock_timeout.count()) +
             "; SET idle_in_transaction_session_timeout = " +
             std::to_string(settings.idle_in_transaction_timeout.count()));
+    for (const auto* statements : {&WriterStatements(), &ReadStatements()}) {
+        for (const Statement& statement : *statements) {
+            connection->prepare(statement.name, statement.sql);
+        }
+    }
     return connection;
 }
 

@@ -1,5 +1,6 @@
 #include "ledger/reads.hpp"
 
+#include "ledger/statements.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::ledger {
@@ -11,10 +12,30 @@ std::string Select(const char* columns, const char* rest) {
 
 }  // namespace
 
+const std::vector<Statement>& ReadStatements() {
+    static const std::vector<Statement> statements = {
+        {"read_order", Select(kOrderColumns, "FROM orders WHERE out_trade_no = $1")},
+        {"read_order_events",
+         Select(kEventColumns, "FROM ledger_events WHERE out_trade_no = $1 ORDER BY seq")},
+        {"read_order_receipts",
+         Select(kReceiptColumns, "FROM callback_receipts WHERE out_trade_no = $1 ORDER BY id")},
+        {"read_balances",
+         "SELECT account_id, currency, balance FROM balances WHERE account_id = $1 "
+         "ORDER BY currency"},
+        {"read_events_after",
+         Select(kEventColumns, "FROM ledger_events WHERE seq > $1 ORDER BY seq LIMIT $2")},
+        {"read_receipts_after",
+         Select(kReceiptColumns, "FROM callback_receipts WHERE id > $1 ORDER BY id LIMIT $2")},
+        {"read_receipts_after_of_outcome",
+         Select(kReceiptColumns,
+                "FROM callback_receipts WHERE id > $1 AND outcome = $3 ORDER BY id LIMIT $2")},
+    };
+    return statements;
+}
+
 std::optional<projections::OrderRow> ReadOrder(pqxx::transaction_base& tx,
                                                const std::string& out_trade_no) {
-    const pqxx::result rows =
-        tx.exec_params(Select(kOrderColumns, "FROM orders WHERE out_trade_no = $1"), out_trade_no);
+    const pqxx::result rows = tx.exec_prepared("read_order", out_trade_no);
     if (rows.empty()) return std::nullopt;
     return OrderFromRow(rows[0]);
 }
@@ -22,9 +43,7 @@ std::optional<projections::OrderRow> ReadOrder(pqxx::transaction_base& tx,
 std::vector<projections::Event> ReadOrderEvents(pqxx::transaction_base& tx,
                                                 const std::string& out_trade_no) {
     std::vector<projections::Event> events;
-    for (const pqxx::row& row : tx.exec_params(
-             Select(kEventColumns, "FROM ledger_events WHERE out_trade_no = $1 ORDER BY seq"),
-             out_trade_no)) {
+    for (const pqxx::row& row : tx.exec_prepared("read_order_events", out_trade_no)) {
         events.push_back(EventFromRow(row));
     }
     return events;
@@ -33,9 +52,7 @@ std::vector<projections::Event> ReadOrderEvents(pqxx::transaction_base& tx,
 std::vector<Receipt> ReadOrderReceipts(pqxx::transaction_base& tx,
                                        const std::string& out_trade_no) {
     std::vector<Receipt> receipts;
-    for (const pqxx::row& row : tx.exec_params(
-             Select(kReceiptColumns, "FROM callback_receipts WHERE out_trade_no = $1 ORDER BY id"),
-             out_trade_no)) {
+    for (const pqxx::row& row : tx.exec_prepared("read_order_receipts", out_trade_no)) {
         receipts.push_back(ReceiptFromRow(row));
     }
     return receipts;
@@ -44,10 +61,7 @@ std::vector<Receipt> ReadOrderReceipts(pqxx::transaction_base& tx,
 std::vector<projections::BalanceRow> ReadBalances(pqxx::transaction_base& tx,
                                                   const std::string& account_id) {
     std::vector<projections::BalanceRow> balances;
-    for (const pqxx::row& row :
-         tx.exec_params("SELECT account_id, currency, balance FROM balances WHERE account_id = $1 "
-                        "ORDER BY currency",
-                        account_id)) {
+    for (const pqxx::row& row : tx.exec_prepared("read_balances", account_id)) {
         balances.push_back({.account_id = row[0].as<std::string>(),
                             .currency = row[1].as<std::string>(),
                             .balance = row[2].as<std::int64_t>()});
@@ -60,9 +74,7 @@ std::vector<projections::Event> ReadEventsAfter(pqxx::transaction_base& tx, std:
     PAYLEDGER_ASSERT(limit > 0);
     PAYLEDGER_ASSERT(limit <= kPageSizeMax);
     std::vector<projections::Event> events;
-    for (const pqxx::row& row : tx.exec_params(
-             Select(kEventColumns, "FROM ledger_events WHERE seq > $1 ORDER BY seq LIMIT $2"),
-             after, limit)) {
+    for (const pqxx::row& row : tx.exec_prepared("read_events_after", after, limit)) {
         events.push_back(EventFromRow(row));
     }
     return events;
@@ -73,22 +85,20 @@ std::vector<Receipt> ReadReceiptsAfter(pqxx::transaction_base& tx, std::int64_t 
                                        std::optional<projections::Outcome> outcome) {
     PAYLEDGER_ASSERT(limit > 0);
     PAYLEDGER_ASSERT(limit <= kPageSizeMax);
-    std::optional<std::string> outcome_text;
-    if (outcome) outcome_text = std::string(projections::ToString(*outcome));
+    const pqxx::result rows = outcome
+                                  ? tx.exec_prepared("read_receipts_after_of_outcome", after, limit,
+                                                     std::string(projections::ToString(*outcome)))
+                                  : tx.exec_prepared("read_receipts_after", after, limit);
     std::vector<Receipt> receipts;
-    for (const pqxx::row& row : tx.exec_params(
-             Select(kReceiptColumns,
-                    "FROM callback_receipts WHERE id > $1 AND ($3::text IS NULL OR outcome = $3) "
-                    "ORDER BY id LIMIT $2"),
-             after, limit, outcome_text)) {
-        receipts.push_back(ReceiptFromRow(row));
-    }
+    for (const pqxx::row& row : rows) receipts.push_back(ReceiptFromRow(row));
     return receipts;
 }
 
 void ForEachEvent(pqxx::transaction_base& tx, std::int64_t after,
                   const std::optional<std::string>& out_trade_no,
                   const std::function<bool(const projections::Event&)>& each) {
+    // Not prepared: planned with the actual parameters, so one order's export uses the
+    // out_trade_no index and the whole export the seq order.
     const std::string sql = Select(kEventColumns,
                                    "FROM ledger_events WHERE seq > $1 "
                                    "AND ($2::text IS NULL OR out_trade_no = $2) "

@@ -5,8 +5,10 @@
 #include <set>
 
 #include "ledger/database.hpp"
+#include "ledger/statements.hpp"
 #include "projections/assert.hpp"
 #include "projections/decide.hpp"
+#include "projections/validate.hpp"
 
 namespace payledger::ledger {
 namespace {
@@ -18,7 +20,7 @@ using projections::OrderRow;
 using projections::Outcome;
 
 // Reads, under the writer lock, the next ids of both sequences and the stored events of the
-// orders named in $1 (a JSON array), in one round trip. Ids are taken from the sequences'
+// orders named in $1 (a text array), in one round trip. Ids are taken from the sequences'
 // state rather than nextval() so that they can be assigned while deciding; the write
 // statement moves the sequences past them. Safe because every writer holds the lock.
 constexpr const char* kReadStateSql = R"sql(
@@ -32,7 +34,7 @@ LEFT JOIN LATERAL (
            (extract(epoch FROM occurred_at) * 1000000)::bigint,
            (extract(epoch FROM recorded_at) * 1000000)::bigint, receipt_id, data::text
     FROM ledger_events
-    WHERE out_trade_no IN (SELECT json_array_elements_text($1::json))
+    WHERE out_trade_no = ANY ($1::text[])
 ) AS e ON true
 ORDER BY e.seq
 )sql";
@@ -93,6 +95,32 @@ SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM e), (SELECT count(*) FROM
        setval('callback_receipts_id_seq', $6::bigint),
        CASE WHEN $7::bigint > 0 THEN setval('ledger_events_seq_seq', $7::bigint) END
 )sql";
+
+}  // namespace
+
+const std::vector<Statement>& WriterStatements() {
+    static const std::vector<Statement> statements = {
+        {"writer_lock", "SELECT pg_advisory_xact_lock($1)"},
+        {"writer_read_state", kReadStateSql},
+        {"writer_write", kWriteSql},
+    };
+    return statements;
+}
+
+namespace {
+
+// A PostgreSQL array literal of keys. Keys are validated (projections::IsValidKey): no quote,
+// backslash, comma, brace or space can occur, and the quotes make that certain twice.
+std::string TextArray(const std::set<std::string>& keys) {
+    std::string out = "{";
+    for (const std::string& key : keys) {
+        PAYLEDGER_ASSERT(projections::IsValidKey(key));
+        if (out.size() > 1) out += ',';
+        out += '"' + key + '"';
+    }
+    out += '}';
+    return out;
+}
 
 std::string Hex(const std::string& bytes) {
     static constexpr char kDigits[] = "0123456789abcdef";
@@ -161,18 +189,15 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     PAYLEDGER_ASSERT(!deliveries.empty());
     pqxx::work tx{connection};
     const auto lock_started = std::chrono::steady_clock::now();
-    tx.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
+    tx.exec_prepared("writer_lock", kWriterLockKey);
     if (stats != nullptr) stats->lock_wait = std::chrono::steady_clock::now() - lock_started;
 
-    json keys = json::array();
-    std::set<std::string> key_set;
+    std::set<std::string> keys;
     for (const Delivery& delivery : deliveries) {
         PAYLEDGER_ASSERT((delivery.verdict == Outcome::kAppended) == delivery.event.has_value());
-        if (delivery.event && key_set.insert(delivery.event->out_trade_no).second) {
-            keys.push_back(delivery.event->out_trade_no);
-        }
+        if (delivery.event) keys.insert(delivery.event->out_trade_no);
     }
-    const pqxx::result state = tx.exec_params(kReadStateSql, keys.dump());
+    const pqxx::result state = tx.exec_prepared("writer_read_state", TextArray(keys));
     PAYLEDGER_ASSERT(!state.empty());
     std::int64_t next_seq = state[0][0].as<std::int64_t>();
     std::int64_t next_receipt_id = state[0][1].as<std::int64_t>();
@@ -260,9 +285,9 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     }
 
     const pqxx::row counts =
-        tx.exec_params1(kWriteSql, DumpJson(receipts), DumpJson(events), DumpJson(new_orders),
-                        DumpJson(updated_orders), DumpJson(balance_rows), next_receipt_id - 1,
-                        events.empty() ? std::int64_t{0} : next_seq - 1);
+        tx.exec_prepared1("writer_write", DumpJson(receipts), DumpJson(events),
+                          DumpJson(new_orders), DumpJson(updated_orders), DumpJson(balance_rows),
+                          next_receipt_id - 1, events.empty() ? std::int64_t{0} : next_seq - 1);
     PAYLEDGER_ASSERT(counts[0].as<std::size_t>() == receipts.size());
     PAYLEDGER_ASSERT(counts[1].as<std::size_t>() == events.size());
     PAYLEDGER_ASSERT(counts[2].as<std::size_t>() == new_orders.size());

@@ -96,6 +96,16 @@ bench_cpu_seconds() {
     awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
 }
 
+# bench_pg_cpu_seconds: user + system CPU time used so far by the bench cluster's postmaster
+# and its live children (backends, background processes).
+bench_pg_cpu_seconds() {
+    local postmaster pid
+    postmaster="$(head -1 "$BENCH_PG_DATA/postmaster.pid")"
+    for pid in "$postmaster" $(ps -o pid= --ppid "$postmaster"); do
+        cat "/proc/$pid/stat" 2>/dev/null || true
+    done | awk -v hz="$(getconf CLK_TCK)" '{ t += $14 + $15 } END { printf "%.2f", t / hz }'
+}
+
 # A line describing the machine and the tree, for the report.
 bench_machine() {
     local cpu commit

@@ -5,7 +5,7 @@
 #
 #   bench/load/run.sh [--connections 64] [--seconds 20] [--orders 20000]
 #                     [--low-load-requests 1000] [--loadgen-threads 1]
-#                     [--pgbench-orders N] [--keep]
+#                     [--preload-orders 0] [--pgbench-orders N] [--keep]
 #
 # Builds (Release) if needed, starts its own throwaway PostgreSQL and payledger, runs the
 # phases, prints a Markdown table, and stops everything it started, also on failure.
@@ -22,6 +22,7 @@ ORDERS=20000
 LOW_LOAD_REQUESTS=1000
 LOADGEN_THREADS=1
 PGBENCH_ORDERS=""
+PRELOAD_ORDERS=0
 KEEP=""
 ACCOUNTS=1000
 COMMAND="bench/load/run.sh $*"
@@ -34,19 +35,21 @@ while [ $# -gt 0 ]; do
         --loadgen-threads) LOADGEN_THREADS="$2"; shift 2 ;;
         --pgbench-orders) PGBENCH_ORDERS="$2"; shift 2 ;;
         --keep) KEEP=1; shift ;;
-        -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+        --preload-orders) PRELOAD_ORDERS="$2"; shift 2 ;;
+        -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
     esac
 done
 for value in "$CONNECTIONS" "$SECONDS_LIMIT" "$ORDERS" "$LOW_LOAD_REQUESTS" "$LOADGEN_THREADS"; do
     [[ "$value" =~ ^[1-9][0-9]*$ ]] || bench_die "expected a positive integer, got '$value'"
 done
+[[ "$PRELOAD_ORDERS" =~ ^[0-9]+$ ]] || bench_die "--preload-orders: a count"
 [ "$CONNECTIONS" -le 180 ] || bench_die "--connections: at most 180 (PostgreSQL max_connections 200)"
 # The 1-connection phases: shorter, as they only measure latency.
 LOW_LOAD_SECONDS=$((SECONDS_LIMIT < 10 ? SECONDS_LIMIT : 10))
 # pgbench needs one loaded order per transaction; 5000/s is far above what one serialized
 # writer reaches with a synchronous commit per transaction. An abort says so if not.
-PGBENCH_ORDERS="${PGBENCH_ORDERS:-$((5000 * (SECONDS_LIMIT + LOW_LOAD_SECONDS)))}"
+PGBENCH_ORDERS="${PGBENCH_ORDERS:-$((5000 * (2 * SECONDS_LIMIT + LOW_LOAD_SECONDS)))}"
 
 SERVER_PID=""
 FAILED=""
@@ -80,6 +83,12 @@ bench_createdb pgbench_ledger
 bench_log "loading $PGBENCH_ORDERS orders for pgbench into pgbench_ledger"
 bench_seed pgbench_ledger PGB- "$PGBENCH_ORDERS" 0 "$ACCOUNTS"
 bench_psql pgbench_ledger -c "VACUUM ANALYZE" -c CHECKPOINT
+if [ "$PRELOAD_ORDERS" -gt 0 ]; then
+    # An older ledger under the new orders: half of the preloaded orders paid.
+    bench_log "preloading $PRELOAD_ORDERS orders (half paid) into the payledger database"
+    bench_seed payledger OLD- "$PRELOAD_ORDERS" $((PRELOAD_ORDERS / 2)) "$ACCOUNTS"
+    bench_psql payledger -c "VACUUM ANALYZE" -c CHECKPOINT
+fi
 
 # --- payledger serve, with a generated config --------------------------------------------
 PORT="$(payledger_free_port)" || bench_die "no free port"
@@ -107,19 +116,20 @@ curl -fsS -o /dev/null "http://127.0.0.1:$PORT/healthz" || bench_die "payledger 
 bench_log "payledger serve (pid $SERVER_PID) on 127.0.0.1:$PORT"
 
 # --- the phases ---------------------------------------------------------------------------
-declare -A RPS P50 P99 MAX ERRORS ANSWERED CPU BATCH LOCK_WAIT
+declare -A RPS P50 P99 MAX ERRORS ANSWERED CPU PG_CPU BATCH LOCK_WAIT
 
 metric() {
     curl -fsS "http://127.0.0.1:$PORT/metrics" | awk -v name="$1" '$1 == name { print $2 }'
 }
 
-# phase LABEL LOADGEN_ARGS...: runs one phase, keeps its RESULT figures and the server's CPU
-# time and group-commit batch size over it.
+# phase LABEL LOADGEN_ARGS...: runs one phase, keeps its RESULT figures, the CPU time of
+# payledger serve and of PostgreSQL, and the group-commit batch size over it.
 phase() {
     local label="$1"
     shift
-    local cpu0 batches0 deliveries0 wait0 out
+    local cpu0 pg_cpu0 batches0 deliveries0 wait0 out
     cpu0="$(bench_cpu_seconds "$SERVER_PID")"
+    pg_cpu0="$(bench_pg_cpu_seconds)"
     batches0="$(metric payledger_commit_batches_total)"
     deliveries0="$(metric payledger_committed_deliveries_total)"
     wait0="$(metric payledger_writer_lock_wait_seconds_total)"
@@ -142,50 +152,15 @@ phase() {
     local seconds batches deliveries
     seconds="$(printf '%s\n' "$out" | sed -n 's/^RESULT .* seconds=\([0-9.]*\).*/\1/p')"
     CPU[$label]="$(bench_calc "100 * ($(bench_cpu_seconds "$SERVER_PID") - $cpu0) / $seconds")"
+    PG_CPU[$label]="$(bench_calc "100 * ($(bench_pg_cpu_seconds) - $pg_cpu0) / $seconds")"
     batches="$(bench_calc "$(metric payledger_commit_batches_total) - $batches0")"
     deliveries="$(bench_calc "$(metric payledger_committed_deliveries_total) - $deliveries0")"
     BATCH[$label]="$(bench_calc "$batches > 0 ? $deliveries / $batches : 0")"
     LOCK_WAIT[$label]="$(bench_calc "$(metric payledger_writer_lock_wait_seconds_total) - $wait0")"
-    bench_log "$label: server CPU $(bench_fmt 0 "${CPU[$label]}")% of one core," \
+    bench_log "$label: CPU (% of one core) payledger $(bench_fmt 0 "${CPU[$label]}")%," \
+        "PostgreSQL $(bench_fmt 0 "${PG_CPU[$label]}")%;" \
         "$(bench_fmt 1 "${BATCH[$label]}") deliveries per commit"
 }
-
-TOTAL_ORDERS=$((ORDERS + LOW_LOAD_REQUESTS))
-bench_log "phase 0: the load generator's ceiling (GET /healthz)"
-phase healthz --mode healthz --connections "$CONNECTIONS" --orders 100000000 \
-    --seconds "$LOW_LOAD_SECONDS"
-bench_log "creating $TOTAL_ORDERS orders through POST /v1/orders"
-phase create --mode create --connections "$CONNECTIONS" --orders "$TOTAL_ORDERS" --seconds 600
-[ "${ANSWERED[create]}" -eq "$TOTAL_ORDERS" ] || bench_die "only ${ANSWERED[create]} orders created"
-bench_psql payledger -c CHECKPOINT
-bench_log "phase a: unique callbacks, each order paid once (appends)"
-phase unique --mode pay --expect appended --connections "$CONNECTIONS" --orders "$ORDERS" \
-    --seconds "$SECONDS_LIMIT"
-PAID="${ANSWERED[unique]}"
-[ "$PAID" -gt 0 ] || bench_die "no order was paid"
-bench_log "phase b: duplicates of the $PAID paid orders' callbacks"
-phase duplicate --mode pay --expect duplicate --connections "$CONNECTIONS" --orders "$PAID" \
-    --seconds "$SECONDS_LIMIT"
-bench_log "low load: 1 connection, sequential requests"
-phase healthz_1 --mode healthz --connections 1 --orders "$LOW_LOAD_REQUESTS" \
-    --seconds "$LOW_LOAD_SECONDS"
-phase unique_1 --mode pay --expect appended --connections 1 --first-order "$ORDERS" \
-    --orders "$LOW_LOAD_REQUESTS" --seconds "$LOW_LOAD_SECONDS"
-phase duplicate_1 --mode pay --expect duplicate --connections 1 --first-order "$ORDERS" \
-    --orders "${ANSWERED[unique_1]}" --seconds "$LOW_LOAD_SECONDS"
-
-RSS_MIB="$(bench_vmhwm_mib "$SERVER_PID")"
-bench_log "payledger serve peak RSS (VmHWM): $RSS_MIB MiB"
-kill -TERM "$SERVER_PID"
-for _ in $(seq 1 300); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-wait "$SERVER_PID" || bench_log "payledger serve exited with status $?"
-SERVER_PID=""
-
-bench_log "payledger verify (after the run)"
-VERIFY_STATUS=0
-"$BENCH_BIN/payledger" verify --config "$CONFIG" >"$BENCH_TMP/verify.out" 2>&1 || VERIFY_STATUS=$?
-cat "$BENCH_TMP/verify.out" >&2
-[ "$VERIFY_STATUS" -eq 0 ] || FAILED=1
 
 # --- pgbench: the same transaction, one callback per transaction ---------------------------
 PGBENCH_SCRIPT="$PAYLEDGER_ROOT/bench/load/callback.pgbench"
@@ -209,9 +184,44 @@ pgbench_run() {
         "$BENCH_TMP/pgbench_$name.out" | sed "s/^/[pgbench $name] /" >&2
     sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$BENCH_TMP/pgbench_$name.out"
 }
-bench_psql pgbench_ledger -c CHECKPOINT
-bench_log "pgbench: $CONNECTIONS clients, $SECONDS_LIMIT s"
-PGBENCH_TPS="$(pgbench_run many "$CONNECTIONS" $((CONNECTIONS < 2 ? 1 : 2)) "$SECONDS_LIMIT")"
+
+TOTAL_ORDERS=$((ORDERS + LOW_LOAD_REQUESTS))
+bench_log "phase 0: the load generator's ceiling (GET /healthz)"
+phase healthz --mode healthz --connections "$CONNECTIONS" --orders 100000000 \
+    --seconds "$LOW_LOAD_SECONDS"
+bench_log "creating $TOTAL_ORDERS orders through POST /v1/orders"
+phase create --mode create --connections "$CONNECTIONS" --orders "$TOTAL_ORDERS" --seconds 600
+[ "${ANSWERED[create]}" -eq "$TOTAL_ORDERS" ] || bench_die "only ${ANSWERED[create]} orders created"
+# Statistics as autovacuum would soon have them, so that plans do not depend on its timing.
+bench_psql payledger -c ANALYZE -c CHECKPOINT
+
+# pgbench runs right before (a) and right after (b), so that a drift of the machine (the
+# disk's flush latency above all) shows as a difference between the two; the ratio uses
+# their mean.
+PGBENCH_THREADS=$((CONNECTIONS < 2 ? 1 : 2))
+bench_log "pgbench before (a): $CONNECTIONS clients, $SECONDS_LIMIT s"
+PGBENCH_TPS_BEFORE="$(pgbench_run before "$CONNECTIONS" "$PGBENCH_THREADS" "$SECONDS_LIMIT")"
+bench_psql payledger -c CHECKPOINT
+bench_log "phase a: unique callbacks, each order paid once (appends)"
+phase unique --mode pay --expect appended --connections "$CONNECTIONS" --orders "$ORDERS" \
+    --seconds "$SECONDS_LIMIT"
+PAID="${ANSWERED[unique]}"
+[ "$PAID" -gt 0 ] || bench_die "no order was paid"
+bench_log "phase b: duplicates of the $PAID paid orders' callbacks"
+phase duplicate --mode pay --expect duplicate --connections "$CONNECTIONS" --orders "$PAID" \
+    --seconds "$SECONDS_LIMIT"
+bench_psql payledger -c CHECKPOINT
+bench_log "pgbench after (b): $CONNECTIONS clients, $SECONDS_LIMIT s"
+PGBENCH_TPS_AFTER="$(pgbench_run after "$CONNECTIONS" "$PGBENCH_THREADS" "$SECONDS_LIMIT")"
+PGBENCH_TPS="$(bench_calc "($PGBENCH_TPS_BEFORE + $PGBENCH_TPS_AFTER) / 2")"
+
+bench_log "low load: 1 connection, sequential requests"
+phase healthz_1 --mode healthz --connections 1 --orders "$LOW_LOAD_REQUESTS" \
+    --seconds "$LOW_LOAD_SECONDS"
+phase unique_1 --mode pay --expect appended --connections 1 --first-order "$ORDERS" \
+    --orders "$LOW_LOAD_REQUESTS" --seconds "$LOW_LOAD_SECONDS"
+phase duplicate_1 --mode pay --expect duplicate --connections 1 --first-order "$ORDERS" \
+    --orders "${ANSWERED[unique_1]}" --seconds "$LOW_LOAD_SECONDS"
 bench_log "pgbench: 1 client, $LOW_LOAD_SECONDS s (latency log)"
 PGBENCH_TPS_1="$(pgbench_run one 1 1 "$LOW_LOAD_SECONDS" --log --log-prefix="$BENCH_TMP/pgb1")"
 # The per-transaction log: the third field is the latency in microseconds.
@@ -219,6 +229,19 @@ read -r PGB1_P50 PGB1_P99 < <(cat "$BENCH_TMP"/pgb1.* | awk '{ print $3 }' | sor
     { v[NR] = $1 }
     END { i50 = int(NR * 0.50 + 0.999999); i99 = int(NR * 0.99 + 0.999999);
           printf "%.2f %.2f\n", v[i50] / 1000, v[i99] / 1000 }')
+
+RSS_MIB="$(bench_vmhwm_mib "$SERVER_PID")"
+bench_log "payledger serve peak RSS (VmHWM): $RSS_MIB MiB"
+kill -TERM "$SERVER_PID"
+for _ in $(seq 1 300); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+wait "$SERVER_PID" || bench_log "payledger serve exited with status $?"
+SERVER_PID=""
+
+bench_log "payledger verify (after the run)"
+VERIFY_STATUS=0
+"$BENCH_BIN/payledger" verify --config "$CONFIG" >"$BENCH_TMP/verify.out" 2>&1 || VERIFY_STATUS=$?
+cat "$BENCH_TMP/verify.out" >&2
+[ "$VERIFY_STATUS" -eq 0 ] || FAILED=1
 PGBENCH_VERIFY="$(PAYLEDGER_DATABASE_URL="$(bench_url pgbench_ledger)" "$BENCH_BIN/payledger" verify \
     2>&1 | tr '\n' ' ')" || bench_die "the pgbench database fails verify: $PGBENCH_VERIFY"
 bench_log "payledger verify of the pgbench database: $PGBENCH_VERIFY"
@@ -232,6 +255,10 @@ row() { printf '| %s | %s | %s | %s |\n' "$@"; }
 phase_cell() {
     printf '%s/s; p50 %s ms, p99 %s ms, max %s ms; %s errors' "$(bench_fmt 0 "${RPS[$1]}")" \
         "${P50[$1]}" "${P99[$1]}" "${MAX[$1]}" "${ERRORS[$1]}"
+}
+cpu_cell() {
+    printf '%s%% / %s%%, %s' "$(bench_fmt 0 "${CPU[$1]}")" "$(bench_fmt 0 "${PG_CPU[$1]}")" \
+        "$(bench_fmt 1 "${BATCH[$1]}")"
 }
 C="$CONNECTIONS"
 {
@@ -251,7 +278,8 @@ C="$CONNECTIONS"
         "$(phase_cell duplicate)" "p99 ≤ 50 ms; ≥ appends/s" \
         "$(bench_yes "${P99[duplicate]} <= 50 && ${RPS[duplicate]} >= ${RPS[unique]}")"
     row "pgbench, the same single-callback transaction, $C clients" \
-        "$(bench_fmt 0 "$PGBENCH_TPS") tps" "—" "—"
+        "$(bench_fmt 0 "$PGBENCH_TPS") tps (before (a) $(bench_fmt 0 "$PGBENCH_TPS_BEFORE"), after (b) $(bench_fmt 0 "$PGBENCH_TPS_AFTER"))" \
+        "—" "—"
     row "**appends/s ÷ pgbench tps**" "**$(bench_fmt 2 "$RATIO")×**" "≥ 5×" \
         "$(bench_yes "$RATIO >= 5")"
     row "duplicates/s ÷ pgbench tps" "$(bench_fmt 2 "$RATIO_DUP")×" "—" "—"
@@ -267,10 +295,10 @@ C="$CONNECTIONS"
     row "\`payledger verify\` after the run" "exit $VERIFY_STATUS" "exit 0" \
         "$(bench_yes "$VERIFY_STATUS == 0")"
     echo
-    echo "Server CPU (% of one core) and deliveries per commit: unique" \
-        "$(bench_fmt 0 "${CPU[unique]}")%, $(bench_fmt 1 "${BATCH[unique]}");" \
-        "duplicate $(bench_fmt 0 "${CPU[duplicate]}")%, $(bench_fmt 1 "${BATCH[duplicate]}");" \
-        "healthz $(bench_fmt 0 "${CPU[healthz]}")%. Writer lock wait: unique" \
-        "$(bench_fmt 3 "${LOCK_WAIT[unique]}") s, duplicate $(bench_fmt 3 "${LOCK_WAIT[duplicate]}") s."
+    echo "CPU over the phase, % of one core (payledger serve / PostgreSQL), and deliveries" \
+        "per commit: (a) $(cpu_cell unique); (b) $(cpu_cell duplicate); ceiling" \
+        "$(cpu_cell healthz). Writer lock wait: (a) $(bench_fmt 3 "${LOCK_WAIT[unique]}") s," \
+        "(b) $(bench_fmt 3 "${LOCK_WAIT[duplicate]}") s. Ledger before the run:" \
+        "$PRELOAD_ORDERS preloaded orders."
 }
 [ -z "$FAILED" ] || bench_die "some answers were not the expected ones, or verify failed (above)"

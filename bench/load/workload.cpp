@@ -38,6 +38,23 @@ std::string CheckJson(const http::response<http::string_body>& response, const j
 
 }  // namespace
 
+std::string CreateBody(const Workload& workload, std::int64_t order_index) {
+    const json body = {{"out_trade_no", OutTradeNo(workload, order_index)},
+                       {"account_id", AccountId(workload, order_index)},
+                       {"amount", OrderAmount(order_index)},
+                       {"currency", "CNY"}};
+    return body.dump();
+}
+
+std::string PaymentBody(const Workload& workload, std::int64_t order_index) {
+    const json body = {{"event_type", "PAYMENT_SUCCEEDED"},
+                       {"out_trade_no", OutTradeNo(workload, order_index)},
+                       {"transaction_id", TransactionId(order_index)},
+                       {"amount", OrderAmount(order_index)},
+                       {"currency", "CNY"}};
+    return body.dump();
+}
+
 std::string OutTradeNo(const Workload& workload, std::int64_t order_index) {
     return workload.prefix + Padded(order_index);
 }
@@ -66,25 +83,16 @@ void BuildRequest(const Workload& workload, std::int64_t order_index,
             request.target("/v1/orders");
             request.set(http::field::authorization, "Bearer " + workload.merchant_token);
             request.set(http::field::content_type, "application/json");
-            request.body() = json{{"out_trade_no", OutTradeNo(workload, order_index)},
-                                  {"account_id", AccountId(workload, order_index)},
-                                  {"amount", OrderAmount(order_index)},
-                                  {"currency", "CNY"}}
-                                 .dump();
+            request.body() = CreateBody(workload, order_index);
             break;
         case Mode::kPay:
             request.method(http::verb::post);
             request.target("/v1/callbacks/generic");
             request.set(http::field::content_type, "application/json");
-            request.body() = json{{"event_type", "PAYMENT_SUCCEEDED"},
-                                  {"out_trade_no", OutTradeNo(workload, order_index)},
-                                  {"transaction_id", TransactionId(order_index)},
-                                  {"amount", OrderAmount(order_index)},
-                                  {"currency", "CNY"}}
-                                 .dump();
-            request.set("Payledger-Signature",
-                        api::GenericChannel::Sign(workload.generic_secret, UnixSeconds(),
-                                                  request.body()));
+            request.body() = PaymentBody(workload, order_index);
+            request.set(
+                "Payledger-Signature",
+                api::GenericChannel::Sign(workload.generic_secret, UnixSeconds(), request.body()));
             break;
     }
     request.prepare_payload();
@@ -95,14 +103,14 @@ std::string CheckAnswer(const Workload& workload, std::int64_t order_index,
     const bool created = workload.mode == Mode::kCreate;
     const unsigned expected_status = created ? 201 : 200;
     if (response.result_int() != expected_status) {
-        return "status " + std::to_string(response.result_int()) + ": " +
-               Clipped(response.body());
+        return "status " + std::to_string(response.result_int()) + ": " + Clipped(response.body());
     }
     if (workload.mode == Mode::kHealthz) return {};
     const json body = json::parse(response.body(), nullptr, false);
     if (!body.is_object()) return "answer is not a JSON object: " + Clipped(response.body());
     if (created) {
-        std::string why = CheckJson(response, body, "out_trade_no", OutTradeNo(workload, order_index));
+        std::string why =
+            CheckJson(response, body, "out_trade_no", OutTradeNo(workload, order_index));
         if (why.empty()) why = CheckJson(response, body, "status", "WAIT_PAY");
         return why;
     }

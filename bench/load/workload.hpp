@@ -18,10 +18,10 @@ enum class Mode { kHealthz, kCreate, kPay };
 struct Workload {
     Mode mode = Mode::kHealthz;
     std::string host = "127.0.0.1";
-    std::string prefix = "LOAD-";        // out_trade_no = prefix + 10-digit order index.
-    std::int64_t account_count = 1000;   // account_id = "acct-" + (order index % count).
-    std::string merchant_token{};        // kCreate.
-    std::string generic_secret{};        // kPay.
+    std::string prefix = "LOAD-";               // out_trade_no = prefix + 10-digit order index.
+    std::int64_t account_count = 1000;          // account_id = "acct-" + (order index % count).
+    std::string merchant_token{};               // kCreate.
+    std::string generic_secret{};               // kPay.
     std::string expected_outcome = "appended";  // kPay: "appended" or "duplicate".
 };
 
@@ -31,6 +31,10 @@ struct Workload {
 [[nodiscard]] std::string AccountId(const Workload& workload, std::int64_t order_index);
 [[nodiscard]] std::int64_t OrderAmount(std::int64_t order_index);
 [[nodiscard]] std::string TransactionId(std::int64_t order_index);
+
+// The JSON bodies of POST /v1/orders and of a generic PAYMENT_SUCCEEDED for the order.
+[[nodiscard]] std::string CreateBody(const Workload& workload, std::int64_t order_index);
+[[nodiscard]] std::string PaymentBody(const Workload& workload, std::int64_t order_index);
 
 // Builds the request for `order_index` (ignored for kHealthz), signed now for kPay.
 void BuildRequest(const Workload& workload, std::int64_t order_index,

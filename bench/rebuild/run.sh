@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
         --paid-percent) PAID_PERCENT="$2"; shift 2 ;;
         --runs) RUNS="$2"; shift 2 ;;
         --keep) KEEP=1; shift ;;
-        -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
     esac
 done

@@ -4,12 +4,14 @@
 // the cases simulate never sends; Verify() is checked for the verdict, the event handed to the
 // ledger and the receipt, and Answer() for the exact platform answers. Refusals are tables:
 // tampered bodies, wrong keys, stale timestamps, unknown serials, other merchants, truncated
-// XML, XXE, entity expansion, invalid base64, bad percent-encoding, a third decimal.
+// XML, XXE, entity expansion, text outside the root, invalid base64, bad percent-encoding, a
+// third decimal. Last, RunSimulate's URL for an IPv6 listen address.
 
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -162,9 +164,61 @@ TEST_F(PlatformChannelTest, WechatV2FailuresAreIgnored) {
     failed["result_code"] = "FAIL";
     failed["err_code"] = "NOTENOUGH";
     ExpectVerdict(Deliver(v2_, V2Signed(failed)), Outcome::kIgnored);
+    const PlatformFields communication = {{"return_code", "FAIL"}, {"return_msg", "SIGNERROR"}};
+    ExpectVerdict(Deliver(v2_, V2Signed(communication)), Outcome::kIgnored);
+}
+
+// SPEC §5: a missing signature is bad_signature; an unsigned body that says return_code FAIL
+// must not be acknowledged as a platform notice it cannot prove to be.
+TEST_F(PlatformChannelTest, WechatV2UnsignedFailIsBadSignature) {
     ExpectVerdict(Deliver(v2_, V2Xml("<xml><return_code><![CDATA[FAIL]]></return_code>"
                                      "<return_msg><![CDATA[SIGNERROR]]></return_msg></xml>")),
-                  Outcome::kIgnored);
+                  Outcome::kBadSignature);
+    // A refund notice is judged only once its req_info decrypts with the API key.
+    const auto refund = [](const std::string& req_info) {
+        return V2Xml(WechatV2Xml({{"return_code", "FAIL"},
+                                  {"appid", testing::kV2AppId},
+                                  {"mch_id", testing::kV2MchId},
+                                  {"req_info", req_info}},
+                                 "xml"));
+    };
+    ExpectVerdict(Deliver(v2_, refund("QUFBQQ==")), Outcome::kBadSignature);
+    const std::string inner =
+        "<root><out_trade_no>ORD-1</out_trade_no><refund_status>SUCCESS</refund_status></root>";
+    ExpectVerdict(
+        Deliver(v2_,
+                refund(Base64Encode(Aes256EcbEncrypt(Md5HexLower(testing::kV2ApiKey), inner)))),
+        Outcome::kIgnored);
+}
+
+// providers.md §1.3: WeChat signs the values it wrote; the parser must hand back exactly those
+// bytes: a "\r\n" inside CDATA (XML end-of-line handling would make it "\n") and a value of
+// spaces written without CDATA (dropped as formatting whitespace by default) both verify.
+TEST_F(PlatformChannelTest, WechatV2VerifiesTheValuesExactlyAsWritten) {
+    PlatformFields crlf = V2Payment();
+    crlf["attach"] = "line 1\r\nline 2\r";
+    ExpectVerdict(Deliver(v2_, V2Signed(crlf)), Outcome::kAppended);
+    PlatformFields spaces = V2Payment();
+    spaces["attach"] = "  ";
+    SimulatedNotice bare = V2Signed(spaces);
+    const std::string cdata = "<attach><![CDATA[  ]]></attach>";
+    ASSERT_NE(bare.body.find(cdata), std::string::npos);
+    bare.body.replace(bare.body.find(cdata), cdata.size(), "<attach>  </attach>");
+    ExpectVerdict(Deliver(v2_, bare), Outcome::kAppended);
+}
+
+// Text before or after the root element, or after a NUL byte, makes the body malformed XML;
+// pugixml alone would drop it silently. An XML declaration and line breaks are fine.
+TEST_F(PlatformChannelTest, WechatV2RefusesTextOutsideTheRootElement) {
+    const std::string valid = Notice("wechat_v2").body;
+    ExpectVerdict(
+        Deliver(v2_, V2Xml("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + valid + "\n")),
+        Outcome::kAppended);
+    for (const std::string& body :
+         {"junk" + valid, valid + "junk", valid + std::string(1, '\0') + "<xml></xml>",
+          valid + "<![CDATA[junk]]>"}) {
+        ExpectVerdict(Deliver(v2_, V2Xml(body)), Outcome::kMalformed);
+    }
 }
 
 TEST_F(PlatformChannelTest, WechatV2RefusesMalformedXml) {
@@ -413,7 +467,8 @@ TEST_F(PlatformChannelTest, WechatV3RefusesMalformedResources) {
         {"amount", {{"total", 19.99}}}, {"amount", {{"total", "1999"}}},
         {"amount", {{"total", 0}}},     {"amount", {{"total", 1999}, {"currency", "cny"}}},
         {"out_trade_no", "bad key!"},   {"success_time", "2024-05-01 10:30:15"},
-        {"transaction_id", ""},         {"mchid", nullptr}};
+        {"transaction_id", ""},         {"mchid", nullptr},
+        {"trade_state", nullptr},       {"trade_state", 1}};
     for (const auto& [field, value] : changes) {
         json resource = V3Transaction();
         if (value.is_null()) {
@@ -637,6 +692,21 @@ TEST_F(PlatformChannelTest, AlipayAnswersSuccessOrFailure) {
               http::status::not_found);
     EXPECT_EQ(alipay_.Answer({.internal_error = true}).result(),
               http::status::internal_server_error);
+}
+
+// ---- simulate ----------------------------------------------------------------------------
+
+// An IPv6 listen address ("::1:<port>", as the server takes it) is a URL host in brackets:
+// simulate must try to post there (nothing listens: the request fails), not refuse its own
+// default URL as invalid.
+TEST_F(PlatformChannelTest, SimulatePostsToAnIpv6ListenAddress) {
+    Config config = config_;
+    config.listen_host = "::1";
+    config.listen_port = 1;
+    const SimulateOptions options{.channel = "alipay", .out_trade_no = "ORD-1"};
+    EXPECT_THROW(static_cast<void>(RunSimulate(config, options, "")), std::runtime_error);
+    EXPECT_THROW(static_cast<void>(RunSimulate(config, options, "http://[::1]:1")),
+                 std::runtime_error);
 }
 
 }  // namespace

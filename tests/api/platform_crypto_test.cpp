@@ -3,11 +3,17 @@
 // HMAC-SHA256 signatures (§1.3), the v2 refund req_info under AES-256-ECB (§1.6), the v3
 // AES-256-GCM resources (§2.5). Base64 decoding, key parsing, RSA-SHA256 and the ciphers'
 // refusals are tables; RSA keys are generated in the test (EVP_PKEY_Q_keygen), never stored.
+// An encrypted key file is refused without OpenSSL asking for a passphrase (stdin a pipe).
 
 #include "api/platform_crypto.hpp"
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -162,6 +168,42 @@ TEST(PlatformCrypto, KeyParsingRefusesWhatIsNoRsaKey) {
     }
     EXPECT_FALSE(ParsePrivateKey(PublicKeyPem(TestKey().Public())).has_value());
     EXPECT_FALSE(ParsePrivateKey("garbage").has_value());
+}
+
+// OpenSSL's default for an encrypted PEM asks for the passphrase on the terminal or, without
+// one, reads it from stdin: `serve` would block at start. Here stdin is a pipe holding the
+// passphrase: the keys must be refused and the pipe left unread.
+TEST(PlatformCrypto, EncryptedKeysAreRefusedWithoutAskingForAPassphrase) {
+    std::string pem;
+    {
+        std::unique_ptr<BIO, decltype(&BIO_free)> bio{BIO_new(BIO_s_mem()), BIO_free};
+        ASSERT_TRUE(bio);
+        ASSERT_EQ(PEM_write_bio_PKCS8PrivateKey(bio.get(), TestKey().get(), EVP_aes_256_cbc(),
+                                                "secret", 6, nullptr, nullptr),
+                  1);
+        char* data = nullptr;
+        const long size = BIO_get_mem_data(bio.get(), &data);
+        pem.assign(data, static_cast<std::size_t>(size));
+    }
+    ASSERT_NE(pem.find("ENCRYPTED PRIVATE KEY"), std::string::npos);
+    int fds[2] = {-1, -1};
+    ASSERT_EQ(pipe(fds), 0);
+    ASSERT_EQ(write(fds[1], "secret\n", 7), 7);
+    close(fds[1]);
+    const int saved_stdin = dup(STDIN_FILENO);
+    ASSERT_GE(saved_stdin, 0);
+    ASSERT_EQ(dup2(fds[0], STDIN_FILENO), STDIN_FILENO);
+    close(fds[0]);
+    const bool private_parsed = ParsePrivateKey(pem).has_value();
+    const bool public_parsed = ParsePublicKey(pem).has_value();
+    char unread[8] = {};
+    const ssize_t unread_bytes = read(STDIN_FILENO, unread, sizeof unread);
+    dup2(saved_stdin, STDIN_FILENO);
+    close(saved_stdin);
+    clearerr(stdin);
+    EXPECT_FALSE(private_parsed);
+    EXPECT_FALSE(public_parsed);
+    EXPECT_EQ(unread_bytes, 7);  // Nobody read the passphrase.
 }
 
 TEST(PlatformCrypto, RandomHexHasTheLengthAsked) {
