@@ -69,6 +69,10 @@ DecodedForm DecodeForm(std::string_view body) {
         const std::optional<std::string> value = PercentDecode(
             equals == std::string_view::npos ? std::string_view{} : pair.substr(equals + 1));
         if (!name || !value) return {.error = "the form has an invalid percent-encoding"};
+        // No platform sends a NUL; it could only be an attack on whatever stores the text.
+        if (name->find('\0') != std::string::npos || value->find('\0') != std::string::npos) {
+            return {.error = "the form contains a NUL byte"};
+        }
         if (name->empty()) return {.error = "the form has a field without a name"};
         if (fields.size() == kFieldsMax) return {.error = "the form has too many fields"};
         if (!fields.emplace(*name, *value).second) {

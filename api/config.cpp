@@ -65,7 +65,7 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
     json root;
     try {
         root = json::parse(text);
-    } catch (const json::parse_error& error) {
+    } catch (const json::exception& error) {  // Syntax, or a number out of range (1e999).
         throw ConfigError(std::string("config: not valid JSON: ") + error.what());
     }
     if (!root.is_object()) throw ConfigError("config: must be a JSON object");

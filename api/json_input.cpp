@@ -74,6 +74,8 @@ bool IsValidUtf8(std::string_view text) {
 }
 
 std::optional<nlohmann::json> ParseJsonObject(std::string_view body) {
+    // nlohmann stops at a NUL byte and would accept what comes before it as the whole body.
+    if (body.find('\0') != std::string_view::npos) return std::nullopt;
     if (!IsValidUtf8(body) || !NestingWithin(body, kJsonDepthMax)) return std::nullopt;
     nlohmann::json value = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (value.is_discarded() || !value.is_object()) return std::nullopt;

@@ -114,6 +114,7 @@ WechatV3Config ParseWechatV3(const json& section, const std::string& base_dir) {
         if (!IsValidSerial(serial)) {
             throw ConfigError(field + ": the serial must be upper-case hex or PUB_KEY_ID_...");
         }
+        if (!path.is_string()) throw ConfigError(field + ": must be the path of a key file");
         config.platform_public_keys[serial] = LoadPublicKey(json{{serial, path}}, field, base_dir);
     }
     config.simulate_private_key =

@@ -25,6 +25,12 @@ void Sha256::Update(std::string_view bytes) {
     }
 }
 
+void Sha256::CopyFrom(const Sha256& other) {
+    if (EVP_MD_CTX_copy_ex(context_->md, other.context_->md) != 1) {
+        throw std::runtime_error("SHA-256 copy failed");
+    }
+}
+
 std::string Sha256::HexDigest() {
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int size = 0;

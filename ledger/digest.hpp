@@ -15,6 +15,8 @@ public:
     Sha256& operator=(const Sha256&) = delete;
 
     void Update(std::string_view bytes);
+    // Continues from `other`'s state: the digest of what `other` was given so far.
+    void CopyFrom(const Sha256& other);
     // Lower-case hex of the digest of everything updated so far. Call once.
     [[nodiscard]] std::string HexDigest();
 

@@ -1,46 +1,24 @@
 #include "ledger/projection_streams.hpp"
 
+#include <charconv>
+
 #include "projections/assert.hpp"
 
 namespace payledger::ledger {
 namespace {
 
 // libpqxx 6.4's stream_from writes `COPY <table> TO STDOUT`; a parenthesised query in place
-// of the table name streams the query's rows the same way.
+// of the table name streams the query's rows the same way. The events come in the order of
+// the covering unique index (out_trade_no, event_type): grouped by order, which is all the
+// set-based fold needs.
 constexpr const char* kEventsQuery =
     "(SELECT out_trade_no, event_type, account_id, amount, currency, transaction_id, seq "
-    "FROM ledger_events ORDER BY out_trade_no, seq)";
+    "FROM ledger_events ORDER BY out_trade_no, event_type)";
+constexpr const char* kOrdersQuery =
+    "(SELECT out_trade_no, account_id, amount, currency, status, transaction_id, paid_amount, "
+    "refunded_amount, array_to_string(anomalies, ','), seq FROM orders ORDER BY out_trade_no)";
 constexpr const char* kBalancesQuery =
     "(SELECT account_id, currency, balance FROM balances ORDER BY account_id, currency)";
-
-std::string OrdersQuery(const std::string& table) {
-    // `table` is ours ("orders" or a rebuild table), never input.
-    return "(SELECT out_trade_no, account_id, amount, currency, status, transaction_id, "
-           "paid_amount, refunded_amount, array_to_string(anomalies, ','), seq FROM " +
-           table + " ORDER BY out_trade_no)";
-}
-
-std::int64_t ToInt(const std::optional<std::string>& field) {
-    PAYLEDGER_ASSERT(field.has_value());
-    return std::stoll(*field);
-}
-
-const std::string& Text(const std::optional<std::string>& field) {
-    PAYLEDGER_ASSERT(field.has_value());
-    return *field;
-}
-
-std::vector<std::string> SplitComma(const std::string& text) {
-    std::vector<std::string> items;
-    std::size_t start = 0;
-    while (start < text.size()) {
-        const std::size_t comma = text.find(',', start);
-        const std::size_t end = comma == std::string::npos ? text.size() : comma;
-        items.push_back(text.substr(start, end - start));
-        start = end + 1;
-    }
-    return items;
-}
 
 // Reads the next COPY line; at the end, completes the stream once and keeps answering false.
 bool ReadLine(pqxx::stream_from& stream, std::string& line, bool& exhausted) {
@@ -51,71 +29,100 @@ bool ReadLine(pqxx::stream_from& stream, std::string& line, bool& exhausted) {
     return false;
 }
 
+char Unescaped(char escaped) {
+    switch (escaped) {
+        case 't':
+            return '\t';
+        case 'n':
+            return '\n';
+        case 'r':
+            return '\r';
+        case 'b':
+            return '\b';
+        case 'f':
+            return '\f';
+        case 'v':
+            return '\v';
+        default:
+            return escaped;  // "\\" and any other escaped character stand for themselves.
+    }
+}
+
+std::vector<std::string> SplitComma(std::string_view text) {
+    std::vector<std::string> items;
+    std::size_t start = 0;
+    while (start < text.size()) {
+        const std::size_t comma = text.find(',', start);
+        const std::size_t end = comma == std::string_view::npos ? text.size() : comma;
+        items.emplace_back(text.substr(start, end - start));
+        start = end + 1;
+    }
+    return items;
+}
+
 }  // namespace
 
-std::vector<std::optional<std::string>> SplitCopyLine(std::string_view line) {
-    if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
-    std::vector<std::optional<std::string>> fields;
-    std::string field;
-    bool null = false;
-    for (std::size_t i = 0; i <= line.size(); ++i) {
-        if (i == line.size() || line[i] == '\t') {
-            fields.push_back(null ? std::nullopt : std::optional<std::string>(std::move(field)));
-            field.clear();
-            null = false;
-            continue;
+void CopyFields::Parse(std::string& line) {
+    views_.clear();
+    nulls_.clear();
+    std::size_t end = line.size();
+    if (end > 0 && line[end - 1] == '\n') --end;
+    std::size_t read = 0;
+    while (read <= end) {
+        const std::size_t start = read;
+        std::size_t write = read;
+        bool null = false;
+        while (read < end && line[read] != '\t') {
+            if (line[read] == '\\' && read + 1 < end) {
+                if (line[read + 1] == 'N') null = true;
+                line[write++] = Unescaped(line[read + 1]);
+                read += 2;
+            } else {
+                line[write++] = line[read++];
+            }
         }
-        if (line[i] != '\\' || i + 1 == line.size()) {
-            field += line[i];
-            continue;
-        }
-        const char escaped = line[++i];
-        switch (escaped) {
-            case 'N':
-                null = true;
-                break;
-            case 't':
-                field += '\t';
-                break;
-            case 'n':
-                field += '\n';
-                break;
-            case 'r':
-                field += '\r';
-                break;
-            case 'b':
-                field += '\b';
-                break;
-            case 'f':
-                field += '\f';
-                break;
-            case 'v':
-                field += '\v';
-                break;
-            default:
-                field += escaped;  // "\\" and any other escaped character stand for themselves.
-                break;
-        }
+        views_.emplace_back(line.data() + start, write - start);
+        nulls_.push_back(null);
+        ++read;  // Past the tab (or the end).
     }
-    return fields;
+}
+
+std::string_view CopyFields::text(std::size_t index) const {
+    PAYLEDGER_ASSERT(index < views_.size());
+    PAYLEDGER_ASSERT(!nulls_[index]);
+    return views_[index];
+}
+
+std::int64_t CopyFields::integer(std::size_t index) const {
+    const std::string_view digits = text(index);
+    std::int64_t value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    PAYLEDGER_ASSERT(error == std::errc{});
+    PAYLEDGER_ASSERT(end == digits.data() + digits.size());
+    return value;
+}
+
+std::optional<std::string> CopyFields::optional_text(std::size_t index) const {
+    if (null(index)) return std::nullopt;
+    return std::string(text(index));
 }
 
 FoldedOrderStream::FoldedOrderStream(pqxx::transaction_base& tx) : stream_(tx, kEventsQuery) {}
 
 std::optional<projections::Event> FoldedOrderStream::ReadEvent() {
     if (!ReadLine(stream_, line_, exhausted_)) return std::nullopt;
-    const std::vector<std::optional<std::string>> f = SplitCopyLine(line_);
-    PAYLEDGER_ASSERT(f.size() == 7);
-    const std::optional<projections::EventType> type = projections::ParseEventType(Text(f[1]));
+    fields_.Parse(line_);
+    PAYLEDGER_ASSERT(fields_.size() == 7);
+    const std::optional<projections::EventType> type = projections::ParseEventType(fields_.text(1));
     PAYLEDGER_ASSERT(type.has_value());
     ++events_read_;
-    return projections::Event{.seq = ToInt(f[6]),
-                              .out_trade_no = Text(f[0]),
+    return projections::Event{.seq = fields_.integer(6),
+                              .out_trade_no = std::string(fields_.text(0)),
                               .event_type = *type,
-                              .account_id = Text(f[2]),
-                              .amount = f[3] ? ToInt(f[3]) : 0,
-                              .currency = f[4].value_or(""),
-                              .transaction_id = f[5]};
+                              .account_id = std::string(fields_.text(2)),
+                              .amount = fields_.null(3) ? 0 : fields_.integer(3),
+                              .currency = fields_.optional_text(4).value_or(""),
+                              .transaction_id = fields_.optional_text(5)};
 }
 
 std::optional<projections::OrderRow> FoldedOrderStream::Next() {
@@ -135,33 +142,33 @@ std::optional<projections::OrderRow> FoldedOrderStream::Next() {
     return projections::FoldOrder(order_events_);
 }
 
-LiveOrderStream::LiveOrderStream(pqxx::transaction_base& tx, const std::string& table)
-    : stream_(tx, OrdersQuery(table)) {}
+LiveOrderStream::LiveOrderStream(pqxx::transaction_base& tx) : stream_(tx, kOrdersQuery) {}
 
 std::optional<projections::OrderRow> LiveOrderStream::Next() {
     if (!ReadLine(stream_, line_, exhausted_)) return std::nullopt;
-    const std::vector<std::optional<std::string>> f = SplitCopyLine(line_);
-    PAYLEDGER_ASSERT(f.size() == 10);
-    return projections::OrderRow{.out_trade_no = Text(f[0]),
-                                 .account_id = Text(f[1]),
-                                 .amount = ToInt(f[2]),
-                                 .currency = Text(f[3]),
-                                 .status = Text(f[4]),
-                                 .transaction_id = f[5],
-                                 .paid_amount = ToInt(f[6]),
-                                 .refunded_amount = ToInt(f[7]),
-                                 .anomalies = SplitComma(Text(f[8])),
-                                 .seq = ToInt(f[9])};
+    fields_.Parse(line_);
+    PAYLEDGER_ASSERT(fields_.size() == 10);
+    return projections::OrderRow{.out_trade_no = std::string(fields_.text(0)),
+                                 .account_id = std::string(fields_.text(1)),
+                                 .amount = fields_.integer(2),
+                                 .currency = std::string(fields_.text(3)),
+                                 .status = std::string(fields_.text(4)),
+                                 .transaction_id = fields_.optional_text(5),
+                                 .paid_amount = fields_.integer(6),
+                                 .refunded_amount = fields_.integer(7),
+                                 .anomalies = SplitComma(fields_.text(8)),
+                                 .seq = fields_.integer(9)};
 }
 
 LiveBalanceStream::LiveBalanceStream(pqxx::transaction_base& tx) : stream_(tx, kBalancesQuery) {}
 
 std::optional<projections::BalanceRow> LiveBalanceStream::Next() {
     if (!ReadLine(stream_, line_, exhausted_)) return std::nullopt;
-    const std::vector<std::optional<std::string>> f = SplitCopyLine(line_);
-    PAYLEDGER_ASSERT(f.size() == 3);
-    return projections::BalanceRow{
-        .account_id = Text(f[0]), .currency = Text(f[1]), .balance = ToInt(f[2])};
+    fields_.Parse(line_);
+    PAYLEDGER_ASSERT(fields_.size() == 3);
+    return projections::BalanceRow{.account_id = std::string(fields_.text(0)),
+                                   .currency = std::string(fields_.text(1)),
+                                   .balance = fields_.integer(2)};
 }
 
 }  // namespace payledger::ledger

@@ -109,14 +109,14 @@ std::int64_t Build(pqxx::connection& read_connection, pqxx::connection& write_co
         read.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0].as<std::int64_t>();
     pqxx::work write{write_connection};
     write.exec(kCreateSql);
-    std::map<BalanceKey, std::int64_t> balances;
+    projections::BalanceTotals balances;
     {
         FoldedOrderStream folded{read};
         pqxx::stream_to orders{write, "orders_rebuild"};
         std::int64_t next_report = kProgressEveryEvents;
         while (std::optional<OrderRow> order = folded.Next()) {
             orders << CopyRow(*order);
-            projections::AddToBalances(*order, balances);
+            balances.Add(*order);
             if (progress && folded.events_read() >= next_report) {
                 progress(folded.events_read());
                 next_report = folded.events_read() + kProgressEveryEvents;
@@ -127,7 +127,7 @@ std::int64_t Build(pqxx::connection& read_connection, pqxx::connection& write_co
     }
     {
         pqxx::stream_to out{write, "balances_rebuild"};
-        for (const auto& [key, balance] : balances) {
+        for (const auto& [key, balance] : balances.Sorted()) {
             out << std::make_tuple(key.first, key.second, balance);
         }
         out.complete();

@@ -16,19 +16,31 @@ using projections::OrderRow;
 constexpr std::int64_t kProgressEveryEvents = 50'000;
 
 // Accumulates one side-by-side comparison: both digests, both row counts, the differences.
+// While the two sides agree row for row, only one digest is computed; at the first row that
+// differs, the live digest starts from a copy of the fold's state so far.
 class Comparison {
 public:
     explicit Comparison(std::string name) { check_.name = std::move(name); }
 
-    void Folded(const std::string& line) {
+    // A row present on both sides with the same canonical line.
+    void Same(std::string_view line) {
+        folded_.Update(line);
+        if (!agreed_) live_.Update(line);
+        ++check_.rows;
+        ++check_.live_rows;
+    }
+    void Folded(std::string_view line) {
+        Diverge();
         folded_.Update(line);
         ++check_.rows;
     }
-    void Live(const std::string& line) {
+    void Live(std::string_view line) {
+        Diverge();
         live_.Update(line);
         ++check_.live_rows;
     }
     void Differs(std::string key, std::string what) {
+        Diverge();
         if (check_.differences.size() < kDifferencesListedMax) {
             check_.differences.push_back({std::move(key), std::move(what)});
         }
@@ -36,40 +48,56 @@ public:
     }
     ProjectionCheck Finish() {
         check_.digest = folded_.HexDigest();
-        check_.live_digest = live_.HexDigest();
+        check_.live_digest = agreed_ ? check_.digest : live_.HexDigest();
         return std::move(check_);
     }
 
 private:
+    void Diverge() {
+        if (!agreed_) return;
+        live_.CopyFrom(folded_);
+        agreed_ = false;
+    }
+
     ProjectionCheck check_;
     Sha256 folded_;
     Sha256 live_;
+    bool agreed_ = true;
 };
 
-ProjectionCheck CompareOrders(FoldedOrderStream& folded, LiveOrderStream& live,
-                              std::map<BalanceKey, std::int64_t>& balances,
-                              const Progress& progress) {
+ProjectionCheck CompareOrders(FoldedOrderStream& folded, Prefetch<projections::OrderRow>& live,
+                              projections::BalanceTotals& balances, const Progress& progress) {
     Comparison comparison{"orders"};
     std::optional<OrderRow> f = folded.Next();
     std::optional<OrderRow> l = live.Next();
     std::int64_t next_report = kProgressEveryEvents;
+    std::string line;
+    std::string live_line;
     while (f || l) {
+        line.clear();
         if (f && (!l || f->out_trade_no < l->out_trade_no)) {
-            comparison.Folded(projections::CanonicalLine(*f));
+            projections::AppendCanonicalLine(*f, line);
             comparison.Differs(f->out_trade_no, "missing from the live projection");
-            projections::AddToBalances(*f, balances);
+            comparison.Folded(line);
+            balances.Add(*f);
             f = folded.Next();
         } else if (l && (!f || l->out_trade_no < f->out_trade_no)) {
-            comparison.Live(projections::CanonicalLine(*l));
+            projections::AppendCanonicalLine(*l, line);
             comparison.Differs(l->out_trade_no, "in the live projection but not in the events");
+            comparison.Live(line);
             l = live.Next();
         } else {
-            comparison.Folded(projections::CanonicalLine(*f));
-            comparison.Live(projections::CanonicalLine(*l));
-            if (std::string what = projections::Differences(*f, *l); !what.empty()) {
-                comparison.Differs(f->out_trade_no, std::move(what));
+            projections::AppendCanonicalLine(*f, line);
+            if (*f == *l) {
+                comparison.Same(line);
+            } else {
+                live_line.clear();
+                projections::AppendCanonicalLine(*l, live_line);
+                comparison.Differs(f->out_trade_no, projections::Differences(*f, *l));
+                comparison.Folded(line);
+                comparison.Live(live_line);
             }
-            projections::AddToBalances(*f, balances);
+            balances.Add(*f);
             f = folded.Next();
             l = live.Next();
         }
@@ -95,22 +123,24 @@ ProjectionCheck CompareBalances(const std::map<BalanceKey, std::int64_t>& balanc
         if (f != balances.end() && (!l || f->first < key_of(*l))) {
             const BalanceRow row{
                 .account_id = f->first.first, .currency = f->first.second, .balance = f->second};
-            comparison.Folded(projections::CanonicalLine(row));
             comparison.Differs(name_of(f->first),
                                "balance " + std::to_string(f->second) + ", live missing");
+            comparison.Folded(projections::CanonicalLine(row));
             ++f;
         } else if (l && (f == balances.end() || key_of(*l) < f->first)) {
-            comparison.Live(projections::CanonicalLine(*l));
             comparison.Differs(name_of(key_of(*l)), "in the live projection but no order");
+            comparison.Live(projections::CanonicalLine(*l));
             l = live.Next();
         } else {
             const BalanceRow row{
                 .account_id = f->first.first, .currency = f->first.second, .balance = f->second};
-            comparison.Folded(projections::CanonicalLine(row));
-            comparison.Live(projections::CanonicalLine(*l));
-            if (row.balance != l->balance) {
+            if (row.balance == l->balance) {
+                comparison.Same(projections::CanonicalLine(row));
+            } else {
                 comparison.Differs(name_of(f->first), "balance " + std::to_string(row.balance) +
                                                           ", live " + std::to_string(l->balance));
+                comparison.Folded(projections::CanonicalLine(row));
+                comparison.Live(projections::CanonicalLine(*l));
             }
             ++f;
             l = live.Next();
@@ -145,16 +175,19 @@ VerifyReport Verify(const std::string& url, const Progress& progress) {
     live_tx.exec("SET TRANSACTION SNAPSHOT " + live_tx.quote(snapshot));
 
     VerifyReport report;
-    std::map<BalanceKey, std::int64_t> balances;
+    projections::BalanceTotals balances;
     {
+        // The live rows are read and parsed on a second thread, on their own connection,
+        // while this one reads and folds the events: the two halves run on two cores.
         FoldedOrderStream folded{events_tx};
-        LiveOrderStream live{live_tx};
+        LiveOrderStream live_stream{live_tx};
+        Prefetch<OrderRow> live{[&live_stream] { return live_stream.Next(); }};
         report.projections.push_back(CompareOrders(folded, live, balances, progress));
         report.events = folded.events_read();
     }
     {
         LiveBalanceStream live{live_tx};
-        report.projections.push_back(CompareBalances(balances, live));
+        report.projections.push_back(CompareBalances(balances.Sorted(), live));
     }
     events_tx.commit();
     live_tx.commit();

@@ -6,6 +6,7 @@
 
 #include "ledger/database.hpp"
 #include "ledger/statements.hpp"
+#include "ledger/storable_text.hpp"
 #include "projections/assert.hpp"
 #include "projections/decide.hpp"
 #include "projections/validate.hpp"
@@ -144,13 +145,13 @@ json ReceiptJson(const Receipt& receipt) {
     return {{"id", receipt.id},
             {"source", projections::ToString(receipt.source)},
             {"received_at", receipt.received_at},
-            {"peer", receipt.peer},
-            {"headers", receipt.headers},
+            {"peer", WithoutNul(receipt.peer)},
+            {"headers", JsonWithoutNul(receipt.headers)},
             {"body", Hex(receipt.body)},
             {"outcome", projections::ToString(receipt.outcome)},
             {"seq", receipt.seq ? json(*receipt.seq) : json(nullptr)},
             {"out_trade_no", Nullable(receipt.out_trade_no)},
-            {"message", receipt.message}};
+            {"message", WithoutNul(receipt.message)}};
 }
 
 json EventJson(const Event& event) {
@@ -165,7 +166,7 @@ json EventJson(const Event& event) {
             {"transaction_id", Nullable(event.transaction_id)},
             {"occurred_at", event.occurred_at},
             {"receipt_id", event.receipt_id},
-            {"data", event.data}};
+            {"data", JsonWithoutNul(event.data)}};
 }
 
 // The stored state of the orders a batch touches, and what the batch adds to it.

@@ -22,9 +22,7 @@ void Compare(std::string& out, const char* field, const std::string& folded,
 
 }  // namespace
 
-std::string CanonicalLine(const OrderRow& order) {
-    std::string line;
-    line.reserve(128);
+void AppendCanonicalLine(const OrderRow& order, std::string& line) {
     line += order.out_trade_no;
     line += '\t';
     line += order.account_id;
@@ -35,14 +33,23 @@ std::string CanonicalLine(const OrderRow& order) {
     line += '\t';
     line += order.status;
     line += '\t';
-    line += order.transaction_id.value_or("");
+    if (order.transaction_id) line += *order.transaction_id;
     line += '\t';
     line += std::to_string(order.paid_amount);
     line += '\t';
     line += std::to_string(order.refunded_amount);
     line += '\t';
-    line += Join(order.anomalies);
+    for (std::size_t i = 0; i < order.anomalies.size(); ++i) {
+        if (i != 0) line += ',';
+        line += order.anomalies[i];
+    }
     line += '\n';
+}
+
+std::string CanonicalLine(const OrderRow& order) {
+    std::string line;
+    line.reserve(128);
+    AppendCanonicalLine(order, line);
     return line;
 }
 

@@ -12,6 +12,8 @@ namespace payledger::projections {
 //             refunded_amount anomalies (joined with ",")
 //   balances: account_id currency balance
 [[nodiscard]] std::string CanonicalLine(const OrderRow& order);
+// The same, appended to `out` (no allocation when `out` has room).
+void AppendCanonicalLine(const OrderRow& order, std::string& out);
 [[nodiscard]] std::string CanonicalLine(const BalanceRow& balance);
 
 // What differs between the row folded from the events and the live row of the same key, for

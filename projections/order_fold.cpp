@@ -91,3 +91,25 @@ void AddToBalances(const OrderRow& order, std::map<BalanceKey, std::int64_t>& ba
 }
 
 }  // namespace payledger::projections
+
+namespace payledger::projections {
+
+void BalanceTotals::Add(const OrderRow& order) {
+    std::string key;
+    key.reserve(order.account_id.size() + 1 + order.currency.size());
+    key += order.account_id;
+    key += '\t';  // Neither part can hold a tab (SPEC §1).
+    key += order.currency;
+    totals_[key] += BalanceContribution(order);
+}
+
+std::map<BalanceKey, std::int64_t> BalanceTotals::Sorted() const {
+    std::map<BalanceKey, std::int64_t> sorted;
+    for (const auto& [key, total] : totals_) {
+        const std::size_t tab = key.find('\t');
+        sorted.emplace(BalanceKey{key.substr(0, tab), key.substr(tab + 1)}, total);
+    }
+    return sorted;
+}
+
+}  // namespace payledger::projections

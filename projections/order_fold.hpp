@@ -5,6 +5,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -51,5 +52,16 @@ using BalanceKey = std::pair<std::string, std::string>;  // account_id, currency
 
 // Adds `order` to the balances it contributes to (creating a zero row when absent).
 void AddToBalances(const OrderRow& order, std::map<BalanceKey, std::int64_t>& balances);
+
+// The balances of many orders, summed in a hash table (one entry per account and currency)
+// and sorted by key only once, at the end: for folding every order of the ledger.
+class BalanceTotals {
+public:
+    void Add(const OrderRow& order);
+    [[nodiscard]] std::map<BalanceKey, std::int64_t> Sorted() const;
+
+private:
+    std::unordered_map<std::string, std::int64_t> totals_;  // "account_id\tcurrency".
+};
 
 }  // namespace payledger::projections

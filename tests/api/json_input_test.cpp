@@ -177,3 +177,17 @@ TEST(IsValidUtf8, RefusesIllFormedSequences) {
 
 }  // namespace
 }  // namespace payledger::api
+
+namespace payledger::api {
+namespace {
+
+TEST(ParseJsonObjectNul, ANulByteAnywhereIsRefused) {
+    // nlohmann stops reading at a NUL: what came after it would be ignored (found by fuzzing).
+    const std::string body("{\"a\":1}\0trailing junk {[", 24);
+    EXPECT_FALSE(ParseJsonObject(body).has_value());
+    EXPECT_FALSE(ParseJsonObject(std::string("{\"a\":\"x\0y\"}", 12)).has_value());
+    EXPECT_TRUE(ParseJsonObject("{\"a\":\"x\\u0000y\"}").has_value());  // The escape is JSON.
+}
+
+}  // namespace
+}  // namespace payledger::api

@@ -164,6 +164,28 @@ TEST_F(WriterPgTest, RejectedDeliveryIsRecordedWithItsBytes) {
     EXPECT_FALSE(receipts[0].seq.has_value());
 }
 
+TEST_F(WriterPgTest, NulBytesFromTheWireCannotMakeAReceiptUnstorable) {
+    // PostgreSQL text and jsonb refuse U+0000; found by fuzzing (tests/fuzz/regressions).
+    Delivery rejected{.receipt = ReceiptFor("ORD-1", projections::Source::kAlipay),
+                      .verdict = Outcome::kMalformed,
+                      .message = std::string("the form repeats the field a\0", 30)};
+    rejected.receipt.headers = R"({"X-Nul":"a\u0000b","X-Literal":"\\u0000"})";
+    rejected.receipt.peer = std::string("peer\0", 5);
+    (void)Write({Order("ORD-1", 100)});
+    Delivery paid = Payment("ORD-1", "TX-1", 100);
+    paid.event->data = R"({"attach":"a\u0000b"})";
+    const auto results = Write({rejected, paid});
+    EXPECT_EQ(results[0].outcome, Outcome::kMalformed);
+    EXPECT_EQ(results[1].outcome, Outcome::kAppended);
+    EXPECT_EQ(db_.Scalar("SELECT headers->>'X-Nul' FROM callback_receipts WHERE outcome = "
+                         "'malformed'"),
+              "a\uFFFDb");
+    EXPECT_EQ(db_.Scalar("SELECT headers->>'X-Literal' FROM callback_receipts WHERE outcome = "
+                         "'malformed'"),
+              "\\u0000");  // Text that only looks like the escape is kept as it is.
+    EXPECT_EQ(db_.Scalar("SELECT data->>'attach' FROM ledger_events WHERE seq = 2"), "a\uFFFDb");
+}
+
 TEST_F(WriterPgTest, RefundCreditsBackOnlyWithAPayment) {
     (void)Write({Order("ORD-1", 1000), Order("ORD-2", 300)});
     (void)Write({Callback("ORD-1", EventType::kRefundSucceeded, "RF-1", 400)});

@@ -6,8 +6,6 @@
 // Verify() hands the writer has to be storable (SPEC §3 columns, libpq text) and consistent.
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -17,17 +15,9 @@
 #include "api/channel.hpp"
 #include "api/http.hpp"
 #include "api/platform_channel.hpp"
+#include "ledger/storable_text.hpp"
 #include "projections/validate.hpp"
-
-// Aborts with the failed condition: libFuzzer reports a crash and saves the input.
-#define FUZZ_CHECK(condition)                                                           \
-    do {                                                                                \
-        if (!(condition)) {                                                             \
-            std::fprintf(stderr, "FUZZ_CHECK failed: %s at %s:%d\n", #condition, __FILE__, \
-                         __LINE__);                                                     \
-            std::abort();                                                               \
-        }                                                                               \
-    } while (false)
+#include "tests/fuzz/fuzz_check.hpp"
 
 namespace payledger::fuzz {
 
@@ -39,10 +29,6 @@ inline constexpr std::uint32_t kHeaderBytesMax = 16 * 1024;  // As api/server.cp
 
 // Seeds write this for a signature that the harness computes (body and headers as parsed).
 inline constexpr std::string_view kSignPlaceholder = "SIGN";
-
-inline std::string_view AsText(const std::uint8_t* data, std::size_t size) {
-    return {reinterpret_cast<const char*>(data), size};
-}
 
 // "<line>\n<line>\n\n<body>": the header lines and the body. Without a blank line the whole
 // input is the body.
@@ -80,9 +66,8 @@ inline std::optional<api::Incoming> ParseIncoming(std::string_view target,
     boost::beast::error_code error;
     parser.put(boost::asio::buffer(raw.data(), raw.size()), error);
     if (error || !parser.is_done()) return std::nullopt;
-    return api::Incoming{.request = parser.release(),
-                         .peer = "127.0.0.1:40000",
-                         .received_at = kNowMicros};
+    return api::Incoming{
+        .request = parser.release(), .peer = "127.0.0.1:40000", .received_at = kNowMicros};
 }
 
 // A request with `body` and no headers but Content-Type (the form and XML channels read
@@ -96,14 +81,17 @@ inline api::Incoming BodyOnly(std::string_view body, const char* content_type) {
     return incoming;
 }
 
-// PostgreSQL text cannot hold a NUL byte, and json_to_recordset (ledger/writer.cpp) refuses
-// "\u0000" when it converts to text or jsonb: a string that the writer stores must not
-// contain one. Invalid UTF-8 is fine: the writer's dump replaces it.
-inline bool Storable(std::string_view text) { return text.find('\0') == std::string_view::npos; }
+// PostgreSQL text cannot hold a NUL byte, and json_to_recordset refuses "\u0000" when it
+// converts to text or jsonb. The writer stores every text through ledger/storable_text.hpp
+// (WithoutNul, JsonWithoutNul), so what must hold is that the text is storable after them.
+// Invalid UTF-8 is fine: the writer's dump replaces it.
+inline bool Storable(std::string_view text) {
+    return ledger::WithoutNul(std::string(text)).find('\0') == std::string::npos;
+}
 
 // Every key and string of a JSON text is Storable; the text is a JSON object.
-inline bool StorableJsonObject(const std::string& text) {
-    const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+inline bool StorableJsonObject(const std::string& raw) {
+    const nlohmann::json value = nlohmann::json::parse(ledger::JsonWithoutNul(raw), nullptr, false);
     if (value.is_discarded() || !value.is_object()) return false;
     std::vector<const nlohmann::json*> pending{&value};
     while (!pending.empty()) {
