@@ -5,8 +5,10 @@
 // the from-scratch fold over random histories delivered in random batches with duplicates.
 #include <gtest/gtest.h>
 #include <openssl/sha.h>
+#include <sys/wait.h>
 
 #include <atomic>
+#include <cstdio>
 #include <future>
 #include <random>
 #include <thread>
@@ -248,6 +250,41 @@ TEST_F(VerifyPgTest, RebuildWhileDeliveriesKeepFlowing) {
     const VerifyReport after = Verify(db_.url());
     EXPECT_TRUE(after.ok()) << FormatReport(after);
     EXPECT_EQ(after.projections[0].rows, 5 + appended.load() / 2);
+}
+
+// Runs `payledger <arguments>` through a shell and returns its stdout and stderr.
+std::string RunCommand(const std::string& command_line, int* exit_status) {
+    std::string out;
+    FILE* pipe = popen((command_line + " 2>&1").c_str(), "r");
+    char buffer[4096];
+    while (std::size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+    const int status = pclose(pipe);
+    *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
+}
+
+TEST_F(VerifyPgTest, CommandsPrintSpecLinesExitCodesAndProgressOnlyOnATerminal) {
+    Seed();
+    const std::string env = "PAYLEDGER_DATABASE_URL='" + db_.url() + "' ";
+    const std::string binary = std::string("'") + PAYLEDGER_BINARY_PATH + "'";
+    int status = -1;
+    std::string out = RunCommand(env + binary + " verify", &status);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_EQ(out, "orders rows=5 digest=" + Sha256Hex(kOrdersText) +
+                       " OK\nbalances rows=4 digest=" + Sha256Hex(kBalancesText) +
+                       " OK\n");  // Not a terminal: no progress.
+    db_.Scalar("UPDATE orders SET refunded_amount = 1 WHERE out_trade_no = 'ORD-1' RETURNING 1");
+    out = RunCommand(env + binary + " verify", &status);
+    EXPECT_EQ(status, 1) << out;
+    EXPECT_NE(out.find("\n  ORD-1 refunded_amount 0, live 1\n"), std::string::npos) << out;
+    // On a terminal (script(1) gives it one), progress is drawn; rebuild repairs.
+    out = RunCommand("script -qec \"" + env + binary + " rebuild\" /dev/null", &status);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_NE(out.find("rebuild: 11/11 events"), std::string::npos) << out;
+    EXPECT_NE(out.find("orders rows=5 digest=" + Sha256Hex(kOrdersText) + " OK"),
+              std::string::npos);
+    out = RunCommand(env + binary + " verify --config /nonexistent.json", &status);
+    EXPECT_EQ(status, 2) << out;
 }
 
 TEST_F(VerifyPgTest, LivePathEqualsTheFoldOverRandomHistories) {
