@@ -40,10 +40,8 @@ void AwaitLockWaiters(const TestDatabase& db, const std::string& sql) {
     FAIL() << "nobody waited: " << sql;
 }
 
-constexpr const char* kAdvisoryWaiters =
-    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
-constexpr const char* kRowWaiters =
-    "SELECT count(*) FROM pg_locks WHERE locktype IN ('transactionid', 'tuple') AND NOT granted";
+constexpr const char* kAdvisoryWaiters = testing::kAdvisoryWaitersSql;
+constexpr const char* kRowWaiters = testing::kRowWaitersSql;
 
 // Pages a feed to its end from `after`, appending what it returns.
 std::int64_t Drain(HttpClient& client, const std::string& feed, std::int64_t after,
@@ -83,8 +81,8 @@ protected:
 };
 
 TEST_F(FeedPgTest, AHeldAppendIsSeenExactlyOnceAfterItCommits) {
-    TestService first{testing::TestConfig(db_.url()), db_.schema() + "_a"};
-    TestService second{testing::TestConfig(db_.url()), db_.schema() + "_b"};
+    TestService first{testing::TestConfig(db_.url()), db_.name() + "_a"};
+    TestService second{testing::TestConfig(db_.url()), db_.name() + "_b"};
     HttpClient client{first.port()};
     ASSERT_EQ(first.CreateOrder(client, "HELD", "acct", 100).status, 201);
     std::vector<std::int64_t> events;
@@ -132,8 +130,8 @@ TEST_F(FeedPgTest, AHeldAppendIsSeenExactlyOnceAfterItCommits) {
 }
 
 TEST_F(FeedPgTest, ConcurrentWritersAndAPagingReaderSeeEveryRowOnceInOrder) {
-    TestService first{testing::TestConfig(db_.url()), db_.schema() + "_a"};
-    TestService second{testing::TestConfig(db_.url()), db_.schema() + "_b"};
+    TestService first{testing::TestConfig(db_.url()), db_.name() + "_a"};
+    TestService second{testing::TestConfig(db_.url()), db_.name() + "_b"};
     constexpr int kWriters = 8;
     constexpr int kOrdersPerWriter = 60;
     std::atomic<int> writers_done{0};
@@ -172,7 +170,7 @@ TEST_F(FeedPgTest, ConcurrentWritersAndAPagingReaderSeeEveryRowOnceInOrder) {
 }
 
 TEST_F(FeedPgTest, AStuckWriterLockHolderGives503NotAHang) {
-    ledger::SessionSettings session{.application_name = db_.schema()};
+    ledger::SessionSettings session{.application_name = db_.name()};
     session.lock_timeout = std::chrono::milliseconds{300};
     TestService service{testing::TestConfig(db_.url()), session};
     HttpClient client{service.port()};
@@ -218,7 +216,7 @@ TEST_F(FeedPgTest, NdjsonExportStreamsEveryEventWithoutAPageLimit) {
                                         .currency = "CNY"}});
     }
     (void)ledger::WriteBatch(*connection, batch);
-    TestService service{testing::TestConfig(db_.url()), db_.schema()};
+    TestService service{testing::TestConfig(db_.url()), db_.name()};
     HttpClient client{service.port()};
     const HttpResult r = client.Send(boost::beast::http::verb::get, "/v1/events?after=10", {},
                                      {{"Authorization", std::string("Bearer ") + kAuditorToken},

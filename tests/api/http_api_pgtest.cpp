@@ -26,7 +26,7 @@ class HttpApiPgTest : public ::testing::Test {
 protected:
     void SetUp() override {
         if (!db_.available()) GTEST_SKIP() << "no test database";
-        service_ = std::make_unique<TestService>(testing::TestConfig(db_.url()), db_.schema());
+        service_ = std::make_unique<TestService>(testing::TestConfig(db_.url()), db_.name());
         client_ = std::make_unique<HttpClient>(service_->port());
     }
 
@@ -298,7 +298,7 @@ TEST_F(HttpApiPgTest, RecoversByItselfWhenTheDatabaseDropsItsSessions) {
     db_.Scalar(
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
         "WHERE application_name = '" +
-        db_.schema() + "' AND pid <> pg_backend_pid()");
+        db_.name() + "' AND pid <> pg_backend_pid()");
     // A read on a dropped session may answer 503 once; the pool then reconnects.
     int unavailable = 0;
     for (int i = 0; i < 8; ++i) {

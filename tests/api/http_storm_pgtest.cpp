@@ -50,7 +50,7 @@ class HttpStormPgTest : public ::testing::Test {
 protected:
     void SetUp() override {
         if (!db_.available()) GTEST_SKIP() << "no test database";
-        service_ = std::make_unique<TestService>(testing::TestConfig(db_.url()), db_.schema());
+        service_ = std::make_unique<TestService>(testing::TestConfig(db_.url()), db_.name());
     }
 
     TestDatabase db_;

@@ -1,5 +1,5 @@
 // Migrations (issue 2 point 4): each applied once and recorded; several processes migrating
-// one database at once is safe. Against the real PostgreSQL, one fresh schema per test.
+// one database at once is safe. Against the real PostgreSQL, one fresh database per test.
 #include <gtest/gtest.h>
 
 #include <thread>

@@ -231,8 +231,7 @@ TEST_F(WriterPgTest, EveryWriteWaitsForTheWriterLock) {
         done.set_value(WriteBatch(*writer_connection, std::span(&rejected, 1))[0].outcome);
     });
     // Synchronise on the database's own view: the writer is waiting for an advisory lock.
-    const std::string waiting_sql =
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    const std::string waiting_sql = testing::kAdvisoryWaitersSql;
     auto observer = db_.Connect();
     for (int i = 0; i < 10'000; ++i) {
         pqxx::nontransaction tx{*observer};
@@ -311,7 +310,7 @@ TEST_F(WriterPgTest, OneBadDeliveryDoesNotFailItsBatch) {
 }
 
 TEST_F(WriterPgTest, CommitterReconnectsAfterItsSessionIsKilled) {
-    const std::string name = db_.schema() + "_committer";
+    const std::string name = db_.name() + "_committer";
     Committer committer{{.url = db_.url(), .session = {.application_name = name}}};
     const auto submit = [&](Delivery delivery) {
         std::promise<DeliveryResult> result;

@@ -406,7 +406,7 @@ TEST(ReliabilityPgTest, SlowClientsDoNotStopNormalRequestsAndAreCutOff) {
     api::Server::Options options = testing::TestService::DefaultServerOptions();
     options.read_timeout = std::chrono::seconds{2};
     testing::TestService service{testing::TestConfig(db.url()),
-                                 ledger::SessionSettings{.application_name = db.schema()}, options};
+                                 ledger::SessionSettings{.application_name = db.name()}, options};
     constexpr int kSlow = 100;
     std::vector<int> sockets;
     for (int i = 0; i < kSlow; ++i) {

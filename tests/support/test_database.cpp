@@ -12,16 +12,18 @@
 namespace payledger::testing {
 namespace {
 
-std::string UniqueSchemaName() {
+std::string UniqueDatabaseName() {
     static std::atomic<int> counter{0};
     std::random_device random;
     return "t_" + std::to_string(random() % 1000000) + "_" + std::to_string(::getpid()) + "_" +
            std::to_string(counter++);
 }
 
-std::string WithSearchPath(const std::string& url, const std::string& schema) {
+// libpq takes the last value of a keyword, so a trailing dbname parameter selects the database
+// whatever the base URL names.
+std::string WithDatabase(const std::string& url, const std::string& name) {
     const char separator = url.find('?') == std::string::npos ? '?' : '&';
-    return url + separator + "options=-csearch_path%3D" + schema;
+    return url + separator + "dbname=" + name;
 }
 
 }  // namespace
@@ -36,14 +38,13 @@ TestDatabase::TestDatabase(bool migrate) {
         return;
     }
     base_url_ = url;
-    schema_ = UniqueSchemaName();
+    name_ = UniqueDatabaseName();
     {
         pqxx::connection connection{base_url_};
-        pqxx::work tx{connection};
-        tx.exec("CREATE SCHEMA " + tx.quote_name(schema_));
-        tx.commit();
+        pqxx::nontransaction tx{connection};  // CREATE DATABASE refuses a transaction block
+        tx.exec0("CREATE DATABASE " + tx.quote_name(name_));
     }
-    url_ = WithSearchPath(base_url_, schema_);
+    url_ = WithDatabase(base_url_, name_);
     if (migrate) {
         auto connection = Connect();
         ledger::Migrate(*connection);
@@ -53,18 +54,17 @@ TestDatabase::TestDatabase(bool migrate) {
 TestDatabase::~TestDatabase() {
     if (url_.empty()) return;
     try {
+        // FORCE: a test that killed a server may leave its sessions to end on their own.
         pqxx::connection connection{base_url_};
-        pqxx::work tx{connection};
-        tx.exec("DROP SCHEMA " + tx.quote_name(schema_) + " CASCADE");
-        tx.commit();
+        pqxx::nontransaction tx{connection};
+        tx.exec0("DROP DATABASE " + tx.quote_name(name_) + " WITH (FORCE)");
     } catch (const std::exception& error) {
-        ADD_FAILURE() << "dropping test schema " << schema_ << ": " << error.what();
+        ADD_FAILURE() << "dropping test database " << name_ << ": " << error.what();
     }
 }
 
 std::unique_ptr<pqxx::connection> TestDatabase::Connect() const {
-    // Named after the schema, so a test can find (and terminate) its own sessions.
-    return ledger::Connect(url_, {.application_name = schema_});
+    return ledger::Connect(url_, {.application_name = name_});
 }
 
 std::string TestDatabase::Scalar(const std::string& sql) const {

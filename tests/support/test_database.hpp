@@ -6,12 +6,14 @@
 
 namespace payledger::testing {
 
-// A schema of its own on the test database, migrated, dropped at destruction. Every URL it
-// hands out selects that schema (search_path), so tests can run side by side.
+// A database of its own on the test cluster, migrated, dropped at destruction. A database, not
+// a schema: the writer lock (SPEC §7) is one advisory lock per database, so tests sharing a
+// database would queue behind each other's appends and a test that times that lock would
+// depend on what runs beside it.
 // Fails the test (CI) or skips it (a laptop) when PAYLEDGER_TEST_DATABASE_URL is unset.
 class TestDatabase {
 public:
-    // `migrate`: apply the migrations (false leaves the schema empty).
+    // `migrate`: apply the migrations (false leaves the database empty).
     explicit TestDatabase(bool migrate = true);
     ~TestDatabase();
     TestDatabase(const TestDatabase&) = delete;
@@ -20,9 +22,11 @@ public:
     // False when the test was skipped (no database configured outside CI).
     [[nodiscard]] bool available() const { return !url_.empty(); }
     [[nodiscard]] const std::string& url() const { return url_; }
-    [[nodiscard]] const std::string& schema() const { return schema_; }
+    // The database's name, unique on the cluster; also the application_name of the sessions
+    // Connect() opens, so a test can find (and terminate) its own sessions.
+    [[nodiscard]] const std::string& name() const { return name_; }
 
-    // A new connection to the test schema.
+    // A new connection to the test database.
     [[nodiscard]] std::unique_ptr<pqxx::connection> Connect() const;
 
     // Runs `sql` in its own transaction and returns the first column of the first row.
@@ -30,9 +34,19 @@ public:
 
 private:
     std::string base_url_;
-    std::string schema_;
+    std::string name_;
     std::string url_;
 };
+
+// Sessions of the current test database waiting for a lock: pg_locks covers the whole cluster,
+// where other tests run side by side, so every count is narrowed to this database's sessions.
+inline constexpr const char* kAdvisoryWaitersSql =
+    "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+    "WHERE a.datname = current_database() AND l.locktype = 'advisory' AND NOT l.granted";
+inline constexpr const char* kRowWaitersSql =
+    "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+    "WHERE a.datname = current_database() AND l.locktype IN ('transactionid', 'tuple') "
+    "AND NOT l.granted";
 
 }  // namespace payledger::testing
 
