@@ -196,9 +196,10 @@ TEST(ReliabilityPgTest, DatabaseOutageUnderLoadRecoversWithoutARestart) {
     pg.Start();
     // The service reconnects by itself: readiness comes back without a restart.
     bool ready = false;
-    for (int i = 0; i < 500 && !ready; ++i) {
+    const auto ready_deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+    while (!ready && std::chrono::steady_clock::now() < ready_deadline) {
         ready = probe.Get("/readyz").status == 200;
-        if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds{20});
+        if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds{20});  // Poll pace.
     }
     EXPECT_TRUE(ready);
     storm.Join();
@@ -404,7 +405,7 @@ TEST(ReliabilityPgTest, SlowClientsDoNotStopNormalRequestsAndAreCutOff) {
     TestDatabase db;
     PAYLEDGER_REQUIRE_DATABASE(db);
     api::Server::Options options = testing::TestService::DefaultServerOptions();
-    options.read_timeout = std::chrono::seconds{2};
+    options.read_timeout = std::chrono::seconds{4};
     testing::TestService service{testing::TestConfig(db.url()),
                                  ledger::SessionSettings{.application_name = db.name()}, options};
     constexpr int kSlow = 100;
@@ -437,8 +438,10 @@ TEST(ReliabilityPgTest, SlowClientsDoNotStopNormalRequestsAndAreCutOff) {
         ASSERT_EQ(service.CreateOrder(client, "S-" + std::to_string(i), "acct", 5).status, 201);
         slowest = std::max(slowest, std::chrono::steady_clock::now() - started);
     }
-    // Served, not starved: far below the 2 s the slow clients are allowed.
-    EXPECT_LT(slowest, std::chrono::seconds{1});
+    // Served, not starved: a server that let a slow client hold it up would answer only when
+    // that client is cut off, after the full read timeout. Half of it leaves room for a slow
+    // fsync on a loaded machine and still tells the two apart.
+    EXPECT_LT(slowest, options.read_timeout / 2);
     // The server cuts every slow connection off after its read timeout.
     int closed = 0;
     for (const int fd : sockets) {
