@@ -28,17 +28,7 @@ using testing::kAuditorToken;
 using testing::TestDatabase;
 using testing::TestService;
 
-// Polls the database's own lock table until `sql` counts at least one row: synchronises on
-// what PostgreSQL reports, not on time.
-void AwaitLockWaiters(const TestDatabase& db, const std::string& sql) {
-    auto connection = db.Connect();
-    for (int i = 0; i < 100'000; ++i) {
-        pqxx::nontransaction tx{*connection};
-        if (tx.exec(sql)[0][0].as<int>() > 0) return;
-        std::this_thread::yield();
-    }
-    FAIL() << "nobody waited: " << sql;
-}
+using testing::AwaitLockWaiters;
 
 constexpr const char* kAdvisoryWaiters = testing::kAdvisoryWaitersSql;
 constexpr const char* kRowWaiters = testing::kRowWaitersSql;
@@ -81,8 +71,8 @@ protected:
 };
 
 TEST_F(FeedPgTest, AHeldAppendIsSeenExactlyOnceAfterItCommits) {
-    TestService first{testing::TestConfig(db_.url()), db_.name() + "_a"};
-    TestService second{testing::TestConfig(db_.url()), db_.name() + "_b"};
+    TestService first{testing::TestConfig(db_.url()), testing::PatientSession(db_.name() + "_a")};
+    TestService second{testing::TestConfig(db_.url()), testing::PatientSession(db_.name() + "_b")};
     HttpClient client{first.port()};
     ASSERT_EQ(first.CreateOrder(client, "HELD", "acct", 100).status, 201);
     std::vector<std::int64_t> events;
@@ -130,8 +120,8 @@ TEST_F(FeedPgTest, AHeldAppendIsSeenExactlyOnceAfterItCommits) {
 }
 
 TEST_F(FeedPgTest, ConcurrentWritersAndAPagingReaderSeeEveryRowOnceInOrder) {
-    TestService first{testing::TestConfig(db_.url()), db_.name() + "_a"};
-    TestService second{testing::TestConfig(db_.url()), db_.name() + "_b"};
+    TestService first{testing::TestConfig(db_.url()), testing::PatientSession(db_.name() + "_a")};
+    TestService second{testing::TestConfig(db_.url()), testing::PatientSession(db_.name() + "_b")};
     constexpr int kWriters = 8;
     constexpr int kOrdersPerWriter = 60;
     std::atomic<int> writers_done{0};
@@ -142,9 +132,13 @@ TEST_F(FeedPgTest, ConcurrentWritersAndAPagingReaderSeeEveryRowOnceInOrder) {
             HttpClient c{service.port()};
             for (int i = 0; i < kOrdersPerWriter; ++i) {
                 const std::string key = "W" + std::to_string(w) + "-" + std::to_string(i);
-                (void)service.CreateOrder(c, key, "acct-" + std::to_string(w), 10);
-                (void)service.PostGeneric(c, testing::GenericPayment(key, "TX-" + key, 10));
-                if (i % 5 == 0) (void)service.PostGeneric(c, "junk");
+                EXPECT_EQ(service.CreateOrder(c, key, "acct-" + std::to_string(w), 10).status, 201);
+                EXPECT_EQ(
+                    service.PostGeneric(c, testing::GenericPayment(key, "TX-" + key, 10)).status,
+                    200);
+                if (i % 5 == 0) {
+                    EXPECT_EQ(service.PostGeneric(c, "junk").status, 400);
+                }
             }
             ++writers_done;
         });
@@ -184,18 +178,22 @@ TEST_F(FeedPgTest, AStuckWriterLockHolderGives503NotAHang) {
         hold.commit();
     }
     EXPECT_EQ(service.CreateOrder(client, "ORD-1", "acct", 10).status, 201);
+    service.Stop();
 
-    // A short wait is measured in /metrics.
+    // A wait that ends in time is measured in /metrics. A service of its own, whose lock
+    // timeout no loaded machine can reach between the waiter's arrival and the release.
+    TestService patient{testing::TestConfig(db_.url()), testing::PatientSession(db_.name())};
+    HttpClient patient_client{patient.port()};
     pqxx::work hold{*holder};
     hold.exec_params("SELECT pg_advisory_xact_lock($1)", ledger::kWriterLockKey);
     auto waiting = std::async(std::launch::async, [&] {
-        HttpClient c{service.port()};
-        return service.CreateOrder(c, "ORD-2", "acct", 10).status;
+        HttpClient c{patient.port()};
+        return patient.CreateOrder(c, "ORD-2", "acct", 10).status;
     });
     AwaitLockWaiters(db_, kAdvisoryWaiters);
     hold.commit();
     EXPECT_EQ(waiting.get(), 201);
-    const std::string metrics = client.Get("/metrics").body;
+    const std::string metrics = patient_client.Get("/metrics").body;
     const std::string name = "\npayledger_writer_lock_wait_seconds_total ";
     const std::size_t at = metrics.find(name);
     ASSERT_NE(at, std::string::npos);

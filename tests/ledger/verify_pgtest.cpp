@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <future>
 #include <random>
@@ -241,7 +242,17 @@ TEST_F(VerifyPgTest, RebuildWhileDeliveriesKeepFlowing) {
             }
         }
     });
-    while (appended.load() < 20) std::this_thread::yield();  // Deliveries are flowing.
+    // Wait until deliveries are flowing (bounded: a stalled writer must fail, not hang).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+    while (appended.load() < 20 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{2});  // Poll pace.
+    }
+    if (appended.load() < 20) {
+        stop = true;
+        writer.join();
+        FAIL() << "deliveries did not flow: " << appended.load() << " appended, " << failed.load()
+               << " unavailable";
+    }
     const VerifyReport report = Rebuild(db_.url());
     stop = true;
     writer.join();

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -37,6 +38,18 @@ using testing::ServeProcess;
 using testing::TestDatabase;
 
 constexpr int kClients = 16;
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
 
 void CreateOrders(const std::string& url, int count, std::int64_t amount) {
     auto connection = ledger::Connect(url);
@@ -82,10 +95,15 @@ private:
     void Run(int client) {
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{90};
         std::optional<HttpClient> http;
-        while (!AllAcknowledged() && std::chrono::steady_clock::now() < deadline) {
+        // Only this thread sends its share, so it stops once that share is acknowledged
+        // instead of spinning while the others finish.
+        bool pending = true;
+        while (pending && std::chrono::steady_clock::now() < deadline) {
+            pending = false;
             for (std::size_t i = static_cast<std::size_t>(client); i < acked_.size();
                  i += kClients) {
                 if (acked_[i].load()) continue;
+                pending = true;
                 const std::string key = "R-" + std::to_string(i);
                 const std::string body = testing::GenericPayment(key, "TX-" + key, amount_);
                 try {
@@ -123,7 +141,7 @@ private:
 void AwaitCount(const PaymentStorm& storm, int count) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
     while (storm.acknowledged() < count && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::milliseconds{5});  // Poll pace; cores are few.
     }
     ASSERT_GE(storm.acknowledged(), count);
 }
@@ -305,7 +323,6 @@ TEST(ReliabilityPgTest, HostileInputGetsOnly4xxAndAppendsNothing) {
     char dir_pattern[] = "/tmp/payledger-hostile.XXXXXX";
     const std::string dir = mkdtemp(dir_pattern);
     ServeProcess server{db.url(), PlatformSections(dir)};
-    const long rss_before = server.RssKiB();
 
     const std::string nested_json = std::string(20'000, '[') + std::string(20'000, ']');
     const std::string nested_xml = [] {
@@ -358,46 +375,56 @@ TEST(ReliabilityPgTest, HostileInputGetsOnly4xxAndAppendsNothing) {
         EXPECT_LT(status, 500) << what;
         ++requests;
     };
-    for (const std::string& path : posts) {
-        for (std::size_t b = 0; b < bodies.size(); ++b) {
-            const std::string headers = path == "/v1/orders"                   ? merchant
-                                        : path.find("v3") != std::string::npos ? v3_headers
-                                        : path.find("generic") != std::string::npos
-                                            ? "Payledger-Signature: t=1,v1=00\r\n"
-                                            : "";
-            expect_4xx(path + " body " + std::to_string(b),
-                       Request("POST", path, bodies[b], headers));
+    const auto round = [&] {
+        for (const std::string& path : posts) {
+            for (std::size_t b = 0; b < bodies.size(); ++b) {
+                const std::string headers = path == "/v1/orders"                   ? merchant
+                                            : path.find("v3") != std::string::npos ? v3_headers
+                                            : path.find("generic") != std::string::npos
+                                                ? "Payledger-Signature: t=1,v1=00\r\n"
+                                                : "";
+                expect_4xx(path + " body " + std::to_string(b),
+                           Request("POST", path, bodies[b], headers));
+            }
+            for (const char* method : {"PUT", "DELETE", "PATCH", "GET"}) {
+                if (std::string(method) == "GET" && path == "/v1/orders") continue;
+                expect_4xx(path + " " + method, Request(method, path, ""));
+            }
+            expect_4xx(path + " oversize body", Request("POST", path, std::string(70'000, 'x')));
+            expect_4xx(path + " oversize header",
+                       Request("POST", path, "{}", "X-Big: " + std::string(20'000, 'h') + "\r\n"));
         }
-        for (const char* method : {"PUT", "DELETE", "PATCH", "GET"}) {
-            if (std::string(method) == "GET" && path == "/v1/orders") continue;
-            expect_4xx(path + " " + method, Request(method, path, ""));
+        for (const std::string& target :
+             {std::string("/nope"), std::string("/v1/orders/../../etc/passwd"),
+              std::string("/v1/orders/R-0%00"), std::string("/v1/orders/") + std::string(5000, 'a'),
+              std::string("/v1/events?after=99999999999999999999"), std::string("/%zz"),
+              std::string("/v1/receipts?outcome=%27%3B--")}) {
+            expect_4xx(
+                "GET " + target.substr(0, 60),
+                Request("GET", target, "",
+                        std::string("Authorization: Bearer ") + testing::kAuditorToken + "\r\n"));
         }
-        expect_4xx(path + " oversize body", Request("POST", path, std::string(70'000, 'x')));
-        expect_4xx(path + " oversize header",
-                   Request("POST", path, "{}", "X-Big: " + std::string(20'000, 'h') + "\r\n"));
-    }
-    for (const std::string& target :
-         {std::string("/nope"), std::string("/v1/orders/../../etc/passwd"),
-          std::string("/v1/orders/R-0%00"), std::string("/v1/orders/") + std::string(5000, 'a'),
-          std::string("/v1/events?after=99999999999999999999"), std::string("/%zz"),
-          std::string("/v1/receipts?outcome=%27%3B--")}) {
-        expect_4xx("GET " + target.substr(0, 60), Request("GET", target, "",
-                                                          std::string("Authorization: Bearer ") +
-                                                              testing::kAuditorToken + "\r\n"));
-    }
-    for (const std::string& garbage :
-         {std::string("GARBAGE\r\n\r\n"), std::string("GET / HTTP/9.9\r\n\r\n"),
-          std::string("POST /v1/orders HTTP/1.1\r\nContent-Length: -5\r\n\r\n"),
-          std::string("POST /v1/orders HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
-          std::string("GET /\x01\x02 HTTP/1.1\r\n\r\n", 21)}) {
-        expect_4xx("garbage", garbage);
-    }
-    EXPECT_GT(requests, 100);
+        for (const std::string& garbage :
+             {std::string("GARBAGE\r\n\r\n"), std::string("GET / HTTP/9.9\r\n\r\n"),
+              std::string("POST /v1/orders HTTP/1.1\r\nContent-Length: -5\r\n\r\n"),
+              std::string("POST /v1/orders HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
+              std::string("GET /\x01\x02 HTTP/1.1\r\n\r\n", 21)}) {
+            expect_4xx("garbage", garbage);
+        }
+    };
+    // The first round warms up what a server allocates once (worker stacks, allocator caches,
+    // prepared statements); the rounds after it must not make the process grow.
+    round();
+    const long rss_before = server.RssKiB();
+    for (int i = 0; i < 3; ++i) round();
+    EXPECT_GT(requests, 400);
     // Still up, nothing appended beyond the one order, memory bounded.
     HttpClient client{server.port()};
     EXPECT_EQ(client.Get("/healthz").status, 200);
     EXPECT_EQ(db.Scalar("SELECT count(*) FROM ledger_events"), "1");
-    EXPECT_LT(server.RssKiB() - rss_before, 64 * 1024) << "RSS grew by over 64 MiB";
+    if (!kAddressSanitizer) {  // ASan keeps freed memory in its quarantine: RSS says nothing.
+        EXPECT_LT(server.RssKiB() - rss_before, 32 * 1024) << "RSS grew by over 32 MiB";
+    }
     std::system(("rm -rf " + dir).c_str());
 }
 
@@ -405,7 +432,7 @@ TEST(ReliabilityPgTest, SlowClientsDoNotStopNormalRequestsAndAreCutOff) {
     TestDatabase db;
     PAYLEDGER_REQUIRE_DATABASE(db);
     api::Server::Options options = testing::TestService::DefaultServerOptions();
-    options.read_timeout = std::chrono::seconds{4};
+    options.read_timeout = std::chrono::seconds{10};
     testing::TestService service{testing::TestConfig(db.url()),
                                  ledger::SessionSettings{.application_name = db.name()}, options};
     constexpr int kSlow = 100;
@@ -419,11 +446,19 @@ TEST(ReliabilityPgTest, SlowClientsDoNotStopNormalRequestsAndAreCutOff) {
         ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
         sockets.push_back(fd);
     }
+    const auto connected_at = std::chrono::steady_clock::now();
     // One byte a second per connection: round-robin, one send every 10 ms.
-    std::atomic<bool> stop{false};
-    std::thread trickler([&] {
+    struct Trickler {
+        std::atomic<bool> stop{false};
+        std::thread thread;
+        ~Trickler() {  // Also when an assertion returns early.
+            stop = true;
+            if (thread.joinable()) thread.join();
+        }
+    } trickler;
+    trickler.thread = std::thread([&] {
         const std::string header = "GET /healthz HTTP/1.1\r\nHost: slow\r\nX-Slow: ";
-        for (std::size_t step = 0; !stop.load() && step < 100'000; ++step) {
+        for (std::size_t step = 0; !trickler.stop.load() && step < 100'000; ++step) {
             const int fd = sockets[step % kSlow];
             const char byte = header[(step / kSlow) % header.size()];
             (void)send(fd, &byte, 1, MSG_NOSIGNAL);
@@ -442,17 +477,30 @@ TEST(ReliabilityPgTest, SlowClientsDoNotStopNormalRequestsAndAreCutOff) {
     // that client is cut off, after the full read timeout. Half of it leaves room for a slow
     // fsync on a loaded machine and still tells the two apart.
     EXPECT_LT(slowest, options.read_timeout / 2);
-    // The server cuts every slow connection off after its read timeout.
+    // And served while every slow client still held its connection: none is closed yet.
+    if (std::chrono::steady_clock::now() - connected_at < options.read_timeout) {
+        int open = 0;
+        for (const int fd : sockets) {
+            char byte = 0;
+            open += recv(fd, &byte, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN ? 1 : 0;
+        }
+        EXPECT_EQ(open, kSlow);
+    }
+    // The server cuts every slow connection off after its read timeout: end of stream (or a
+    // reset), never our own receive timeout, which is far longer.
     int closed = 0;
     for (const int fd : sockets) {
-        timeval timeout{.tv_sec = 10, .tv_usec = 0};
+        timeval timeout{.tv_sec = 40, .tv_usec = 0};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
         char buffer[256];
-        const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
-        closed += n <= 0 ? 1 : 0;
+        ssize_t n = 0;
+        do {
+            n = recv(fd, buffer, sizeof buffer, 0);
+        } while (n > 0);
+        closed += n == 0 || errno == ECONNRESET ? 1 : 0;
     }
-    stop = true;
-    trickler.join();
+    trickler.stop = true;  // Before the descriptors close and their numbers are reused.
+    trickler.thread.join();
     for (const int fd : sockets) close(fd);
     EXPECT_EQ(closed, kSlow);
 }

@@ -9,9 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "support/test_service.hpp"
@@ -31,21 +34,37 @@ long ProcStatusKiB(pid_t pid, const std::string& field) {
 }  // namespace
 
 unsigned short FreePort() {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = 0;
-    socklen_t size = sizeof address;
-    bind(fd, reinterpret_cast<sockaddr*>(&address), size);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-    close(fd);
-    return ntohs(address.sin_port);
+    // The port stays free only until the child binds it, a while later. The kernel hands out
+    // ports from the ephemeral range to every bind(0) and connect() of the tests running beside
+    // this one, so the port is taken from just below that range, where only another FreePort
+    // (at random, among thousands) could pick it too.
+    int low = 32768;
+    std::ifstream{"/proc/sys/net/ipv4/ip_local_port_range"} >> low;
+    const int top = std::max(low, 2048);
+    const int bottom = std::max(1024, top - 12000);
+    static std::mt19937 random{std::random_device{}()};
+    std::uniform_int_distribution<int> pick{bottom, top - 1};
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        address.sin_port = htons(static_cast<unsigned short>(pick(random)));
+        const bool free = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+        close(fd);
+        if (free) return ntohs(address.sin_port);
+    }
+    ADD_FAILURE() << "no free port below the ephemeral range";
+    return 0;
 }
 
-bool AwaitListening(unsigned short port) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+bool AwaitListening(unsigned short port, pid_t* child) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
     while (std::chrono::steady_clock::now() < deadline) {
+        if (child != nullptr && waitpid(*child, nullptr, WNOHANG) == *child) {
+            *child = -1;  // It exited (and is reaped): it will never listen.
+            return false;
+        }
         const int fd = socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in address{};
         address.sin_family = AF_INET;
@@ -95,7 +114,11 @@ void ServeProcess::Start() {
         _exit(127);
     }
     ASSERT_GT(pid_, 0);
-    ASSERT_TRUE(AwaitListening(port_)) << "payledger serve did not start; see " << log_path_;
+    if (!AwaitListening(port_, &pid_)) {
+        std::ifstream log{log_path_};
+        const std::string text{std::istreambuf_iterator<char>{log}, {}};
+        FAIL() << "payledger serve did not start on port " << port_ << "; its log:\n" << text;
+    }
 }
 
 void ServeProcess::Kill() {

@@ -39,10 +39,12 @@ private:
     pid_t pid_ = -1;
 };
 
-// A TCP port on 127.0.0.1 that nothing listens on right now.
+// A TCP port on 127.0.0.1 that nothing uses right now, below the kernel's ephemeral range so
+// that no bind(0) or outgoing connection elsewhere takes it before the server binds it.
 [[nodiscard]] unsigned short FreePort();
 
-// Waits (bounded) until 127.0.0.1:`port` accepts a connection; false when it never did.
-[[nodiscard]] bool AwaitListening(unsigned short port);
+// Waits (bounded) until 127.0.0.1:`port` accepts a connection; false when it never did or
+// when `*child` (if given) exited first, which then is reaped and set to -1.
+[[nodiscard]] bool AwaitListening(unsigned short port, pid_t* child = nullptr);
 
 }  // namespace payledger::testing

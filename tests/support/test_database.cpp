@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <random>
+#include <thread>
 
 #include "ledger/database.hpp"
 #include "ledger/migrate.hpp"
@@ -64,7 +66,12 @@ TestDatabase::~TestDatabase() {
 }
 
 std::unique_ptr<pqxx::connection> TestDatabase::Connect() const {
-    return ledger::Connect(url_, {.application_name = name_});
+    // The test's own sessions hold locks and transactions open on purpose, as long as a slow
+    // machine needs: no limits (0 turns each off).
+    return ledger::Connect(url_, {.application_name = name_,
+                                  .statement_timeout = std::chrono::milliseconds{0},
+                                  .lock_timeout = std::chrono::milliseconds{0},
+                                  .idle_in_transaction_timeout = std::chrono::milliseconds{0}});
 }
 
 std::string TestDatabase::Scalar(const std::string& sql) const {
@@ -74,6 +81,17 @@ std::string TestDatabase::Scalar(const std::string& sql) const {
     tx.commit();
     if (result.empty() || result[0][0].is_null()) return {};
     return result[0][0].as<std::string>();
+}
+
+void AwaitLockWaiters(const TestDatabase& db, const char* waiters_sql) {
+    auto connection = db.Connect();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+    while (std::chrono::steady_clock::now() < deadline) {
+        pqxx::nontransaction tx{*connection};
+        if (tx.exec(waiters_sql)[0][0].as<int>() > 0) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds{1});  // Poll pace.
+    }
+    ADD_FAILURE() << "nobody waited within 60 s: " << waiters_sql;
 }
 
 }  // namespace payledger::testing

@@ -4,6 +4,8 @@
 #include <pqxx/pqxx>
 #include <string>
 
+#include "ledger/database.hpp"
+
 namespace payledger::testing {
 
 // A database of its own on the test cluster, migrated, dropped at destruction. A database, not
@@ -38,6 +40,15 @@ private:
     std::string url_;
 };
 
+// Session limits for services under test that wait on locks a test holds on purpose: the
+// product's 5 s lock timeout would turn a slow, loaded machine into a 503.
+[[nodiscard]] inline ledger::SessionSettings PatientSession(std::string application_name) {
+    return {.application_name = std::move(application_name),
+            .statement_timeout = std::chrono::seconds{60},
+            .lock_timeout = std::chrono::seconds{60},
+            .idle_in_transaction_timeout = std::chrono::seconds{60}};
+}
+
 // Sessions of the current test database waiting for a lock: pg_locks covers the whole cluster,
 // where other tests run side by side, so every count is narrowed to this database's sessions.
 inline constexpr const char* kAdvisoryWaitersSql =
@@ -47,6 +58,10 @@ inline constexpr const char* kRowWaitersSql =
     "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
     "WHERE a.datname = current_database() AND l.locktype IN ('transactionid', 'tuple') "
     "AND NOT l.granted";
+
+// Polls PostgreSQL's own lock table until `waiters_sql` (one of the two above) counts a waiting
+// session: synchronises on what the database reports, not on time. Fails the test after 60 s.
+void AwaitLockWaiters(const TestDatabase& db, const char* waiters_sql);
 
 }  // namespace payledger::testing
 
