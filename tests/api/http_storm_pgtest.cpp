@@ -35,10 +35,15 @@ void OnEveryConnection(unsigned short port, Work work) {
     std::vector<std::thread> threads;
     for (int c = 0; c < kConnections; ++c) {
         threads.emplace_back([&, c] {
-            HttpClient client{port};
-            ++ready;
-            while (!go.load()) std::this_thread::yield();
-            work(c, client);
+            try {  // A connection error fails the test; uncaught, it would abort the binary.
+                HttpClient client{port};
+                ++ready;
+                while (!go.load()) std::this_thread::yield();
+                work(c, client);
+            } catch (const std::exception& error) {
+                ++ready;
+                ADD_FAILURE() << "connection " << c << ": " << error.what();
+            }
         });
     }
     while (ready.load() < kConnections) std::this_thread::yield();

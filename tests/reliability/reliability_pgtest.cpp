@@ -239,14 +239,18 @@ TEST(ReliabilityPgTest, TwoInstancesStormOfOneCallbackAppendOnce) {
     std::vector<std::thread> threads;
     for (int c = 0; c < 2 * kClients; ++c) {
         threads.emplace_back([&, c] {
-            HttpClient client{c % 2 == 0 ? first.port() : second.port()};
-            for (int i = 0; i < 10; ++i) {
-                const HttpResult r = client.Post(
-                    "/v1/callbacks/generic", body,
-                    {{"Payledger-Signature",
-                      GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
-                if (r.status == 200) ++successes;
-                if (r.Json()["outcome"] == "appended") ++appended;
+            try {  // A connection error fails the test; uncaught, it would abort the binary.
+                HttpClient client{c % 2 == 0 ? first.port() : second.port()};
+                for (int i = 0; i < 10; ++i) {
+                    const HttpResult r = client.Post(
+                        "/v1/callbacks/generic", body,
+                        {{"Payledger-Signature", GenericChannel::Sign(testing::kGenericSecret,
+                                                                      testing::UnixNow(), body)}});
+                    if (r.status == 200) ++successes;
+                    if (r.Json()["outcome"] == "appended") ++appended;
+                }
+            } catch (const std::exception& error) {
+                ADD_FAILURE() << "client " << c << ": " << error.what();
             }
         });
     }
