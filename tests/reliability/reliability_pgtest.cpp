@@ -10,9 +10,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -426,6 +428,8 @@ TEST(ReliabilityPgTest, HostileInputGetsOnly4xxAndAppendsNothing) {
     HttpClient client{server.port()};
     EXPECT_EQ(client.Get("/healthz").status, 200);
     EXPECT_EQ(db.Scalar("SELECT count(*) FROM ledger_events"), "1");
+    std::printf("serve RSS %ld KiB after the warm-up round, %ld KiB after 3 more\n", rss_before,
+                server.RssKiB());
     if (!kAddressSanitizer) {  // ASan keeps freed memory in its quarantine: RSS says nothing.
         EXPECT_LT(server.RssKiB() - rss_before, 32 * 1024) << "RSS grew by over 32 MiB";
     }
@@ -439,6 +443,29 @@ TEST(ReliabilityPgTest, SlowClientsDoNotStopNormalRequestsAndAreCutOff) {
     options.read_timeout = std::chrono::seconds{10};
     testing::TestService service{testing::TestConfig(db.url()),
                                  ledger::SessionSettings{.application_name = db.name()}, options};
+    HttpClient client{service.port()};
+    // One normal request: a health check and a new order (a commit). Its latency is printed
+    // with and without the slow clients, for the record; a timed assertion would measure the
+    // machine, so what is asserted below is structural.
+    int order = 0;
+    const auto normal_request = [&] {
+        const auto started = std::chrono::steady_clock::now();
+        EXPECT_EQ(client.Get("/healthz").status, 200);
+        EXPECT_EQ(service.CreateOrder(client, "S-" + std::to_string(order++), "acct", 5).status,
+                  201);
+        return std::chrono::steady_clock::now() - started;
+    };
+    const auto report = [](const char* what, std::vector<std::chrono::steady_clock::duration> v) {
+        std::sort(v.begin(), v.end());
+        const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+        std::printf("normal requests %s: p50 %.2f ms, max %.2f ms (%zu)\n", what,
+                    ms(v[v.size() / 2]), ms(v.back()), v.size());
+        return v.back();
+    };
+    std::vector<std::chrono::steady_clock::duration> alone;
+    for (int i = 0; i < 50; ++i) alone.push_back(normal_request());
+    (void)report("alone", alone);
+
     constexpr int kSlow = 100;
     std::vector<int> sockets;
     for (int i = 0; i < kSlow; ++i) {
@@ -469,14 +496,9 @@ TEST(ReliabilityPgTest, SlowClientsDoNotStopNormalRequestsAndAreCutOff) {
             std::this_thread::sleep_for(std::chrono::milliseconds{10});  // The pace, not a sync.
         }
     });
-    HttpClient client{service.port()};
-    std::chrono::steady_clock::duration slowest{};
-    for (int i = 0; i < 50; ++i) {
-        const auto started = std::chrono::steady_clock::now();
-        ASSERT_EQ(client.Get("/healthz").status, 200);
-        ASSERT_EQ(service.CreateOrder(client, "S-" + std::to_string(i), "acct", 5).status, 201);
-        slowest = std::max(slowest, std::chrono::steady_clock::now() - started);
-    }
+    std::vector<std::chrono::steady_clock::duration> beside_slow;
+    for (int i = 0; i < 50; ++i) beside_slow.push_back(normal_request());
+    const auto slowest = report("beside 100 slow clients", beside_slow);
     // Served, not starved: a server that let a slow client hold it up would answer only when
     // that client is cut off, after the full read timeout. Half of it leaves room for a slow
     // fsync on a loaded machine and still tells the two apart.
