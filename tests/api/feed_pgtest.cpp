@@ -29,9 +29,8 @@ using testing::TestDatabase;
 using testing::TestService;
 
 using testing::AwaitLockWaiters;
-
-constexpr const char* kAdvisoryWaiters = testing::kAdvisoryWaitersSql;
-constexpr const char* kRowWaiters = testing::kRowWaitersSql;
+using testing::kAdvisoryWaitersSql;
+using testing::kRowWaitersSql;
 
 // Pages a feed to its end from `after`, appending what it returns.
 std::int64_t Drain(HttpClient& client, const std::string& feed, std::int64_t after,
@@ -89,7 +88,7 @@ TEST_F(FeedPgTest, AHeldAppendIsSeenExactlyOnceAfterItCommits) {
         HttpClient c{first.port()};
         return first.PostGeneric(c, testing::GenericPayment("HELD", "TX-H", 100));
     });
-    AwaitLockWaiters(db_, kRowWaiters);
+    AwaitLockWaiters(db_, kRowWaitersSql);
     // Meanwhile the other instance takes new orders and a rejected delivery; they wait for
     // the writer lock.
     auto others = std::async(std::launch::async, [&] {
@@ -102,7 +101,7 @@ TEST_F(FeedPgTest, AHeldAppendIsSeenExactlyOnceAfterItCommits) {
         statuses.push_back(second.PostGeneric(c, "not json").status);
         return statuses;
     });
-    AwaitLockWaiters(db_, kAdvisoryWaiters);
+    AwaitLockWaiters(db_, kAdvisoryWaitersSql);
     EXPECT_EQ(Drain(client, "events", event_cursor, events), event_cursor);
     EXPECT_EQ(Drain(client, "receipts", receipt_cursor, receipts), receipt_cursor);
 
@@ -190,7 +189,7 @@ TEST_F(FeedPgTest, AStuckWriterLockHolderGives503NotAHang) {
         HttpClient c{patient.port()};
         return patient.CreateOrder(c, "ORD-2", "acct", 10).status;
     });
-    AwaitLockWaiters(db_, kAdvisoryWaiters);
+    AwaitLockWaiters(db_, kAdvisoryWaitersSql);
     hold.commit();
     EXPECT_EQ(waiting.get(), 201);
     const std::string metrics = patient_client.Get("/metrics").body;

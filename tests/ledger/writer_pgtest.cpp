@@ -231,12 +231,11 @@ TEST_F(WriterPgTest, EveryWriteWaitsForTheWriterLock) {
         done.set_value(WriteBatch(*writer_connection, std::span(&rejected, 1))[0].outcome);
     });
     // Synchronise on the database's own view: the writer is waiting for an advisory lock.
-    const std::string waiting_sql = testing::kAdvisoryWaitersSql;
     testing::AwaitLockWaiters(db_, testing::kAdvisoryWaitersSql);
     auto observer = db_.Connect();
     {
         pqxx::nontransaction tx{*observer};
-        EXPECT_GT(tx.exec(waiting_sql)[0][0].as<int>(), 0);
+        EXPECT_GT(tx.exec(testing::kAdvisoryWaitersSql)[0][0].as<int>(), 0);
         EXPECT_EQ(tx.exec("SELECT count(*) FROM callback_receipts")[0][0].as<int>(), 0);
     }
     hold.commit();  // Releases the lock.
