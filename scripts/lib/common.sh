@@ -42,7 +42,8 @@ payledger_build_target() {
 # PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user.
 _pg_as() {
     if [ "$(id -u)" -eq 0 ]; then
-        runuser -u postgres -- "$@"
+        # From /: postgres may not be allowed into the caller's working directory.
+        (cd / && runuser -u postgres -- "$@")
     else
         "$@"
     fi
@@ -106,4 +107,87 @@ payledger_free_port() {
         fi
     done
     return 1
+}
+
+# --- Where the embedded cluster lives -------------------------------------------------------
+# PostgreSQL refuses to run as root, so as root it runs as `postgres`, which cannot reach a
+# checkout in a private directory (/root is 0700, so is every mktemp -d). As root the cluster
+# therefore lives under /var/lib/payledger/<checkout name>-<hash of its path>/pg, and
+# .data/pg is a symbolic link to it: .data/ stays the one place to look. As any other user
+# the cluster is .data/pg itself. A cluster that already exists at .data/pg is reused as it is.
+PAYLEDGER_STATE_ROOT="${PAYLEDGER_STATE_ROOT:-/var/lib/payledger}"
+
+# payledger_pg_home DATA_DIR: prints the cluster directory for DATA_DIR/pg, creating the
+# link (and its target's parent) as root. Print only; the caller runs initdb when needed.
+payledger_pg_home() {
+    local data_dir="$1" link="$1/pg"
+    if [ -L "$link" ]; then
+        readlink -f "$link"
+    elif [ -e "$link" ] || [ "$(id -u)" -ne 0 ]; then
+        printf '%s\n' "$link"
+    else
+        local id target
+        id="$(basename "$PAYLEDGER_ROOT")-$(printf '%s' "$PAYLEDGER_ROOT" | sha256sum | cut -c1-12)"
+        target="$PAYLEDGER_STATE_ROOT/$id/pg"
+        mkdir -p "$PAYLEDGER_STATE_ROOT/$id"
+        chmod 755 "$PAYLEDGER_STATE_ROOT" "$PAYLEDGER_STATE_ROOT/$id"
+        ln -s "$target" "$link"
+        printf '%s\n' "$target"
+    fi
+}
+
+# payledger_pg_running DATADIR: true when a postmaster runs on DATADIR (a stale
+# postmaster.pid left by a crash does not count).
+payledger_pg_running() {
+    [ -f "$1/PG_VERSION" ] && _pg_as "$PG_BIN/pg_ctl" -D "$1" status >/dev/null 2>&1
+}
+
+# --- Stopping what a script started ---------------------------------------------------------
+# payledger_supervise CMD...: runs CMD in a session of its own and waits for it. SIGTERM,
+# SIGINT or SIGHUP to the calling script — from `kill`, `timeout`, a service manager or
+# Ctrl-C — is passed on to CMD's whole process group as SIGTERM (an asynchronous command of
+# a script starts with SIGINT ignored, so SIGINT would not reach it), and the wait goes on
+# until CMD has finished; a second signal kills the group at once. Whatever is still left in CMD's group then is killed. Returns CMD's
+# exit status, or 128 + the signal's number when a signal stopped the script; the caller
+# exits with it. PAYLEDGER_SUPERVISED_STATUS is CMD's own status, PAYLEDGER_SUPERVISED_SIGNAL
+# the signal's number (0 when none came).
+payledger_supervise() {
+    _payledger_signal=0
+    setsid "$@" &
+    _payledger_child=$!
+    trap '_payledger_forward 15' TERM
+    trap '_payledger_forward 2' INT
+    trap '_payledger_forward 1' HUP
+    local status
+    while :; do
+        _payledger_interrupted=""
+        status=0
+        wait "$_payledger_child" || status=$?
+        [ -n "$_payledger_interrupted" ] || break
+    done
+    kill -KILL -- "-$_payledger_child" 2>/dev/null || true
+    _payledger_child=""
+    payledger_default_traps
+    PAYLEDGER_SUPERVISED_STATUS="$status"
+    PAYLEDGER_SUPERVISED_SIGNAL="$_payledger_signal"
+    [ "$_payledger_signal" -eq 0 ] || return $((128 + _payledger_signal))
+    return "$status"
+}
+_payledger_forward() {
+    _payledger_interrupted=1
+    if [ "$_payledger_signal" -ne 0 ]; then
+        # A second signal (Ctrl-C twice): do not wait for a graceful stop any longer.
+        kill -KILL -- "-$_payledger_child" 2>/dev/null || true
+        return 0
+    fi
+    _payledger_signal="$1"
+    kill -TERM -- "-$_payledger_child" 2>/dev/null || true
+}
+
+# payledger_default_traps: outside payledger_supervise, a signal ends the script at once
+# with 128 + its number; the script's EXIT trap then stops what it started.
+payledger_default_traps() {
+    trap 'exit 143' TERM
+    trap 'exit 130' INT
+    trap 'exit 129' HUP
 }

@@ -326,8 +326,7 @@ TEST(ReliabilityPgTest, HostileInputGetsOnly4xxAndAppendsNothing) {
     TestDatabase db;
     PAYLEDGER_REQUIRE_DATABASE(db);
     CreateOrders(db.url(), 1, 100);
-    char dir_pattern[] = "/tmp/payledger-hostile.XXXXXX";
-    const std::string dir = mkdtemp(dir_pattern);
+    const std::string dir = testing::MakeTestTmpDir("payledger-hostile.");
     ServeProcess server{db.url(), PlatformSections(dir)};
 
     const std::string nested_json = std::string(20'000, '[') + std::string(20'000, ']');

@@ -17,8 +17,7 @@ int OwnPostgres::Shell(const std::string& commands) const {
 }
 
 OwnPostgres::OwnPostgres() {
-    char pattern[] = "/tmp/payledger-own-pg.XXXXXX";
-    dir_ = mkdtemp(pattern);
+    dir_ = MakeTestTmpDir("payledger-own-pg.");
     port_ = std::to_string(FreePort());
     const std::string data = dir_ + "/data";
     EXPECT_EQ(Shell("[ \\$(id -u) -ne 0 ] || chmod 755 " + dir_ + "; payledger_pg_init " + data +

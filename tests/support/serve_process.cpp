@@ -10,6 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
 #include <chrono>
 #include <fstream>
 #include <iterator>
@@ -32,6 +36,19 @@ long ProcStatusKiB(pid_t pid, const std::string& field) {
 }
 
 }  // namespace
+
+std::string TestTmpDir() {
+    const char* dir = std::getenv("PAYLEDGER_TEST_TMPDIR");
+    return dir != nullptr && *dir != '\0' ? std::string(dir) : std::string("/tmp");
+}
+
+std::string MakeTestTmpDir(const std::string& prefix) {
+    std::string pattern = TestTmpDir() + "/" + prefix + "XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) {
+        throw std::runtime_error("mkdtemp " + pattern + ": " + std::strerror(errno));
+    }
+    return pattern;
+}
 
 unsigned short FreePort() {
     // The port stays free only until the child binds it, a while later. The kernel hands out
@@ -83,7 +100,7 @@ ServeProcess::ServeProcess(const std::string& database_url, const nlohmann::json
                            unsigned short port)
     : port_(port == 0 ? FreePort() : port) {
     const std::string base =
-        "/tmp/payledger-serve-" + std::to_string(getpid()) + "-" + std::to_string(port_);
+        TestTmpDir() + "/payledger-serve-" + std::to_string(getpid()) + "-" + std::to_string(port_);
     config_path_ = base + ".json";
     log_path_ = base + ".log";
     nlohmann::json config = {

@@ -43,6 +43,14 @@ private:
 // that no bind(0) or outgoing connection elsewhere takes it before the server binds it.
 [[nodiscard]] unsigned short FreePort();
 
+// The folder for a test's temporary files, clusters and sockets: PAYLEDGER_TEST_TMPDIR, which
+// scripts/test sets to a folder of its own and empties when it stops (so that a test killed
+// half-way leaves nothing running), else /tmp.
+[[nodiscard]] std::string TestTmpDir();
+
+// mkdtemp under TestTmpDir(): a new folder whose name starts with `prefix`.
+[[nodiscard]] std::string MakeTestTmpDir(const std::string& prefix);
+
 // Waits (bounded) until 127.0.0.1:`port` accepts a connection; false when it never did or
 // when `*child` (if given) exited first, which then is reaped and set to -1.
 [[nodiscard]] bool AwaitListening(unsigned short port, pid_t* child = nullptr);
