@@ -1,7 +1,9 @@
 #include "api/app.hpp"
 
+#include <algorithm>
 #include <boost/url/parse.hpp>
 #include <charconv>
+#include <variant>
 #include <nlohmann/json.hpp>
 
 #include "api/alipay_channel.hpp"
@@ -24,6 +26,8 @@ using nlohmann::json;
 using projections::Outcome;
 
 constexpr std::int64_t kDefaultPageSize = 100;
+// POST /v1/admin/verify gives up (503) on a statement that runs longer than this.
+constexpr std::chrono::minutes kAdminVerifyStatementTimeout{5};
 // Streamed exports each hold a database connection of their own: at most this many at once.
 constexpr int kExportsMax = 2;
 
@@ -87,6 +91,45 @@ std::optional<std::int64_t> ParseCursor(std::string_view text) {
     return value;
 }
 
+// The paging parameters of a feed (SPEC §5): after [0], limit [100, at most 1000], and for
+// receipts outcome (one that is stored). Unknown parameters are ignored.
+struct PageQuery {
+    std::int64_t after = 0;
+    std::int64_t limit = kDefaultPageSize;
+    std::optional<Outcome> outcome{};
+};
+
+std::variant<PageQuery, Response> ParsePageQuery(const Incoming& incoming, bool with_outcome) {
+    const boost::urls::url_view url =
+        boost::urls::parse_origin_form(incoming.request.target()).value();
+    PageQuery query;
+    for (const auto& param : url.params()) {
+        if (param.key == "after") {
+            const std::optional<std::int64_t> value = ParseCursor(param.value);
+            if (!value) {
+                return ErrorResponse(http::status::bad_request, Outcome::kMalformed,
+                                     "after must be a non-negative integer");
+            }
+            query.after = *value;
+        } else if (param.key == "limit") {
+            const std::optional<std::int64_t> value = ParseCursor(param.value);
+            if (!value || *value < 1 || *value > ledger::kPageSizeMax) {
+                return ErrorResponse(http::status::bad_request, Outcome::kMalformed,
+                                     "limit must be an integer from 1 to 1000");
+            }
+            query.limit = *value;
+        } else if (param.key == "outcome" && with_outcome) {
+            query.outcome = projections::ParseOutcome(param.value);
+            if (!query.outcome || *query.outcome == Outcome::kUnavailable ||
+                *query.outcome == Outcome::kRateLimited) {
+                return ErrorResponse(http::status::bad_request, Outcome::kMalformed,
+                                     "unknown outcome " + std::string(param.value));
+            }
+        }
+    }
+    return query;
+}
+
 std::string BearerToken(const Request& request) {
     const auto it = request.find(http::field::authorization);
     if (it == request.end()) return {};
@@ -102,6 +145,23 @@ bool AnyTokenMatches(const std::vector<std::string>& tokens, const std::string& 
         matched |= ConstantTimeEquals(candidate, token);
     }
     return matched;
+}
+
+// The merchant token equal to `token`, or null; every candidate is compared in constant time.
+const MerchantToken* MatchingMerchantToken(const std::vector<MerchantToken>& tokens,
+                                           const std::string& token) {
+    const MerchantToken* matched = nullptr;
+    for (const MerchantToken& candidate : tokens) {
+        if (ConstantTimeEquals(candidate.token, token)) matched = &candidate;
+    }
+    return matched;
+}
+
+// SPEC §9: a token scoped to accounts may register orders for those only.
+bool MayRegisterFor(const MerchantToken& token, const std::string& account_id) {
+    return !token.accounts ||
+           std::find(token.accounts->begin(), token.accounts->end(), account_id) !=
+               token.accounts->end();
 }
 
 std::vector<std::string> Segments(const boost::urls::url_view& url) {
@@ -134,7 +194,11 @@ void LogDelivery(projections::Source source, const ledger::Delivery& delivery,
 
 App::App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
          Metrics& metrics)
-    : config_(config), pool_(pool), committer_(committer), metrics_(metrics) {
+    : config_(config),
+      pool_(pool),
+      committer_(committer),
+      metrics_(metrics),
+      unverified_(config_.limits.unverified_per_peer_per_minute) {
     if (config_.generic) {
         channels_["generic"] = std::make_unique<GenericChannel>(*config_.generic);
     }
@@ -147,9 +211,12 @@ App::App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& 
     if (config_.alipay) channels_["alipay"] = std::make_unique<AlipayChannel>(*config_.alipay);
 }
 
-std::optional<Response> App::Authorize(const Request& request, Role role) const {
+std::optional<Response> App::Authorize(const Request& request, Role role,
+                                       const MerchantToken** merchant_token) const {
     const std::string token = BearerToken(request);
-    const bool merchant = AnyTokenMatches(config_.merchant_tokens, token);
+    const MerchantToken* matched_merchant = MatchingMerchantToken(config_.merchant_tokens, token);
+    if (merchant_token != nullptr) *merchant_token = matched_merchant;
+    const bool merchant = matched_merchant != nullptr;
     const bool auditor = AnyTokenMatches(config_.auditor_tokens, token);
     const bool admin = AnyTokenMatches(config_.admin_tokens, token);
     if (token.empty() || !(merchant || auditor || admin)) {
@@ -220,10 +287,11 @@ void App::Handle(Incoming incoming, Respond respond) {
         }
         if (is({"v1", "orders"})) {
             if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
-            if (auto denied = Authorize(incoming.request, Role::kMerchant)) {
+            const MerchantToken* token = nullptr;
+            if (auto denied = Authorize(incoming.request, Role::kMerchant, &token)) {
                 return timed(std::move(*denied));
             }
-            return HandleCreateOrder(std::move(incoming), std::move(timed));
+            return HandleCreateOrder(*token, std::move(incoming), std::move(timed));
         }
         if (is({"v1", "admin", "verify"})) {
             if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
@@ -249,7 +317,7 @@ void App::Handle(Incoming incoming, Respond respond) {
             }
             return timed(HandleFeed(incoming, segments[1] == "events"));
         }
-        return timed(HandleRead(segments));
+        return timed(HandleRead(incoming, segments));
     } catch (const std::exception& error) {
         metrics_.CountInternalError();
         LogJson("error", Dump(json{{"msg", "request failed"}, {"error", error.what()}}));
@@ -275,6 +343,16 @@ void App::Submit(projections::Source source, ledger::Delivery delivery, Incoming
 
 void App::HandleCallback(const Channel& channel, Incoming incoming, Respond respond) {
     ledger::Delivery delivery = channel.Verify(incoming);
+    const bool unverified = delivery.verdict == Outcome::kMalformed ||
+                            delivery.verdict == Outcome::kBadSignature;
+    if (unverified && !unverified_.Admit(incoming.peer_address)) {
+        // SPEC §3 invariant 3: nobody without a key fills the append-only tables. Counted,
+        // answered in the platform's failure form, never stored.
+        metrics_.CountDelivery(channel.source(), Outcome::kRateLimited);
+        return respond(channel.Answer(ledger::DeliveryResult{
+            .outcome = Outcome::kRateLimited,
+            .message = "too many unverified deliveries from this address; retry later"}));
+    }
     incoming.request.body().clear();  // The receipt holds the body now.
     Submit(
         channel.source(), std::move(delivery), std::move(incoming),
@@ -282,7 +360,7 @@ void App::HandleCallback(const Channel& channel, Incoming incoming, Respond resp
         std::move(respond));
 }
 
-void App::HandleCreateOrder(Incoming incoming, Respond respond) {
+void App::HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respond respond) {
     ledger::Receipt receipt =
         BaseReceipt(incoming, projections::Source::kApi, {"Content-Type", "User-Agent"});
     const std::optional<json> body = ParseJsonObject(incoming.request.body());
@@ -313,6 +391,11 @@ void App::HandleCreateOrder(Incoming incoming, Respond respond) {
         reject("amount must be a JSON integer of minor units, 1 to 10^13");
     } else if (!currency || !projections::IsValidCurrency(*currency)) {
         reject("currency must be an upper-case ISO 4217 code");
+    } else if (!MayRegisterFor(token, *account_id)) {
+        // Authorization, not a delivery: refused like a token of another role, no receipt.
+        return respond(ErrorResponse(http::status::forbidden, Outcome::kBadSignature,
+                                     "this token may not register orders for account " +
+                                         *account_id));
     } else {
         delivery = ledger::Delivery{
             .receipt = std::move(receipt),
@@ -345,8 +428,18 @@ void App::HandleCreateOrder(Incoming incoming, Respond respond) {
 }
 
 Response App::HandleAdminVerify() {
+    // One at a time: each run reads the whole ledger on two connections of its own.
+    if (verify_running_.exchange(true)) {
+        return ErrorResponse(http::status::too_many_requests, Outcome::kRateLimited,
+                             "verify is already running; retry when it has finished");
+    }
+    struct Done {
+        std::atomic<bool>& running;
+        ~Done() { running = false; }
+    } done{verify_running_};
     try {
-        const ledger::VerifyReport report = ledger::Verify(config_.database_url);
+        const ledger::VerifyReport report =
+            ledger::Verify(config_.database_url, {}, kAdminVerifyStatementTimeout);
         json projections = json::array();
         for (const ledger::ProjectionCheck& check : report.projections) {
             json differences = json::array();
@@ -377,13 +470,19 @@ Response App::Ready() {
         tx.exec("SELECT 1");
         return JsonResponse(http::status::ok, {{"status", "ready"}});
     } catch (const std::exception& error) {
+        // SPEC §5: only that it is unreachable; the driver's text (host, port, user) is for
+        // the operator's log, not for whoever asks.
+        LogJson("warning", Dump(json{{"msg", "readiness check failed"}, {"error", error.what()}}));
         return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
-                             std::string("the database does not answer: ") + error.what());
+                             "the database is unreachable");
     }
 }
 
-Response App::HandleRead(const std::vector<std::string>& segments) {
+Response App::HandleRead(const Incoming& incoming, const std::vector<std::string>& segments) {
     const std::string& key = segments[2];
+    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false);
+    if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
+    const PageQuery page = std::get<PageQuery>(query);
     if (!projections::IsValidKey(key)) {
         return ErrorResponse(http::status::bad_request, Outcome::kMalformed,
                              "the key must be 1-64 characters of A-Z a-z 0-9 _ - | * .");
@@ -412,20 +511,29 @@ Response App::HandleRead(const std::vector<std::string>& segments) {
             return JsonResponse(http::status::ok, OrderJson(*order));
         }
         json items = json::array();
-        if (segments[3] == "events") {
+        json body = json::object();
+        if (segments[3] == "events") {  // At most one per event type: never more than four.
             for (const projections::Event& event : ledger::ReadOrderEvents(tx, key)) {
                 items.push_back(EventJson(event));
             }
         } else {
-            for (const ledger::Receipt& receipt : ledger::ReadOrderReceipts(tx, key)) {
+            // Paged like the feeds (SPEC §5): unverified deliveries can name any order, so
+            // an order's history is as long as strangers make it, and one page is the most
+            // that a response holds.
+            std::int64_t next_after = page.after;
+            for (const ledger::Receipt& receipt :
+                 ledger::ReadOrderReceipts(tx, key, page.after, page.limit)) {
                 items.push_back(ReceiptJson(receipt));
+                next_after = receipt.id;
             }
+            body["next_after"] = next_after;
         }
         if (items.empty() && !ledger::ReadOrder(tx, key)) {
             return ErrorResponse(http::status::not_found, Outcome::kUnknownOrder,
                                  "no order " + key);
         }
-        return JsonResponse(http::status::ok, {{segments[3], std::move(items)}});
+        body[segments[3]] = std::move(items);
+        return JsonResponse(http::status::ok, body);
     } catch (const ledger::PoolExhausted& error) {
         return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
                              error.what());
@@ -468,34 +576,9 @@ void App::HandleEventExport(Incoming incoming, Respond respond) {
 }
 
 Response App::HandleFeed(const Incoming& incoming, bool events) {
-    const boost::urls::url_view url =
-        boost::urls::parse_origin_form(incoming.request.target()).value();
-    std::int64_t after = 0;
-    std::int64_t limit = kDefaultPageSize;
-    std::optional<Outcome> outcome;
-    for (const auto& param : url.params()) {
-        if (param.key == "after") {
-            const std::optional<std::int64_t> value = ParseCursor(param.value);
-            if (!value) {
-                return ErrorResponse(http::status::bad_request, Outcome::kMalformed,
-                                     "after must be a non-negative integer");
-            }
-            after = *value;
-        } else if (param.key == "limit") {
-            const std::optional<std::int64_t> value = ParseCursor(param.value);
-            if (!value || *value < 1 || *value > ledger::kPageSizeMax) {
-                return ErrorResponse(http::status::bad_request, Outcome::kMalformed,
-                                     "limit must be an integer from 1 to 1000");
-            }
-            limit = *value;
-        } else if (param.key == "outcome" && !events) {
-            outcome = projections::ParseOutcome(param.value);
-            if (!outcome || *outcome == Outcome::kUnavailable) {
-                return ErrorResponse(http::status::bad_request, Outcome::kMalformed,
-                                     "unknown outcome " + std::string(param.value));
-            }
-        }
-    }
+    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, !events);
+    if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
+    const auto [after, limit, outcome] = std::get<PageQuery>(query);
     try {
         ledger::ConnectionPool::Lease connection = pool_.Acquire();
         pqxx::read_transaction tx{*connection};

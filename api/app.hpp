@@ -9,6 +9,7 @@
 #include "api/config.hpp"
 #include "api/http.hpp"
 #include "api/metrics.hpp"
+#include "api/peer_limits.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
 
@@ -28,8 +29,8 @@ public:
 
 private:
     void HandleCallback(const Channel& channel, Incoming incoming, Respond respond);
-    void HandleCreateOrder(Incoming incoming, Respond respond);
-    Response HandleRead(const std::vector<std::string>& segments);
+    void HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respond respond);
+    Response HandleRead(const Incoming& incoming, const std::vector<std::string>& segments);
     Response HandleFeed(const Incoming& incoming, bool events);
     // GET /v1/events with Accept: application/x-ndjson: every event after the cursor, up to
     // the last one committed when the export starts, streamed without a page limit.
@@ -37,7 +38,9 @@ private:
     Response HandleAdminVerify();
     Response Ready();
     // nullopt when the bearer token holds `role` (or admin, for auditor endpoints).
-    std::optional<Response> Authorize(const Request& request, Role role) const;
+    // `merchant_token`, when given, receives the matching merchant token (or null).
+    std::optional<Response> Authorize(const Request& request, Role role,
+                                      const MerchantToken** merchant_token = nullptr) const;
     void Submit(projections::Source source, ledger::Delivery delivery, Incoming incoming,
                 std::function<Response(const ledger::DeliveryResult&)> answer, Respond respond);
 
@@ -46,6 +49,8 @@ private:
     ledger::Committer& committer_;
     Metrics& metrics_;
     std::map<std::string, std::unique_ptr<Channel>> channels_;
+    UnverifiedLimiter unverified_;
+    std::atomic<bool> verify_running_{false};
     std::shared_ptr<std::atomic<int>> exports_active_ =
         std::make_shared<std::atomic<int>>(0);  // By path after callbacks/.
 };

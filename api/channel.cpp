@@ -24,6 +24,8 @@ http::status StatusOf(projections::Outcome outcome) {
             return http::status::conflict;
         case Outcome::kMismatch:
             return http::status::unprocessable_entity;
+        case Outcome::kRateLimited:
+            return http::status::too_many_requests;
         case Outcome::kUnavailable:
             return http::status::service_unavailable;
     }

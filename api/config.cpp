@@ -1,12 +1,16 @@
 #include "api/config.hpp"
 
+#include <sys/stat.h>
+
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "api/platform_config.hpp"
+#include "projections/validate.hpp"
 
 namespace payledger::api {
 namespace {
@@ -41,21 +45,68 @@ void ParseListen(const std::string& text, const std::string& field, Config& conf
     config.listen_port = static_cast<unsigned short>(port);
 }
 
+std::string ParseToken(const json& token, const std::string& field) {
+    if (!token.is_string()) throw ConfigError(field + ": must be a string");
+    if (token.get<std::string>().size() < kTokenBytesMin) {
+        throw ConfigError(field + ": every token must be at least " +
+                          std::to_string(kTokenBytesMin) + " characters");
+    }
+    return token.get<std::string>();
+}
+
 std::vector<std::string> ParseTokens(const json& tokens, const char* role) {
     const std::string field = std::string("tokens.") + role;
     const auto it = tokens.find(role);
     if (it == tokens.end()) return {};
     if (!it->is_array()) throw ConfigError(field + ": must be an array of strings");
     std::vector<std::string> out;
-    for (const json& token : *it) {
-        if (!token.is_string()) throw ConfigError(field + ": must be an array of strings");
-        if (token.get<std::string>().size() < kTokenBytesMin) {
-            throw ConfigError(field + ": every token must be at least " +
-                              std::to_string(kTokenBytesMin) + " characters");
+    for (const json& token : *it) out.push_back(ParseToken(token, field));
+    return out;
+}
+
+// tokens.merchant: strings, or {"token": "…", "accounts": ["shop-1", …]} (SPEC §9).
+std::vector<MerchantToken> ParseMerchantTokens(const json& tokens) {
+    const std::string field = "tokens.merchant";
+    const auto it = tokens.find("merchant");
+    if (it == tokens.end()) return {};
+    if (!it->is_array()) throw ConfigError(field + ": must be an array");
+    std::vector<MerchantToken> out;
+    for (const json& entry : *it) {
+        if (!entry.is_object()) {
+            out.push_back({.token = ParseToken(entry, field)});
+            continue;
         }
-        out.push_back(token.get<std::string>());
+        const auto token = entry.find("token");
+        const auto accounts = entry.find("accounts");
+        if (token == entry.end()) throw ConfigError(field + "[].token: missing");
+        if (accounts == entry.end() || !accounts->is_array() || accounts->empty()) {
+            throw ConfigError(field + "[].accounts: must be a non-empty array of account ids");
+        }
+        MerchantToken scoped{.token = ParseToken(*token, field + "[].token"), .accounts = {{}}};
+        for (const json& account : *accounts) {
+            if (!account.is_string() || !projections::IsValidKey(account.get<std::string>())) {
+                throw ConfigError(field +
+                                  "[].accounts: every account id must be 1-64 characters of "
+                                  "A-Z a-z 0-9 _ - | * .");
+            }
+            scoped.accounts->push_back(account.get<std::string>());
+        }
+        out.push_back(std::move(scoped));
     }
     return out;
+}
+
+// A positive integer of at most `max` at root.limits.<key>, or `fallback` when absent.
+std::size_t ParseLimit(const json& limits, const char* key, std::size_t fallback,
+                       std::size_t max) {
+    const auto it = limits.find(key);
+    if (it == limits.end()) return fallback;
+    const std::string field = std::string("limits.") + key;
+    if (!it->is_number_unsigned() || it->get<std::uint64_t>() < 1 ||
+        it->get<std::uint64_t>() > max) {
+        throw ConfigError(field + ": must be an integer from 1 to " + std::to_string(max));
+    }
+    return static_cast<std::size_t>(it->get<std::uint64_t>());
 }
 
 }  // namespace
@@ -87,7 +138,7 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
 
     if (const auto tokens = root.find("tokens"); tokens != root.end()) {
         if (!tokens->is_object()) throw ConfigError("tokens: must be an object");
-        config.merchant_tokens = ParseTokens(*tokens, "merchant");
+        config.merchant_tokens = ParseMerchantTokens(*tokens);
         config.auditor_tokens = ParseTokens(*tokens, "auditor");
         config.admin_tokens = ParseTokens(*tokens, "admin");
     }
@@ -100,11 +151,34 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
         }
         config.generic = section;
     }
+    if (const auto limits = root.find("limits"); limits != root.end()) {
+        if (!limits->is_object()) throw ConfigError("limits: must be an object");
+        const Limits defaults;
+        config.limits.unverified_per_peer_per_minute =
+            ParseLimit(*limits, "unverified_per_peer_per_minute",
+                       defaults.unverified_per_peer_per_minute, 1'000'000);
+        config.limits.connections_per_peer =
+            ParseLimit(*limits, "connections_per_peer", defaults.connections_per_peer, 1'000'000);
+    }
     ParsePlatformSections(root, base_dir, config);
     return config;
 }
 
+void CheckFileMode(const std::string& path, const std::string& field, FileKind kind) {
+    struct stat status{};
+    if (stat(path.c_str(), &status) != 0) return;  // Reading it reports what is wrong.
+    const mode_t others = kind == FileKind::kSecret ? (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)
+                                                    : (S_IWGRP | S_IWOTH);
+    if ((status.st_mode & others) == 0) return;
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(status.st_mode & 07777));
+    throw ConfigError(field + ": " + path + " has mode " + mode + ": other users may " +
+                      (kind == FileKind::kSecret ? "read or write it (chmod 600 " + path + ")"
+                                                 : "write it (chmod 644 " + path + ")"));
+}
+
 Config LoadConfig(const std::string& path) {
+    CheckFileMode(path, "config", FileKind::kSecret);
     std::ifstream file{path, std::ios::binary};
     if (!file) throw ConfigError("config: cannot read " + path);
     std::ostringstream text;

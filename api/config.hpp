@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -51,19 +52,40 @@ struct AlipayConfig {
     std::optional<PrivateKey> simulate_private_key{};
 };
 
+// SPEC §9 `limits`.
+struct Limits {
+    std::size_t unverified_per_peer_per_minute = 120;  // SPEC §5 rate_limited.
+    std::size_t connections_per_peer = 256;
+};
+
+// SPEC §9 `tokens.merchant`: a plain token may register orders for any account; one given as
+// an object only for the accounts it names.
+struct MerchantToken {
+    std::string token{};
+    std::optional<std::vector<std::string>> accounts{};  // nullopt: any account.
+    bool operator==(const MerchantToken&) const = default;
+};
+
 // SPEC §9. Sections absent from the file leave their channel unserved (404).
 struct Config {
     std::string listen_host = "127.0.0.1";
     unsigned short listen_port = 8080;
     std::string database_url{};
-    std::vector<std::string> merchant_tokens{};
+    std::vector<MerchantToken> merchant_tokens{};
     std::vector<std::string> auditor_tokens{};
     std::vector<std::string> admin_tokens{};
     std::optional<GenericConfig> generic{};
     std::optional<WechatV2Config> wechat_v2{};
     std::optional<WechatV3Config> wechat_v3{};
     std::optional<AlipayConfig> alipay{};
+    Limits limits{};
 };
+
+// SPEC §9 file modes. A secret file (the config, a private key) that users other than its
+// owner may read or write, and a public file (a public key) that they may write, throw
+// ConfigError naming `field`, the file and its mode.
+enum class FileKind { kSecret, kPublic };
+void CheckFileMode(const std::string& path, const std::string& field, FileKind kind);
 
 // Reads and validates the JSON config at `path`, then applies PAYLEDGER_DATABASE_URL and
 // PAYLEDGER_LISTEN from the environment. Throws ConfigError naming the field at fault.

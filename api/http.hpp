@@ -35,7 +35,8 @@ inline constexpr std::size_t kRequestBodyBytesMax = 64 * 1024;
 // A request as the server hands it to the application.
 struct Incoming {
     Request request{};
-    std::string peer{};  // "address:port" of the client.
+    std::string peer{};          // "address:port" of the client.
+    std::string peer_address{};  // The client's address alone: what per-peer limits count.
     projections::TimeMicros received_at = 0;
     std::chrono::steady_clock::time_point started{};
     RespondStream respond_stream{};  // For streamed answers instead of Respond.

@@ -1,5 +1,6 @@
 // payledger: the command line (SPEC §8).
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <thread>
@@ -8,6 +9,7 @@
 #include "api/config.hpp"
 #include "api/json_output.hpp"
 #include "api/log.hpp"
+#include "api/peer_limits.hpp"
 #include "api/progress.hpp"
 #include "api/server.hpp"
 #include "api/simulate.hpp"
@@ -45,9 +47,47 @@ int Migrate(const api::Config& config) {
     return 0;
 }
 
+// SIGTERM or SIGINT while serve waits for its database at start (SPEC §8): stop waiting.
+volatile std::sig_atomic_t g_stop_waiting = 0;
+
+// Connects to the database, waiting for it while it is unreachable (SPEC §8: serve started
+// while the database is down waits for it). nullptr when a signal ended the wait.
+std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url) {
+    g_stop_waiting = 0;
+    const auto stop = [](int) { g_stop_waiting = 1; };
+    std::signal(SIGTERM, stop);
+    std::signal(SIGINT, stop);
+    std::chrono::milliseconds backoff{100};
+    std::unique_ptr<pqxx::connection> connection;
+    for (int attempt = 1; !g_stop_waiting; ++attempt) {
+        try {
+            connection = ledger::Connect(url);
+            break;
+        } catch (const pqxx::broken_connection& error) {
+            if (attempt == 1 || attempt % 10 == 0) {
+                api::LogJson("warning", api::Dump(nlohmann::json{
+                                            {"msg", "waiting for the database"},
+                                            {"attempt", attempt},
+                                            {"error", error.what()}}));
+            }
+            // Waiting on an outside system, not synchronising threads: back off up to 2 s.
+            std::this_thread::sleep_for(backoff);
+            backoff = std::min(backoff * 2, std::chrono::milliseconds{2'000});
+        }
+    }
+    std::signal(SIGTERM, SIG_DFL);
+    std::signal(SIGINT, SIG_DFL);
+    return connection;
+}
+
 int Serve(const api::Config& config) {
+    const std::size_t open_files = api::RaiseOpenFileLimit();
     {
-        auto connection = ledger::Connect(config.database_url);
+        auto connection = ConnectWhenReachable(config.database_url);
+        if (connection == nullptr) {
+            api::LogJson("info", "{\"msg\":\"stopped while waiting for the database\"}");
+            return 0;
+        }
         for (const std::string& name : ledger::Migrate(*connection)) {
             api::LogJson("info", "{\"msg\":\"migration applied\",\"name\":\"" + name + "\"}");
         }
@@ -61,10 +101,12 @@ int Serve(const api::Config& config) {
                        {.host = config.listen_host,
                         .port = config.listen_port,
                         .io_threads = cores,
-                        .worker_threads = std::max<std::size_t>(8, 2 * cores)}};
+                        .worker_threads = std::max<std::size_t>(8, 2 * cores),
+                        .connections_per_peer = config.limits.connections_per_peer}};
     server.Start();
     api::LogJson("info", "{\"msg\":\"listening\",\"address\":\"" + config.listen_host + ":" +
-                             std::to_string(server.port()) + "\"}");
+                             std::to_string(server.port()) +
+                             "\",\"open_files_max\":" + std::to_string(open_files) + "}");
     server.ServeUntilSignal(kShutdownGrace);
     committer.Stop();
     api::LogJson("info", "{\"msg\":\"stopped\"}");

@@ -16,7 +16,7 @@ constexpr projections::Outcome kOutcomes[] = {
     projections::Outcome::kIgnored,      projections::Outcome::kMalformed,
     projections::Outcome::kBadSignature, projections::Outcome::kUnknownOrder,
     projections::Outcome::kConflict,     projections::Outcome::kMismatch,
-    projections::Outcome::kUnavailable};
+    projections::Outcome::kRateLimited,  projections::Outcome::kUnavailable};
 static_assert(std::size(kSources) == Metrics::kChannelCount);
 static_assert(std::size(kOutcomes) == Metrics::kOutcomeCount);
 

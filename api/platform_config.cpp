@@ -29,11 +29,12 @@ std::string RequireString(const json& object, const std::string& field) {
 }
 
 std::string ReadKeyFile(const std::string& path, const std::string& base_dir,
-                        const std::string& field) {
+                        const std::string& field, FileKind kind) {
     std::string full = path;
     if (!base_dir.empty() && path.front() != '/') {
         full = base_dir.back() == '/' ? base_dir + path : base_dir + "/" + path;
     }
+    CheckFileMode(full, field, kind);
     std::ifstream file{full, std::ios::binary};
     if (!file) throw ConfigError(field + ": cannot read the key file " + full);
     std::ostringstream text;
@@ -46,7 +47,7 @@ std::string ReadKeyFile(const std::string& path, const std::string& base_dir,
 
 PublicKey LoadPublicKey(const json& object, const std::string& field, const std::string& base_dir) {
     const std::string path = RequireString(object, field);
-    const std::optional<PublicKey> key = ParsePublicKey(ReadKeyFile(path, base_dir, field));
+    const std::optional<PublicKey> key = ParsePublicKey(ReadKeyFile(path, base_dir, field, FileKind::kPublic));
     if (!key) {
         throw ConfigError(field + ": " + path +
                           " holds no RSA public key (PEM public key or certificate)");
@@ -58,7 +59,7 @@ std::optional<PrivateKey> LoadSimulateKey(const json& section, const std::string
                                           const std::string& base_dir) {
     if (!section.contains("simulate_private_key")) return std::nullopt;
     const std::string path = RequireString(section, field);
-    const std::optional<PrivateKey> key = ParsePrivateKey(ReadKeyFile(path, base_dir, field));
+    const std::optional<PrivateKey> key = ParsePrivateKey(ReadKeyFile(path, base_dir, field, FileKind::kSecret));
     if (!key) throw ConfigError(field + ": " + path + " holds no RSA private key (PEM)");
     return key;
 }

@@ -1,5 +1,6 @@
 #include "api/server.hpp"
 
+#include <cerrno>
 #include <csignal>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -26,13 +27,19 @@ projections::TimeMicros NowMicros() {
 // One connection. Only its strand touches the socket; handlers hold shared_from_this().
 class Server::Session : public std::enable_shared_from_this<Session> {
 public:
-    Session(tcp::socket socket, Server& server) : stream_(std::move(socket)), server_(server) {
+    // `endpoint` is the peer's; its address holds one of the peer's connection slots, which
+    // the session gives back when it ends.
+    Session(tcp::socket socket, const tcp::endpoint& endpoint, Server& server)
+        : stream_(std::move(socket)),
+          server_(server),
+          peer_address_(endpoint.address().to_string()),
+          peer_(peer_address_ + ":" + std::to_string(endpoint.port())) {
         ++server_.connections_;
-        beast::error_code ec;
-        const tcp::endpoint endpoint = stream_.socket().remote_endpoint(ec);
-        if (!ec) peer_ = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
     }
-    ~Session() { --server_.connections_; }
+    ~Session() {
+        server_.peer_connections_.Close(peer_address_);
+        --server_.connections_;
+    }
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
@@ -81,6 +88,7 @@ private:
 
         Incoming incoming{.request = parser_->release(),
                           .peer = peer_,
+                          .peer_address = peer_address_,
                           .received_at = NowMicros(),
                           .started = std::chrono::steady_clock::now()};
         incoming.respond_stream = [self = shared_from_this()](
@@ -199,7 +207,8 @@ private:
     std::optional<http::response<http::empty_body>> stream_header_{};
     std::optional<http::response_serializer<http::empty_body>> serializer_{};
     std::string chunk_{};
-    std::string peer_ = "unknown";
+    const std::string peer_address_;
+    const std::string peer_;
     bool keep_alive_ = false;
     unsigned version_ = 11;
 };
@@ -208,7 +217,9 @@ Server::Server(App& app, Options options)
     : app_(app),
       options_(std::move(options)),
       workers_(options_.worker_threads),
-      acceptor_(net::make_strand(io_)) {}
+      acceptor_(net::make_strand(io_)),
+      peer_connections_(options_.connections_per_peer),
+      accept_backoff_(acceptor_.get_executor()) {}
 
 Server::~Server() { Shutdown(std::chrono::milliseconds{0}); }
 
@@ -228,14 +239,34 @@ void Server::Start() {
 void Server::Accept() {
     acceptor_.async_accept(net::make_strand(io_), [this](beast::error_code ec, tcp::socket socket) {
         if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+        if (ec == net::error::no_descriptors || ec == net::error::no_buffer_space ||
+            ec.value() == ENFILE || ec == net::error::no_memory) {
+            // Out of file descriptors: accepting again at once would spin on the same error.
+            // The connection stays in the listen backlog until a descriptor is free.
+            return AcceptLater();
+        }
         if (!ec) {
-            if (connections_ >= options_.connections_max) {
+            beast::error_code endpoint_error;
+            const tcp::endpoint peer = socket.remote_endpoint(endpoint_error);
+            if (endpoint_error || connections_ >= options_.connections_max ||
+                !peer_connections_.Open(peer.address().to_string())) {
+                // Over the limit (in all, or for this address): refuse rather than let one
+                // peer degrade everyone.
                 beast::error_code ignored;
-                socket.close(ignored);  // At the limit: refuse rather than degrade everyone.
+                socket.close(ignored);
             } else {
-                std::make_shared<Session>(std::move(socket), *this)->Run();
+                std::make_shared<Session>(std::move(socket), peer, *this)->Run();
             }
         }
+        Accept();
+    });
+}
+
+void Server::AcceptLater() {
+    ++accept_backoffs_;
+    accept_backoff_.expires_after(std::chrono::milliseconds{50});
+    accept_backoff_.async_wait([this](beast::error_code ec) {
+        if (ec || !acceptor_.is_open()) return;
         Accept();
     });
 }
@@ -257,6 +288,7 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
     net::post(acceptor_.get_executor(), [this, &closed] {
         beast::error_code ignored;
         acceptor_.close(ignored);
+        accept_backoff_.cancel();
         closed.set_value();
     });
     if (!threads_.empty()) closed.get_future().wait();

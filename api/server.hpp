@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "api/app.hpp"
+#include "api/peer_limits.hpp"
 
 namespace payledger::api {
 
@@ -29,6 +30,7 @@ public:
         std::chrono::seconds read_timeout{15};  // A whole request, and keep-alive idling.
         std::chrono::seconds write_timeout{15};
         std::size_t connections_max = 1024;
+        std::size_t connections_per_peer = 256;  // SPEC §9 limits.connections_per_peer.
     };
 
     Server(App& app, Options options);
@@ -37,6 +39,8 @@ public:
     // Binds and starts serving. Throws boost::system::system_error when the address is taken.
     void Start();
     [[nodiscard]] unsigned short port() const { return port_; }
+    // How often accept ran out of file descriptors and backed off (metrics, tests).
+    [[nodiscard]] std::uint64_t accept_backoffs() const { return accept_backoffs_; }
 
     // Stops accepting, lets requests in flight finish (within `grace`), then stops the I/O
     // threads. Blocks until done. Idempotent.
@@ -48,6 +52,8 @@ public:
 private:
     class Session;
     void Accept();
+    // After an accept failed for want of file descriptors: wait, then accept again.
+    void AcceptLater();
     void RequestStarted();
     void RequestFinished();
 
@@ -59,8 +65,11 @@ private:
     std::vector<std::thread> threads_;
     unsigned short port_ = 0;
     std::atomic<bool> stopped_{false};
+    std::atomic<std::uint64_t> accept_backoffs_{0};
     std::atomic<bool> draining_{false};
     std::atomic<std::size_t> connections_{0};
+    ConnectionCounter peer_connections_;
+    net::steady_timer accept_backoff_;
     std::mutex in_flight_mutex_;
     std::condition_variable in_flight_zero_;
     std::size_t requests_in_flight_ = 0;  // Guarded by in_flight_mutex_.

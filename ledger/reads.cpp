@@ -18,7 +18,8 @@ const std::vector<Statement>& ReadStatements() {
         {"read_order_events",
          Select(kEventColumns, "FROM ledger_events WHERE out_trade_no = $1 ORDER BY seq")},
         {"read_order_receipts",
-         Select(kReceiptColumns, "FROM callback_receipts WHERE out_trade_no = $1 ORDER BY id")},
+         Select(kReceiptColumns,
+                "FROM callback_receipts WHERE out_trade_no = $1 AND id > $2 ORDER BY id LIMIT $3")},
         {"read_balances",
          "SELECT account_id, currency, balance FROM balances WHERE account_id = $1 "
          "ORDER BY currency"},
@@ -50,9 +51,13 @@ std::vector<projections::Event> ReadOrderEvents(pqxx::transaction_base& tx,
 }
 
 std::vector<Receipt> ReadOrderReceipts(pqxx::transaction_base& tx,
-                                       const std::string& out_trade_no) {
+                                       const std::string& out_trade_no, std::int64_t after,
+                                       std::int64_t limit) {
+    PAYLEDGER_ASSERT(limit > 0);
+    PAYLEDGER_ASSERT(limit <= kPageSizeMax);
     std::vector<Receipt> receipts;
-    for (const pqxx::row& row : tx.exec_prepared("read_order_receipts", out_trade_no)) {
+    for (const pqxx::row& row :
+         tx.exec_prepared("read_order_receipts", out_trade_no, after, limit)) {
         receipts.push_back(ReceiptFromRow(row));
     }
     return receipts;

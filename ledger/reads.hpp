@@ -24,7 +24,8 @@ inline constexpr std::int64_t kPageSizeMax = 1000;
 [[nodiscard]] std::vector<projections::Event> ReadOrderEvents(pqxx::transaction_base& tx,
                                                               const std::string& out_trade_no);
 [[nodiscard]] std::vector<Receipt> ReadOrderReceipts(pqxx::transaction_base& tx,
-                                                     const std::string& out_trade_no);
+                                                     const std::string& out_trade_no,
+                                                     std::int64_t after, std::int64_t limit);
 // Every balance row of the account, by currency; empty when the account has no order.
 [[nodiscard]] std::vector<projections::BalanceRow> ReadBalances(pqxx::transaction_base& tx,
                                                                 const std::string& account_id);

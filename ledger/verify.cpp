@@ -164,9 +164,12 @@ SessionSettings LongRunningSession() {
                            .idle_in_transaction_timeout = std::chrono::milliseconds{0}};
 }
 
-VerifyReport Verify(const std::string& url, const Progress& progress) {
-    auto events_connection = Connect(url, LongRunningSession());
-    auto live_connection = Connect(url, LongRunningSession());
+VerifyReport Verify(const std::string& url, const Progress& progress,
+                    std::chrono::milliseconds statement_timeout) {
+    SessionSettings session = LongRunningSession();
+    session.statement_timeout = statement_timeout;
+    auto events_connection = Connect(url, session);
+    auto live_connection = Connect(url, session);
     using ReadOnlySnapshot = pqxx::transaction<pqxx::repeatable_read, pqxx::read_only>;
     ReadOnlySnapshot events_tx{*events_connection};
     const std::string snapshot =

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <pqxx/pqxx>
@@ -45,8 +46,10 @@ using Progress = std::function<void(std::int64_t events_read)>;
 // ONLY, exported from one session to a second one), streams all events and folds them with
 // projections::FoldOrder, streams the live projections from the same snapshot, and compares
 // them row by row. Memory stays constant in the number of orders (balances: one entry per
-// account and currency). Never takes the writer lock. Throws pqxx exceptions.
-[[nodiscard]] VerifyReport Verify(const std::string& url, const Progress& progress = {});
+// account and currency). Never takes the writer lock. Throws pqxx exceptions. A statement
+// timeout of 0 is none (the command line); the online endpoint gives one.
+[[nodiscard]] VerifyReport Verify(const std::string& url, const Progress& progress = {},
+                                  std::chrono::milliseconds statement_timeout = {});
 
 // The lines `verify` prints (SPEC §8), each ending in "\n".
 [[nodiscard]] std::string FormatReport(const VerifyReport& report);

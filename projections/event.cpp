@@ -23,7 +23,7 @@ constexpr std::array<std::pair<Source, std::string_view>, 5> kSourceNames{{
     {Source::kGeneric, "generic"},
 }};
 
-constexpr std::array<std::pair<Outcome, std::string_view>, 9> kOutcomeNames{{
+constexpr std::array<std::pair<Outcome, std::string_view>, 10> kOutcomeNames{{
     {Outcome::kAppended, "appended"},
     {Outcome::kDuplicate, "duplicate"},
     {Outcome::kIgnored, "ignored"},
@@ -32,6 +32,7 @@ constexpr std::array<std::pair<Outcome, std::string_view>, 9> kOutcomeNames{{
     {Outcome::kUnknownOrder, "unknown_order"},
     {Outcome::kConflict, "conflict"},
     {Outcome::kMismatch, "mismatch"},
+    {Outcome::kRateLimited, "rate_limited"},
     {Outcome::kUnavailable, "unavailable"},
 }};
 

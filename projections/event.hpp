@@ -29,7 +29,8 @@ enum class Outcome {
     kUnknownOrder,
     kConflict,
     kMismatch,
-    kUnavailable,
+    kRateLimited,  // Never stored (SPEC §3 invariant 3).
+    kUnavailable,   // Never stored.
 };
 
 [[nodiscard]] std::string_view ToString(EventType type);

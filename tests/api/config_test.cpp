@@ -8,6 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,7 +55,8 @@ TEST(ParseConfig, ReadsEveryFieldOfAFullConfig) {
     EXPECT_EQ(config.listen_port, 9090);
     EXPECT_EQ(config.database_url, "postgresql://ledger@db/payledger");
     EXPECT_EQ(config.merchant_tokens,
-              (std::vector<std::string>{"merchant-token-0001", "merchant-token-0002"}));
+              (std::vector<MerchantToken>{{.token = "merchant-token-0001"},
+                                          {.token = "merchant-token-0002"}}));
     EXPECT_EQ(config.auditor_tokens, std::vector<std::string>{"auditor-token-00001"});
     EXPECT_EQ(config.admin_tokens, std::vector<std::string>{"admin-token-0000001"});
     ASSERT_TRUE(config.generic.has_value());
@@ -201,6 +206,79 @@ TEST(ParseConfig, JsonThatIsNotAnObjectIsAConfigError) {
         SCOPED_TRACE(text);
         EXPECT_THROW((void)ParseConfig(text, "postgresql://env@db/x", std::nullopt), ConfigError);
     }
+}
+
+TEST(ParseConfig, ReadsLimitsAndScopedMerchantTokens) {
+    const Config defaults = ParseConfig(ConfigWith(""), std::nullopt, std::nullopt);
+    EXPECT_EQ(defaults.limits.unverified_per_peer_per_minute, 120u);
+    EXPECT_EQ(defaults.limits.connections_per_peer, 256u);
+
+    const Config config = ParseConfig(
+        R"({"database_url": "postgresql://x/y",
+            "limits": {"unverified_per_peer_per_minute": 7, "connections_per_peer": 3},
+            "tokens": {"merchant": ["plain-merchant-token-01",
+                                    {"token": "scoped-merchant-token-1",
+                                     "accounts": ["shop-1", "shop-2"]}]}})",
+        std::nullopt, std::nullopt);
+    EXPECT_EQ(config.limits.unverified_per_peer_per_minute, 7u);
+    EXPECT_EQ(config.limits.connections_per_peer, 3u);
+    ASSERT_EQ(config.merchant_tokens.size(), 2u);
+    EXPECT_EQ(config.merchant_tokens[0], (MerchantToken{.token = "plain-merchant-token-01"}));
+    EXPECT_EQ(config.merchant_tokens[1],
+              (MerchantToken{.token = "scoped-merchant-token-1",
+                             .accounts = std::vector<std::string>{"shop-1", "shop-2"}}));
+}
+
+TEST(ParseConfig, InvalidLimitsAndScopedTokensNameTheField) {
+    const auto expect_error = [](const std::string& json_text, const std::string& field) {
+        try {
+            (void)ParseConfig(json_text, std::nullopt, std::nullopt);
+            ADD_FAILURE() << "accepted: " << json_text;
+        } catch (const ConfigError& error) {
+            EXPECT_EQ(std::string(error.what()).rfind(field, 0), 0u) << error.what();
+        }
+    };
+    const std::string url = R"("database_url": "postgresql://x/y")";
+    expect_error("{" + url + R"(, "limits": 5})", "limits");
+    expect_error("{" + url + R"(, "limits": {"connections_per_peer": 0}})",
+                 "limits.connections_per_peer");
+    expect_error("{" + url + R"(, "limits": {"unverified_per_peer_per_minute": -1}})",
+                 "limits.unverified_per_peer_per_minute");
+    expect_error("{" + url + R"(, "limits": {"unverified_per_peer_per_minute": 1.5}})",
+                 "limits.unverified_per_peer_per_minute");
+    expect_error("{" + url + R"(, "tokens": {"merchant": [{"token": "scoped-merchant-token-1"}]}})",
+                 "tokens.merchant[].accounts");
+    expect_error("{" + url +
+                     R"(, "tokens": {"merchant": [{"token": "short", "accounts": ["a"]}]}})",
+                 "tokens.merchant[].token");
+    expect_error("{" + url +
+                     R"(, "tokens": {"merchant": [{"token": "scoped-merchant-token-1",
+                                                   "accounts": ["no spaces"]}]}})",
+                 "tokens.merchant[].accounts");
+}
+
+// SPEC §9: a config file other users may read or write is refused, naming it and its mode;
+// scripts/run writes the development config with mode 0600 from its first byte.
+TEST(LoadConfig, RefusesAConfigFileOthersMayReadOrWrite) {
+    namespace fs = std::filesystem;
+    const fs::path path = fs::temp_directory_path() / ("payledger-config-mode-" +
+                                                       std::to_string(::getpid()) + ".json");
+    std::ofstream{path} << R"({"database_url": "postgresql://x/y"})";
+    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
+    EXPECT_NO_THROW((void)LoadConfig(path.string()));
+    for (const auto extra : {fs::perms::group_read, fs::perms::others_read,
+                             fs::perms::group_write, fs::perms::others_write}) {
+        fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write | extra);
+        try {
+            (void)LoadConfig(path.string());
+            ADD_FAILURE() << "accepted with extra permission " << static_cast<int>(extra);
+        } catch (const ConfigError& error) {
+            EXPECT_NE(std::string(error.what()).find(path.string() + " has mode 06"),
+                      std::string::npos)
+                << error.what();
+        }
+    }
+    fs::remove(path);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 // The whole service runs in-process on a free port against the real PostgreSQL.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "api/json_output.hpp"
 #include "support/test_database.hpp"
@@ -316,6 +318,99 @@ TEST_F(HttpApiPgTest, RecoversByItselfWhenTheDatabaseDropsItsSessions) {
     EXPECT_EQ(client_->Get("/readyz").status, 200);
 }
 
+// SPEC §9: a merchant token given as an object registers orders for its accounts only.
+TEST(HttpApiScopedTokenTest, AScopedMerchantTokenRegistersOrdersOnlyForItsAccounts) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DATABASE(db);
+    api::Config config = testing::TestConfig(db.url());
+    const std::string scoped = "merchant-token-scoped-to-shop-1";
+    config.merchant_tokens.push_back({.token = scoped, .accounts = {{"shop-1"}}});
+    TestService service{std::move(config), db.name()};
+    HttpClient client{service.port()};
+    const auto create = [&](const std::string& token, const std::string& order,
+                            const std::string& account) {
+        return client.Post("/v1/orders",
+                           Dump(json{{"out_trade_no", order},
+                                     {"account_id", account},
+                                     {"amount", 100},
+                                     {"currency", "CNY"}}),
+                           {{"Authorization", "Bearer " + token}});
+    };
+    EXPECT_EQ(create(scoped, "ORD-1", "shop-1").status, 201);
+    const HttpResult other = create(scoped, "ORD-2", "shop-2");
+    EXPECT_EQ(other.status, 403) << other.body;
+    EXPECT_NE(other.body.find("shop-2"), std::string::npos) << other.body;
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM ledger_events WHERE out_trade_no = 'ORD-2'"), "0");
+    // A plain token may register for any account.
+    EXPECT_EQ(create(kMerchantToken, "ORD-2", "shop-2").status, 201);
+}
+
+// SPEC §5: an order's receipts are paged like the feeds; no response grows with the history
+// that strangers can add to an order beyond one page.
+TEST_F(HttpApiPgTest, AnOrdersReceiptsArePaged) {
+    ASSERT_EQ(service_->CreateOrder(*client_, "ORD-1", "acct", 100).status, 201);
+    for (int i = 0; i < 5; ++i) {  // Forged deliveries that name ORD-1: stored, never applied.
+        const HttpResult forged = service_->PostGeneric(
+            *client_, testing::GenericPayment("ORD-1", "TX", 100), std::nullopt,
+            "a-wrong-secret-of-16-characters");
+        ASSERT_EQ(forged.status, 401) << forged.body;
+    }
+    std::vector<std::int64_t> ids;
+    std::int64_t after = 0;
+    for (int page = 0; page < 10; ++page) {
+        const HttpResult r =
+            Audit("/v1/orders/ORD-1/receipts?limit=2&after=" + std::to_string(after));
+        ASSERT_EQ(r.status, 200) << r.body;
+        const json body = r.Json();
+        ASSERT_LE(body["receipts"].size(), 2u);
+        if (body["receipts"].empty()) {
+            EXPECT_EQ(body["next_after"], after);
+            break;
+        }
+        for (const json& receipt : body["receipts"]) ids.push_back(receipt["id"]);
+        EXPECT_EQ(body["next_after"], ids.back());
+        after = body["next_after"];
+    }
+    ASSERT_EQ(ids.size(), 6u);  // The order's creation and the five forgeries, in order.
+    EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+    EXPECT_EQ(Audit("/v1/orders/ORD-1/receipts").Json()["receipts"].size(), 6u);
+    EXPECT_EQ(Audit("/v1/orders/ORD-1/receipts?limit=1001").status, 400);
+    EXPECT_EQ(Audit("/v1/orders/ORD-1/receipts?after=-1").status, 400);
+    EXPECT_EQ(Audit("/v1/orders/NO-SUCH/receipts").status, 404);
+}
+
+// Issue 11 point 4: POST /v1/admin/verify runs one at a time; a second call while one runs
+// gets 429. The first is held inside its snapshot by a lock the test takes on ledger_events.
+TEST_F(HttpApiPgTest, AdminVerifyRunsOneAtATime) {
+    ASSERT_EQ(service_->CreateOrder(*client_, "ORD-1", "acct", 100).status, 201);
+    auto holder = db_.Connect();
+    pqxx::work lock{*holder};
+    lock.exec("LOCK TABLE ledger_events IN ACCESS EXCLUSIVE MODE");
+    HttpResult first;
+    std::thread running([&] {
+        HttpClient client{service_->port()};
+        first = client.Send(boost::beast::http::verb::post, "/v1/admin/verify", "",
+                            {{"Authorization", std::string("Bearer ") + kAdminToken}});
+    });
+    testing::AwaitLockWaiters(db_,
+                              "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING "
+                              "(pid) WHERE a.datname = current_database() AND l.locktype = "
+                              "'relation' AND NOT l.granted");
+    const HttpResult second =
+        client_->Send(boost::beast::http::verb::post, "/v1/admin/verify", "",
+                      {{"Authorization", std::string("Bearer ") + kAdminToken}});
+    ExpectError(second, 429, "rate_limited");
+    lock.abort();
+    running.join();
+    EXPECT_EQ(first.status, 200) << first.body;
+    EXPECT_EQ(first.Json()["ok"], true) << first.body;
+    // Once it has finished, the next call runs.
+    const HttpResult third =
+        client_->Send(boost::beast::http::verb::post, "/v1/admin/verify", "",
+                      {{"Authorization", std::string("Bearer ") + kAdminToken}});
+    EXPECT_EQ(third.status, 200) << third.body;
+}
+
 TEST(HttpApiNoDatabaseTest, EveryChannelAnswers503WhileTheDatabaseIsDown) {
     TestService service{
         testing::TestConfig("postgresql://nobody@/nowhere?host=/nonexistent&connect_timeout=1")};
@@ -326,7 +421,12 @@ TEST(HttpApiNoDatabaseTest, EveryChannelAnswers503WhileTheDatabaseIsDown) {
     const HttpResult callback =
         service.PostGeneric(client, testing::GenericPayment("ORD-1", "TX", 10));
     EXPECT_EQ(callback.status, 503);
-    EXPECT_EQ(client.Get("/readyz").status, 503);
+    const HttpResult ready = client.Get("/readyz");
+    EXPECT_EQ(ready.status, 503);
+    // SPEC §5: that it is unreachable, never the driver's text (host, port, user).
+    EXPECT_EQ(ready.Json()["message"], "the database is unreachable") << ready.body;
+    EXPECT_EQ(ready.body.find("nonexistent"), std::string::npos) << ready.body;
+    EXPECT_EQ(ready.body.find("nobody"), std::string::npos) << ready.body;
     EXPECT_EQ(client.Get("/healthz").status, 200);
     EXPECT_EQ(client.Get("/v1/orders/ORD-1", kAuditorToken).status, 503);
 }

@@ -32,8 +32,11 @@ protected:
     }
     void TearDown() override { std::filesystem::remove_all(dir_); }
 
+    // Owner read and write only, whatever the umask: SPEC §9 refuses keys others can read.
     void Write(const std::string& name, const std::string& text) const {
         std::ofstream{dir_ / name, std::ios::binary} << text;
+        std::filesystem::permissions(dir_ / name, std::filesystem::perms::owner_read |
+                                                      std::filesystem::perms::owner_write);
     }
 
     json Valid() const {
@@ -153,4 +156,37 @@ TEST_F(PlatformConfigTest, InvalidSectionsNameTheField) {
 }
 
 }  // namespace
+// SPEC §9: a private key that other users may read or write, and a public key that they may
+// write, stop the process at start, with the file and its mode named.
+TEST_F(PlatformConfigTest, KeyFilesOthersMayReadOrWriteAreRefusedWithTheirMode) {
+    namespace fs = std::filesystem;
+    const auto expect_refused = [&](const std::string& file, fs::perms perms,
+                                    const std::string& mode) {
+        fs::permissions(dir_ / file, perms);
+        try {
+            (void)ParseConfig(Valid().dump(), std::nullopt, std::nullopt, dir_.string());
+            ADD_FAILURE() << file << " with mode " << mode << " was accepted";
+        } catch (const ConfigError& error) {
+            EXPECT_NE(std::string(error.what()).find((dir_ / file).string()), std::string::npos)
+                << error.what();
+            EXPECT_NE(std::string(error.what()).find("mode " + mode), std::string::npos)
+                << error.what();
+        }
+        fs::permissions(dir_ / file, fs::perms::owner_read | fs::perms::owner_write);
+    };
+    using fs::perms;
+    expect_refused("platform.key", perms::owner_read | perms::owner_write | perms::group_read,
+                   "0640");
+    expect_refused("platform.key", perms::owner_read | perms::others_write, "0402");
+    expect_refused("platform.pem", perms::owner_all | perms::group_write, "0720");
+    expect_refused("platform.pem",
+                   perms::owner_read | perms::owner_write | perms::group_read |
+                       perms::others_read | perms::others_write,
+                   "0646");
+    // A public key that everybody may read is fine.
+    fs::permissions(dir_ / "platform.pem", perms::owner_read | perms::owner_write |
+                                               perms::group_read | perms::others_read);
+    EXPECT_NO_THROW((void)ParseConfig(Valid().dump(), std::nullopt, std::nullopt, dir_.string()));
+}
+
 }  // namespace payledger::api

@@ -96,10 +96,15 @@ bool NamesOtherFiles(std::string_view text) {
 void CheckConfig(const api::Config& config) {
     FUZZ_CHECK(!config.database_url.empty());
     FUZZ_CHECK(!config.listen_host.empty());
-    for (const auto* tokens :
-         {&config.merchant_tokens, &config.auditor_tokens, &config.admin_tokens}) {
+    for (const api::MerchantToken& token : config.merchant_tokens) {
+        FUZZ_CHECK(token.token.size() >= 16);
+        if (token.accounts) FUZZ_CHECK(!token.accounts->empty());
+    }
+    for (const auto* tokens : {&config.auditor_tokens, &config.admin_tokens}) {
         for (const std::string& token : *tokens) FUZZ_CHECK(token.size() >= 16);
     }
+    FUZZ_CHECK(config.limits.unverified_per_peer_per_minute >= 1);
+    FUZZ_CHECK(config.limits.connections_per_peer >= 1);
     if (config.generic) FUZZ_CHECK(config.generic->secret.size() >= 16);
     if (const auto& v2 = config.wechat_v2) {
         FUZZ_CHECK(!v2->appid.empty() && !v2->mch_id.empty() && !v2->api_key.empty());

@@ -155,7 +155,7 @@ TEST_F(WriterPgTest, RejectedDeliveryIsRecordedWithItsBytes) {
     const auto results = Write({rejected});
     EXPECT_EQ(results[0].outcome, Outcome::kBadSignature);
     pqxx::read_transaction tx{*connection_};
-    const std::vector<Receipt> receipts = ReadOrderReceipts(tx, "ORD-1");
+    const std::vector<Receipt> receipts = ReadOrderReceipts(tx, "ORD-1", 0, kPageSizeMax);
     ASSERT_EQ(receipts.size(), 1u);
     EXPECT_EQ(receipts[0].body, rejected.receipt.body);
     EXPECT_EQ(receipts[0].outcome, Outcome::kBadSignature);

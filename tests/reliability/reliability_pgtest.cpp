@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "api/generic_channel.hpp"
@@ -25,6 +27,7 @@
 #include "ledger/migrate.hpp"
 #include "ledger/verify.hpp"
 #include "ledger/writer.hpp"
+#include "api/peer_limits.hpp"
 #include "support/own_postgres.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"
@@ -528,6 +531,256 @@ TEST(ReliabilityPgTest, SlowClientsDoNotStopNormalRequestsAndAreCutOff) {
     trickler.thread.join();
     for (const int fd : sockets) close(fd);
     EXPECT_EQ(closed, kSlow);
+}
+
+// A TCP connection to 127.0.0.1:`port` from `source` (another loopback address is another
+// peer); -1 when it fails.
+int ConnectFrom(const char* source, unsigned short port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    inet_pton(AF_INET, source, &local.sin_addr);
+    sockaddr_in remote{};
+    remote.sin_family = AF_INET;
+    remote.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &remote.sin_addr);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0 ||
+        connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// True when the server closes `fd` (EOF or reset) within `within`, without any request sent.
+bool ClosedByServer(int fd, std::chrono::seconds within) {
+    timeval timeout{.tv_sec = within.count(), .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    char byte = 0;
+    const ssize_t n = recv(fd, &byte, 1, 0);
+    return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+// user + system CPU seconds the process has used so far (/proc/PID/stat).
+double CpuSeconds(pid_t pid) {
+    std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
+    std::string text{std::istreambuf_iterator<char>{stat}, {}};
+    std::istringstream fields{text.substr(text.rfind(')') + 2)};
+    std::string field;
+    long ticks = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {
+        if (i == 14 || i == 15) ticks += std::stol(field);
+    }
+    return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Issue 11 point 1: a peer flooding 64 KiB deliveries without a valid signature is limited to
+// limits.unverified_per_peer_per_minute stored receipts (then 429, counted, never stored),
+// while valid callbacks from another address stay fast; a delivery that verifies is never
+// limited, even from the limited address.
+TEST(ReliabilityPgTest, AnUnverifiedFloodFromOnePeerIsLimitedAndValidCallbacksStayFast) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DATABASE(db);
+    constexpr int kLimit = 120;
+    constexpr int kFlood = 400;
+    constexpr int kOrders = 200;
+    CreateOrders(db.url(), kOrders + 1, 100);
+    ServeProcess server{db.url(), {{"limits", {{"unverified_per_peer_per_minute", kLimit}}}}};
+
+    std::atomic<int> unauthorized{0};
+    std::atomic<int> limited{0};
+    std::atomic<int> other{0};
+    std::thread flooder([&] {
+        HttpClient client{server.port(), "127.0.0.2"};
+        const std::string junk(65'000, 'x');  // Just under the 64 KiB request limit.
+        for (int i = 0; i < kFlood; ++i) {
+            const HttpResult r = client.Post("/v1/callbacks/generic", junk,
+                                             {{"Payledger-Signature",
+                                               "t=" + std::to_string(testing::UnixNow()) +
+                                                   ",v1=" + std::string(64, '0')}});
+            (r.status == 401 ? unauthorized : r.status == 429 ? limited : other)++;
+        }
+    });
+    std::vector<double> latencies_ms;
+    HttpClient client{server.port()};
+    for (int i = 0; i < kOrders; ++i) {
+        const std::string key = "R-" + std::to_string(i);
+        const std::string body = testing::GenericPayment(key, "TX-" + key, 100);
+        const auto started = std::chrono::steady_clock::now();
+        const HttpResult r = client.Post(
+            "/v1/callbacks/generic", body,
+            {{"Payledger-Signature",
+              GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
+        latencies_ms.push_back(std::chrono::duration<double, std::milli>(
+                                   std::chrono::steady_clock::now() - started)
+                                   .count());
+        ASSERT_EQ(r.status, 200) << r.body;
+    }
+    flooder.join();
+    std::sort(latencies_ms.begin(), latencies_ms.end());
+    const double p99 = latencies_ms[latencies_ms.size() * 99 / 100];
+    std::printf("valid callbacks beside the flood: p50 %.2f ms, p99 %.2f ms (%d)\n",
+                latencies_ms[latencies_ms.size() / 2], p99, kOrders);
+    EXPECT_LT(p99, 1000.0);
+
+    EXPECT_EQ(unauthorized.load(), kLimit);
+    EXPECT_EQ(limited.load(), kFlood - kLimit);
+    EXPECT_EQ(other.load(), 0);
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts WHERE peer LIKE '127.0.0.2:%'"),
+              std::to_string(kLimit));
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM ledger_events WHERE event_type = "
+                        "'PAYMENT_SUCCEEDED'"),
+              std::to_string(kOrders));
+    const HttpResult metrics = client.Get("/metrics");
+    EXPECT_NE(metrics.body.find("payledger_deliveries_total{channel=\"generic\",outcome="
+                                "\"rate_limited\"} " +
+                                std::to_string(kFlood - kLimit)),
+              std::string::npos)
+        << metrics.body;
+
+    // Signed, from the limited address: never limited.
+    HttpClient limited_peer{server.port(), "127.0.0.2"};
+    const std::string key = "R-" + std::to_string(kOrders);
+    const std::string body = testing::GenericPayment(key, "TX-" + key, 100);
+    const HttpResult signed_delivery = limited_peer.Post(
+        "/v1/callbacks/generic", body,
+        {{"Payledger-Signature",
+          GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
+    EXPECT_EQ(signed_delivery.status, 200) << signed_delivery.body;
+    EXPECT_EQ(signed_delivery.Json()["outcome"], "appended");
+}
+
+// Issue 11 point 3: limits.connections_per_peer closes a peer's extra connections at accept;
+// other peers are served, and the peer gets a slot back when one of its connections ends.
+TEST(ReliabilityPgTest, ConnectionsBeyondThePerPeerLimitAreClosedAtAccept) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DATABASE(db);
+    constexpr int kPerPeer = 4;
+    ServeProcess server{db.url(), {{"limits", {{"connections_per_peer", kPerPeer}}}}};
+    std::vector<int> held;
+    for (int i = 0; i < kPerPeer; ++i) {
+        held.push_back(ConnectFrom("127.0.0.2", server.port()));
+        ASSERT_GE(held.back(), 0);
+    }
+    // The held ones are served: one request on the first proves it was accepted.
+    const std::string healthz = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(send(held[0], healthz.data(), healthz.size(), 0),
+              static_cast<ssize_t>(healthz.size()));
+    char reply[12] = {};
+    ASSERT_EQ(recv(held[0], reply, sizeof reply, MSG_WAITALL), static_cast<ssize_t>(sizeof reply));
+    EXPECT_EQ(std::string(reply, sizeof reply), "HTTP/1.1 200");
+
+    const int extra = ConnectFrom("127.0.0.2", server.port());
+    ASSERT_GE(extra, 0);
+    EXPECT_TRUE(ClosedByServer(extra, std::chrono::seconds{10}));
+    close(extra);
+    HttpClient other_peer{server.port()};
+    EXPECT_EQ(other_peer.Get("/healthz").status, 200);
+
+    // One connection ends: the peer may open another (the server notices the close
+    // asynchronously, so retry until a deadline).
+    close(held.back());
+    held.pop_back();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+    bool served = false;
+    while (!served && std::chrono::steady_clock::now() < deadline) {
+        HttpClient again{server.port(), "127.0.0.2"};
+        try {
+            served = again.Get("/healthz").status == 200;
+        } catch (const std::exception&) {
+            std::this_thread::sleep_for(std::chrono::milliseconds{20});
+        }
+    }
+    EXPECT_TRUE(served);
+    for (const int fd : held) close(fd);
+}
+
+// Issue 11 point 3: out of file descriptors, accept backs off instead of spinning. serve runs
+// with a limit of 64 open files, soft and hard (it raises the soft limit to the hard one, so
+// both are set), and gets more connections than it can hold; its CPU time while they wait
+// stays near zero, and it serves again once they are gone.
+TEST(ReliabilityPgTest, AcceptOutOfFileDescriptorsBacksOffInsteadOfSpinning) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DATABASE(db);
+    ServeProcess server{db.url(), {{"limits", {{"connections_per_peer", 1000}}}}, 0, 64};
+    HttpClient client{server.port()};
+    ASSERT_EQ(client.Get("/readyz").status, 200);  // Pool and committer connections opened.
+    std::vector<int> held;
+    for (int i = 0; i < 100; ++i) {
+        const int fd = ConnectFrom("127.0.0.1", server.port());
+        if (fd >= 0) held.push_back(fd);
+    }
+    ASSERT_GE(held.size(), 80u);  // The listen backlog holds what serve cannot accept.
+    const double before = CpuSeconds(server.pid());
+    const auto started = std::chrono::steady_clock::now();
+    // No request is sent: serve has nothing to do but accept. Two seconds of wall time is
+    // what this test measures; a spinning accept loop burns a core for all of it.
+    std::this_thread::sleep_for(std::chrono::seconds{2});
+    const double cpu = CpuSeconds(server.pid()) - before;
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::printf("serve CPU while out of descriptors: %.3f s in %.2f s\n", cpu, wall);
+    EXPECT_LT(cpu, 0.25 * wall);
+    for (const int fd : held) close(fd);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+    int status = 0;
+    while (status != 200 && std::chrono::steady_clock::now() < deadline) {
+        HttpClient again{server.port()};
+        try {
+            status = again.Get("/healthz").status;
+        } catch (const std::exception&) {
+            std::this_thread::sleep_for(std::chrono::milliseconds{20});
+        }
+    }
+    EXPECT_EQ(status, 200);
+}
+
+// Issue 11 point 7 (SPEC §8): serve started while its database is down waits for it, then
+// serves, instead of exiting.
+TEST(ReliabilityPgTest, ServeStartedWhileTheDatabaseIsDownWaitsForIt) {
+    testing::OwnPostgres pg;
+    {
+        auto connection = ledger::Connect(pg.url());
+        (void)ledger::Migrate(*connection);
+    }
+    pg.Stop();
+    std::optional<ServeProcess> server;
+    const unsigned short port = testing::FreePort();
+    std::thread starting([&] { server.emplace(pg.url(), json::object(), port); });
+    // Wait (bounded) until serve says that it waits, then bring the database back.
+    const std::string log_path = testing::TestTmpDir() + "/payledger-serve-" +
+                                 std::to_string(getpid()) + "-" + std::to_string(port) + ".log";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+    bool waiting = false;
+    while (!waiting && std::chrono::steady_clock::now() < deadline) {
+        std::ifstream log{log_path};
+        const std::string text{std::istreambuf_iterator<char>{log}, {}};
+        waiting = text.find("waiting for the database") != std::string::npos;
+        if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
+    ASSERT_TRUE(waiting) << "serve never said it waits for the database";
+    pg.Start();
+    starting.join();
+    ASSERT_TRUE(server.has_value());
+    HttpClient client{server->port()};
+    EXPECT_EQ(client.Get("/readyz").status, 200);
+    const std::string order = R"({"out_trade_no":"W-1","account_id":"a","amount":5,"currency":"CNY"})";
+    EXPECT_EQ(client.Post("/v1/orders", order,
+                          {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}})
+                  .status,
+              201);
+}
+
+TEST(PeerLimitsTest, RaiseOpenFileLimitRaisesTheSoftLimitToTheHardOne) {
+    rlimit limit{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+    if (limit.rlim_max < 256 || limit.rlim_max == RLIM_INFINITY) GTEST_SKIP();
+    rlimit lowered = limit;
+    lowered.rlim_cur = 128;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+    EXPECT_EQ(RaiseOpenFileLimit(), static_cast<std::size_t>(limit.rlim_max));
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &lowered), 0);
+    EXPECT_EQ(lowered.rlim_cur, limit.rlim_max);
 }
 
 }  // namespace

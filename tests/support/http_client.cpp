@@ -15,6 +15,9 @@ nlohmann::json HttpResult::Json() const {
 
 void HttpClient::Connect() {
     stream_.emplace(io_);
+    boost::beast::get_lowest_layer(*stream_).socket().open(boost::asio::ip::tcp::v4());
+    boost::beast::get_lowest_layer(*stream_).socket().bind(
+        {boost::asio::ip::make_address(source_address_), 0});
     stream_->connect(
         boost::asio::ip::tcp::endpoint{boost::asio::ip::make_address("127.0.0.1"), port_});
     buffer_.clear();

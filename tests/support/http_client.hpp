@@ -19,11 +19,13 @@ struct HttpResult {
     [[nodiscard]] nlohmann::json Json() const;
 };
 
-// A blocking HTTP/1.1 client on one keep-alive connection to 127.0.0.1:`port`. Reconnects
-// when the server closed the connection. Not thread-safe: one per thread.
+// A blocking HTTP/1.1 client on one keep-alive connection to 127.0.0.1:`port`, from
+// `source_address` (any loopback address: 127.0.0.2 is another peer). Reconnects when the
+// server closed the connection. Not thread-safe: one per thread.
 class HttpClient {
 public:
-    explicit HttpClient(unsigned short port) : port_(port) {}
+    explicit HttpClient(unsigned short port, std::string source_address = "127.0.0.1")
+        : port_(port), source_address_(std::move(source_address)) {}
 
     HttpResult Send(boost::beast::http::verb method, const std::string& target,
                     const std::string& body = {},
@@ -36,6 +38,7 @@ private:
     void Connect();
 
     unsigned short port_ = 0;
+    std::string source_address_;
     boost::asio::io_context io_{};
     std::optional<boost::beast::tcp_stream> stream_{};
     boost::beast::flat_buffer buffer_{};

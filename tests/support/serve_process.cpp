@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -97,8 +98,8 @@ bool AwaitListening(unsigned short port, pid_t* child) {
 }
 
 ServeProcess::ServeProcess(const std::string& database_url, const nlohmann::json& extra,
-                           unsigned short port)
-    : port_(port == 0 ? FreePort() : port) {
+                           unsigned short port, long open_files_max)
+    : port_(port == 0 ? FreePort() : port), open_files_max_(open_files_max) {
     const std::string base =
         TestTmpDir() + "/payledger-serve-" + std::to_string(getpid()) + "-" + std::to_string(port_);
     config_path_ = base + ".json";
@@ -110,7 +111,13 @@ ServeProcess::ServeProcess(const std::string& database_url, const nlohmann::json
          {{"merchant", {kMerchantToken}}, {"auditor", {kAuditorToken}}, {"admin", {kAdminToken}}}},
         {"generic", {{"secret", kGenericSecret}}}};
     config.update(extra);
-    std::ofstream{config_path_} << config.dump(2);
+    {
+        // SPEC §9: serve refuses a config file that other users may read.
+        const int fd = open(config_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        const std::string text = config.dump(2);
+        EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+        close(fd);
+    }
     Start();
 }
 
@@ -126,6 +133,11 @@ void ServeProcess::Start() {
         const int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
         dup2(log, STDERR_FILENO);
         dup2(log, STDOUT_FILENO);
+        if (open_files_max_ > 0) {
+            const rlimit limit{.rlim_cur = static_cast<rlim_t>(open_files_max_),
+                               .rlim_max = static_cast<rlim_t>(open_files_max_)};
+            setrlimit(RLIMIT_NOFILE, &limit);
+        }
         execl(PAYLEDGER_BINARY_PATH, PAYLEDGER_BINARY_PATH, "serve", "--config",
               config_path_.c_str(), static_cast<char*>(nullptr));
         _exit(127);

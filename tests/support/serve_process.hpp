@@ -13,15 +13,17 @@ class ServeProcess {
 public:
     // Writes the config (plus the sections of `extra`) and starts the server; returns once
     // it accepts connections.
+    // `open_files_max` > 0 starts it with that limit of open files (soft and hard).
     explicit ServeProcess(const std::string& database_url,
                           const nlohmann::json& extra = nlohmann::json::object(),
-                          unsigned short port = 0);
+                          unsigned short port = 0, long open_files_max = 0);
     ~ServeProcess();
     ServeProcess(const ServeProcess&) = delete;
     ServeProcess& operator=(const ServeProcess&) = delete;
 
     [[nodiscard]] unsigned short port() const { return port_; }
     [[nodiscard]] pid_t pid() const { return pid_; }
+    [[nodiscard]] const std::string& log_path() const { return log_path_; }
 
     void Start();
     // SIGKILL, then reap. The port is reused by the next Start().
@@ -36,6 +38,7 @@ private:
     std::string config_path_;
     std::string log_path_;
     unsigned short port_ = 0;
+    long open_files_max_ = 0;
     pid_t pid_ = -1;
 };
 

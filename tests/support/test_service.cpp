@@ -12,7 +12,7 @@ api::Config TestConfig(const std::string& database_url) {
     config.listen_host = "127.0.0.1";
     config.listen_port = 0;
     config.database_url = database_url;
-    config.merchant_tokens = {kMerchantToken};
+    config.merchant_tokens = {api::MerchantToken{.token = kMerchantToken}};
     config.auditor_tokens = {kAuditorToken};
     config.admin_tokens = {kAdminToken};
     config.generic = api::GenericConfig{.secret = kGenericSecret};
