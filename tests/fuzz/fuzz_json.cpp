@@ -2,7 +2,9 @@
 // AmountFromJson and StringMember on every member at every depth. Checks: IsValidUtf8 agrees
 // with a table-driven reference (RFC 3629 §4, Unicode Table 3-7); what ParseJsonObject
 // accepts is an object nested at most kJsonDepthMax deep with no raw NUL byte, and what it
-// refuses is not a valid UTF-8 object within that depth; an accepted object dumps and parses back
+// refuses is not a valid UTF-8 object within that depth without a repeated key (SPEC §6), and
+// what it accepts repeats no key, both judged by counting the keys nlohmann's SAX parser
+// reads against the members of the parsed objects; an accepted object dumps and parses back
 // to itself; AmountFromJson gives exactly the JSON integers in 1 ... 10^13.
 
 #include <cstdint>
@@ -80,6 +82,45 @@ std::optional<std::int64_t> ReferenceAmount(const json& value) {
     return std::nullopt;
 }
 
+// Counts the keys nlohmann's SAX parser reads: with no key repeated in any object, that is
+// the number of members of the parsed objects; fewer members means a repeat (last wins).
+struct KeyCounter : nlohmann::json_sax<json> {
+    std::size_t keys = 0;
+    bool null() override { return true; }
+    bool boolean(bool /*value*/) override { return true; }
+    bool number_integer(number_integer_t /*value*/) override { return true; }
+    bool number_unsigned(number_unsigned_t /*value*/) override { return true; }
+    bool number_float(number_float_t /*value*/, const string_t& /*text*/) override { return true; }
+    bool string(string_t& /*value*/) override { return true; }
+    bool binary(binary_t& /*value*/) override { return true; }
+    bool start_object(std::size_t /*elements*/) override { return true; }
+    bool key(string_t& /*value*/) override {
+        ++keys;
+        return true;
+    }
+    bool end_object() override { return true; }
+    bool start_array(std::size_t /*elements*/) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                     const nlohmann::detail::exception& /*error*/) override {
+        return false;
+    }
+};
+
+std::size_t MemberCount(const json& value) {
+    std::size_t count = value.is_object() ? value.size() : 0;
+    if (value.is_structured()) {
+        for (const json& child : value) count += MemberCount(child);
+    }
+    return count;
+}
+
+bool HasRepeatedKey(std::string_view text, const json& parsed) {
+    KeyCounter counter;
+    if (!json::sax_parse(text, &counter)) return false;
+    return counter.keys != MemberCount(parsed);
+}
+
 void CheckMembers(const json& object) {
     std::vector<const json*> pending{&object};
     while (!pending.empty()) {
@@ -124,7 +165,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (utf8 && text.size() <= 4096 && text.find('\0') == std::string_view::npos) {
             const json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
             FUZZ_CHECK(parsed.is_discarded() || !parsed.is_object() ||
-                       fuzz::Depth(parsed) > api::kJsonDepthMax);
+                       fuzz::Depth(parsed) > api::kJsonDepthMax ||
+                       fuzz::HasRepeatedKey(text, parsed));
         }
         return 0;
     }
@@ -133,6 +175,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(text.find('\0') == std::string_view::npos);
     FUZZ_CHECK(object->is_object());
     FUZZ_CHECK(fuzz::Depth(*object) <= api::kJsonDepthMax);
+    FUZZ_CHECK(!fuzz::HasRepeatedKey(text, *object));  // SPEC §6: no key given twice.
     fuzz::CheckMembers(*object);
     const std::optional<json> again = api::ParseJsonObject(object->dump());
     FUZZ_CHECK(again && *again == *object);
