@@ -17,6 +17,7 @@
 #include "api/json_input.hpp"
 #include "projections/event.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
+#include "tests/fuzz/fuzz_json_keys.hpp"
 
 namespace payledger::fuzz {
 namespace {
@@ -80,45 +81,6 @@ std::optional<std::int64_t> ReferenceAmount(const json& value) {
         return amount;
     }
     return std::nullopt;
-}
-
-// Counts the keys nlohmann's SAX parser reads: with no key repeated in any object, that is
-// the number of members of the parsed objects; fewer members means a repeat (last wins).
-struct KeyCounter : nlohmann::json_sax<json> {
-    std::size_t keys = 0;
-    bool null() override { return true; }
-    bool boolean(bool /*value*/) override { return true; }
-    bool number_integer(number_integer_t /*value*/) override { return true; }
-    bool number_unsigned(number_unsigned_t /*value*/) override { return true; }
-    bool number_float(number_float_t /*value*/, const string_t& /*text*/) override { return true; }
-    bool string(string_t& /*value*/) override { return true; }
-    bool binary(binary_t& /*value*/) override { return true; }
-    bool start_object(std::size_t /*elements*/) override { return true; }
-    bool key(string_t& /*value*/) override {
-        ++keys;
-        return true;
-    }
-    bool end_object() override { return true; }
-    bool start_array(std::size_t /*elements*/) override { return true; }
-    bool end_array() override { return true; }
-    bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
-                     const nlohmann::detail::exception& /*error*/) override {
-        return false;
-    }
-};
-
-std::size_t MemberCount(const json& value) {
-    std::size_t count = value.is_object() ? value.size() : 0;
-    if (value.is_structured()) {
-        for (const json& child : value) count += MemberCount(child);
-    }
-    return count;
-}
-
-bool HasRepeatedKey(std::string_view text, const json& parsed) {
-    KeyCounter counter;
-    if (!json::sax_parse(text, &counter)) return false;
-    return counter.keys != MemberCount(parsed);
 }
 
 void CheckMembers(const json& object) {
