@@ -45,7 +45,8 @@ bool IsMalformedRefusal(const api::Refusal& refusal) {
 }
 
 // SPEC §6, independently of the parser: a character reference "&#N;" / "&#xN;" to
-// U+0000-U+001F other than tab, LF and CR (with any number of leading zeros). Judged only in
+// U+0000-U+001F other than tab, LF and CR (with any number of leading zeros), or past
+// U+10FFFF (which pugixml's unsigned arithmetic wrapped, "&#4294967296;" to a NUL). Judged only in
 // text without CDATA, comments, processing instructions and attributes (no '='), where every
 // "&#" stands in a text node: inside a field it breaks the reference rule, outside the fields
 // it is text the flat XML refuses, so such a body is always refused.
@@ -58,19 +59,20 @@ bool HasForbiddenReference(std::string_view text) {
          at = text.find("&#", at + 2)) {
         const bool hex = text.substr(at, 3) == "&#x";
         std::size_t i = at + (hex ? 3 : 2);
-        unsigned value = 0;
+        unsigned value = 0;  // Saturates past Unicode; pugixml's would wrap to 0.
         bool digits = false;
-        for (; i < text.size() && value < 32; ++i) {
+        for (; i < text.size(); ++i) {
             const char c = text[i];
             const bool digit = (c >= '0' && c <= '9') ||
                                (hex && ((c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')));
             if (!digit) break;
             digits = true;
-            value = value * (hex ? 16 : 10) +
-                    static_cast<unsigned>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+            const unsigned next = value * (hex ? 16 : 10) +
+                                  static_cast<unsigned>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+            value = value > 0x10FFFF ? value : next;
         }
-        if (digits && i < text.size() && text[i] == ';' && value < 32 && value != 9 &&
-            value != 10 && value != 13) {
+        const bool control = value < 32 && value != 9 && value != 10 && value != 13;
+        if (digits && i < text.size() && text[i] == ';' && (control || value > 0x10FFFF)) {
             return true;
         }
     }
