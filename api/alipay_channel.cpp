@@ -8,7 +8,6 @@ namespace payledger::api {
 namespace {
 
 using projections::EventType;
-using projections::Outcome;
 
 constexpr std::size_t kDashedTimeLength = 19;  // "yyyy-MM-dd HH:mm:ss"
 constexpr std::size_t kFractionDigitsMax = 6;
@@ -41,79 +40,101 @@ std::optional<projections::TimeMicros> OccurredAt(const PlatformFields& fields, 
     return PlatformTime(text, received_at, ParseAlipayTime);
 }
 
-struct Classified {
-    std::optional<EventType> event_type{};  // nullopt: ignored or refused.
-    Outcome refusal = Outcome::kIgnored;
-    std::string message{};
-};
-
-// The SPEC §6 mapping table for Alipay.
-Classified Classify(const PlatformFields& fields) {
+// The SPEC §6 mapping table for Alipay: the event a verified notice records.
+Checked<EventType> Classify(const PlatformFields& fields) {
     const std::string_view status = FieldOr(fields, "trade_status");
     const std::string_view refund_fee = FieldOr(fields, "refund_fee");
     const bool refunded = !refund_fee.empty() && !IsZeroAmount(refund_fee);
-    if (status == "TRADE_FINISHED") return {.event_type = EventType::kPaymentSucceeded};
+    if (status == "TRADE_FINISHED") return EventType::kPaymentSucceeded;
     if (status == "TRADE_SUCCESS") {
-        return {.event_type =
-                    refunded ? EventType::kRefundSucceeded : EventType::kPaymentSucceeded};
+        return refunded ? EventType::kRefundSucceeded : EventType::kPaymentSucceeded;
     }
     if (status == "TRADE_CLOSED") {
-        return {.event_type = refunded ? EventType::kRefundSucceeded : EventType::kPaymentClosed};
+        return refunded ? EventType::kRefundSucceeded : EventType::kPaymentClosed;
     }
-    if (status == "WAIT_BUYER_PAY") return {.message = "WAIT_BUYER_PAY records no event"};
-    return {.refusal = Outcome::kMalformed,
-            .message =
-                "trade_status must be WAIT_BUYER_PAY, TRADE_SUCCESS, TRADE_FINISHED or "
-                "TRADE_CLOSED"};
+    if (status == "WAIT_BUYER_PAY") return Ignored("WAIT_BUYER_PAY records no event");
+    return Malformed(
+        "trade_status must be WAIT_BUYER_PAY, TRADE_SUCCESS, TRADE_FINISHED or TRADE_CLOSED");
 }
 
-// The event of a verified notice of `type`, or why it is malformed.
-std::pair<std::optional<projections::Event>, std::string> BuildEvent(
-    const PlatformFields& fields, EventType type, projections::TimeMicros received_at) {
-    const std::string_view out_trade_no = FieldOr(fields, "out_trade_no");
-    if (!projections::IsValidKey(out_trade_no)) {
-        return {std::nullopt, "out_trade_no must be 1-64 characters of A-Z a-z 0-9 _ - | * ."};
+Checked<std::int64_t> RequireYuan(const PlatformFields& fields, const char* field) {
+    const std::optional<std::int64_t> amount = projections::ParseMajorUnits(FieldOr(fields, field));
+    if (!amount) {
+        return Malformed(std::string(field) +
+                         " must be yuan with at most two decimals, 0.01 to 10^11");
+    }
+    return *amount;
+}
+
+// SPEC §6 cross-checks of a refund: the total_amount and trade_no it names, if it names them.
+Checked<projections::Claims> RefundClaims(const PlatformFields& fields) {
+    projections::Claims claims;
+    if (!FieldOr(fields, "total_amount").empty()) {
+        const Checked<std::int64_t> total = RequireYuan(fields, "total_amount");
+        if (!total) return total.refusal();
+        claims.order_amount = *total;
     }
     const std::string_view trade_no = FieldOr(fields, "trade_no");
-    projections::Event event{.out_trade_no = std::string(out_trade_no),
-                             .event_type = type,
-                             .source = projections::Source::kAlipay,
-                             .data = NoticeData(fields)};
+    if (!trade_no.empty()) {
+        Checked<std::string> named = RequirePlatformId(trade_no, "trade_no");
+        if (!named) return named.refusal();
+        claims.payment_transaction_id = std::move(*named);
+    }
+    return claims;
+}
+
+// The amount, number and currency of a payment or refund notice into `notice`.
+std::optional<Refusal> FillMoney(const PlatformFields& fields, bool refund, NoticeEvent& notice) {
+    const Checked<std::int64_t> amount =
+        RequireYuan(fields, refund ? "refund_fee" : "total_amount");
+    if (!amount) return amount.refusal();
+    const std::string_view out_biz_no = FieldOr(fields, "out_biz_no");
+    const bool by_out_biz_no = refund && !out_biz_no.empty();
+    const Checked<std::string> number =
+        RequirePlatformId(by_out_biz_no ? out_biz_no : FieldOr(fields, "trade_no"),
+                          by_out_biz_no ? "out_biz_no" : "trade_no");
+    if (!number) return number.refusal();
+    // CNY unless the notice names a currency; a refund without one takes its order's.
+    std::string currency{FieldOr(fields, "currency")};
+    if (currency.empty() && !refund) currency = "CNY";
+    if (!currency.empty() && !projections::IsValidCurrency(currency)) {
+        return Malformed("currency must be an upper-case ISO 4217 code");
+    }
+    if (refund) {
+        Checked<projections::Claims> claims = RefundClaims(fields);
+        if (!claims) return claims.refusal();
+        notice.claims = std::move(*claims);
+    }
+    notice.event.amount = *amount;
+    notice.event.currency = currency;
+    notice.event.transaction_id = *number;
+    return std::nullopt;
+}
+
+// The event of a verified notice of `type`.
+Checked<NoticeEvent> BuildEvent(const PlatformFields& fields, EventType type,
+                                projections::TimeMicros received_at) {
+    const Checked<std::string> out_trade_no =
+        RequireKey(FieldOr(fields, "out_trade_no"), "out_trade_no");
+    if (!out_trade_no) return out_trade_no.refusal();
+    NoticeEvent notice{.event = {.out_trade_no = *out_trade_no,
+                                 .event_type = type,
+                                 .source = projections::Source::kAlipay,
+                                 .data = NoticeData(fields)}};
+    const bool refund = type == EventType::kRefundSucceeded;
     const char* time_field = "gmt_close";
     if (type != EventType::kPaymentClosed) {
-        const bool refund = type == EventType::kRefundSucceeded;
-        const char* amount_field = refund ? "refund_fee" : "total_amount";
-        const std::optional<std::int64_t> amount =
-            projections::ParseMajorUnits(FieldOr(fields, amount_field));
-        if (!amount) {
-            return {std::nullopt, std::string(amount_field) +
-                                      " must be yuan with at most two decimals, 0.01 to 10^11"};
-        }
-        const std::string_view out_biz_no = FieldOr(fields, "out_biz_no");
-        const std::string_view number = refund && !out_biz_no.empty() ? out_biz_no : trade_no;
-        if (!IsValidPlatformId(number)) {
-            return {std::nullopt, refund ? "out_biz_no or trade_no must be 1-128 visible ASCII"
-                                         : "trade_no must be 1-128 visible ASCII characters"};
-        }
-        // CNY unless the notice names a currency; a refund without one takes its order's.
-        std::string currency{FieldOr(fields, "currency")};
-        if (currency.empty() && !refund) currency = "CNY";
-        if (!currency.empty() && !projections::IsValidCurrency(currency)) {
-            return {std::nullopt, "currency must be an upper-case ISO 4217 code"};
-        }
-        event.amount = *amount;
-        event.currency = currency;
-        event.transaction_id = std::string(number);
+        if (auto refused = FillMoney(fields, refund, notice)) return *refused;
         time_field = refund ? "gmt_refund" : "gmt_payment";
     }
     const std::optional<projections::TimeMicros> occurred_at =
         OccurredAt(fields, time_field, received_at);
     if (!occurred_at) {
-        return {std::nullopt, std::string(time_field) +
-                                  " and notify_time must be yyyy-MM-dd HH:mm:ss (Asia/Shanghai)"};
+        return Malformed(std::string(time_field) +
+                         " and notify_time must be yyyy-MM-dd HH:mm:ss (Asia/Shanghai)");
     }
-    event.occurred_at = *occurred_at;
-    return {std::move(event), {}};
+    notice.event.occurred_at = *occurred_at;
+    return notice;
 }
 
 }  // namespace
@@ -136,46 +157,46 @@ std::optional<projections::TimeMicros> ParseAlipayTime(std::string_view text) {
     return *time + micros;
 }
 
-std::string AlipayChannel::CheckSignature(const PlatformFields& fields) const {
+std::optional<Refusal> AlipayChannel::CheckSignature(const PlatformFields& fields) const {
     const std::string_view sign = FieldOr(fields, "sign");
-    if (sign.empty()) return "sign is missing";
+    if (sign.empty()) return BadSignature("sign is missing");
     const std::string_view sign_type = FieldOr(fields, "sign_type");
     if (!sign_type.empty() && sign_type != "RSA2") {
-        return "sign_type " + std::string(sign_type) + " is not accepted; only RSA2 is";
+        return BadSignature("sign_type " + std::string(sign_type) +
+                            " is not accepted; only RSA2 is");
     }
     const std::optional<std::string> raw = Base64Decode(sign);
-    if (!raw) return "sign is not base64 (after form decoding)";
+    if (!raw) return BadSignature("sign is not base64 (after form decoding)");
     if (!RsaSha256Verify(config_.alipay_public_key, AlipaySignContent(fields), *raw)) {
-        return "sign does not verify with the Alipay public key";
+        return BadSignature("sign does not verify with the Alipay public key");
     }
-    return {};
+    return std::nullopt;
+}
+
+std::optional<Refusal> AlipayChannel::CheckMerchant(const PlatformFields& fields) const {
+    if (auto refused = CheckConfiguredId(FieldOr(fields, "app_id"), "app_id", config_.app_id)) {
+        return refused;
+    }
+    // SPEC §6: seller_id too, when alipay.seller_id is configured.
+    if (config_.seller_id.empty()) return std::nullopt;
+    return CheckConfiguredId(FieldOr(fields, "seller_id"), "seller_id", config_.seller_id);
 }
 
 ledger::Delivery AlipayChannel::Verify(const Incoming& incoming) const {
     ledger::Receipt receipt = BaseReceipt(incoming, source(), {"Content-Type", "User-Agent"});
-    const DecodedForm form = DecodeForm(incoming.request.body());
-    if (!form.fields) return Rejected(std::move(receipt), Outcome::kMalformed, form.error);
-    const PlatformFields& fields = *form.fields;
+    const Checked<PlatformFields> form = DecodeForm(incoming.request.body());
+    if (!form) return Rejected(std::move(receipt), form.refusal());
+    const PlatformFields& fields = *form;
     const std::string_view claimed = FieldOr(fields, "out_trade_no");
     if (projections::IsValidKey(claimed)) receipt.out_trade_no = std::string(claimed);
 
-    const std::string why = CheckSignature(fields);
-    if (!why.empty()) return Rejected(std::move(receipt), Outcome::kBadSignature, why);
-    const std::string_view app_id = FieldOr(fields, "app_id");
-    if (app_id.empty())
-        return Rejected(std::move(receipt), Outcome::kMalformed, "app_id is missing");
-    if (app_id != config_.app_id) {
-        return Rejected(std::move(receipt), Outcome::kMismatch,
-                        "app_id " + std::string(app_id) + " is not the configured app_id");
-    }
-    const Classified classified = Classify(fields);
-    if (!classified.event_type) {
-        return Rejected(std::move(receipt), classified.refusal, classified.message);
-    }
-    auto [event, invalid] = BuildEvent(fields, *classified.event_type, incoming.received_at);
-    if (!event) return Rejected(std::move(receipt), Outcome::kMalformed, std::move(invalid));
-    receipt.out_trade_no = event->out_trade_no;
-    return ledger::Delivery{.receipt = std::move(receipt), .event = std::move(*event)};
+    if (auto refused = CheckSignature(fields)) return Rejected(std::move(receipt), *refused);
+    if (auto refused = CheckMerchant(fields)) return Rejected(std::move(receipt), *refused);
+    const Checked<EventType> type = Classify(fields);
+    if (!type) return Rejected(std::move(receipt), type.refusal());
+    Checked<NoticeEvent> notice = BuildEvent(fields, *type, incoming.received_at);
+    if (!notice) return Rejected(std::move(receipt), notice.refusal());
+    return Accepted(std::move(receipt), std::move(*notice));
 }
 
 Response AlipayChannel::Answer(const ledger::DeliveryResult& result) const {

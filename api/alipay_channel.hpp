@@ -12,7 +12,8 @@ namespace payledger::api {
 // SPEC §6 `alipay` (providers.md §3): Alipay asynchronous notifications, a form body signed
 // RSA2 (SHA256withRSA) over the sorted decoded fields without sign, sign_type and empty
 // values. Payments, refunds (cumulative refund_fee) and closes map to events by the SPEC §6
-// table. Answers: exactly `success`, else `failure` with the SPEC §5 status.
+// table; a refund's total_amount and trade_no are cross-checked by the ledger against the
+// order and its payment. Answers: exactly `success`, else `failure` with the SPEC §5 status.
 class AlipayChannel final : public Channel {
 public:
     explicit AlipayChannel(AlipayConfig config) : config_(std::move(config)) {}
@@ -24,8 +25,10 @@ public:
     [[nodiscard]] Response Answer(const ledger::DeliveryResult& result) const override;
 
 private:
-    // Empty when the fields carry a valid RSA2 signature; else why not.
-    [[nodiscard]] std::string CheckSignature(const PlatformFields& fields) const;
+    // nullopt when the fields carry a valid RSA2 signature.
+    [[nodiscard]] std::optional<Refusal> CheckSignature(const PlatformFields& fields) const;
+    // nullopt when app_id (and seller_id, when configured) are the configured ones.
+    [[nodiscard]] std::optional<Refusal> CheckMerchant(const PlatformFields& fields) const;
 
     AlipayConfig config_;
 };

@@ -55,7 +55,7 @@ void AppendEncoded(std::string& out, std::string_view text) {
 
 }  // namespace
 
-DecodedForm DecodeForm(std::string_view body) {
+Checked<PlatformFields> DecodeForm(std::string_view body) {
     PlatformFields fields;
     std::size_t start = 0;
     while (start <= body.size()) {
@@ -68,18 +68,18 @@ DecodedForm DecodeForm(std::string_view body) {
         const std::optional<std::string> name = PercentDecode(pair.substr(0, equals));
         const std::optional<std::string> value = PercentDecode(
             equals == std::string_view::npos ? std::string_view{} : pair.substr(equals + 1));
-        if (!name || !value) return {.error = "the form has an invalid percent-encoding"};
+        if (!name || !value) return Malformed("the form has an invalid percent-encoding");
         // No platform sends a NUL; it could only be an attack on whatever stores the text.
         if (name->find('\0') != std::string::npos || value->find('\0') != std::string::npos) {
-            return {.error = "the form contains a NUL byte"};
+            return Malformed("the form contains a NUL byte");
         }
-        if (name->empty()) return {.error = "the form has a field without a name"};
-        if (fields.size() == kFieldsMax) return {.error = "the form has too many fields"};
+        if (name->empty()) return Malformed("the form has a field without a name");
+        if (fields.size() == kFieldsMax) return Malformed("the form has too many fields");
         if (!fields.emplace(*name, *value).second) {
-            return {.error = "the form repeats the field " + *name};
+            return Malformed("the form repeats the field " + *name);
         }
     }
-    return {.fields = std::move(fields)};
+    return fields;
 }
 
 std::string EncodeForm(const PlatformFields& fields) {

@@ -5,20 +5,15 @@
 #include <string_view>
 
 #include "api/platform_channel.hpp"
+#include "api/refusal.hpp"
 
 namespace payledger::api {
 
-// The form body of an Alipay notification (providers.md §3.1, §3.5).
-struct DecodedForm {
-    std::optional<PlatformFields> fields{};
-    std::string error{};  // Why not, when `fields` is empty.
-};
-
-// Decodes application/x-www-form-urlencoded `body` exactly once: split on `&`, split each
-// pair on its first `=`, `+` is a space, `%XX` a byte. The values are the raw decoded bytes
-// (a GBK notice stays GBK). A `%` without two hex digits, an empty name or a repeated name
-// is refused.
-[[nodiscard]] DecodedForm DecodeForm(std::string_view body);
+// Decodes the application/x-www-form-urlencoded body of an Alipay notification exactly once
+// (providers.md §3.1, §3.5): split on `&`, split each pair on its first `=`, `+` is a space, `%XX`
+// a byte. The values are the raw decoded bytes (a GBK notice stays GBK). A `%` without two hex
+// digits, an empty name or a repeated name is refused as malformed (SPEC §6: a field given twice).
+[[nodiscard]] Checked<PlatformFields> DecodeForm(std::string_view body);
 
 // The inverse, for simulate and tests: every byte but A-Z a-z 0-9 - . _ * percent-encoded,
 // spaces as `+`.

@@ -49,11 +49,23 @@ ledger::Receipt BaseReceipt(const Incoming& incoming, projections::Source source
                            .body = incoming.request.body()};
 }
 
+ledger::Delivery Rejected(ledger::Receipt receipt, Refusal refusal) {
+    PAYLEDGER_ASSERT(refusal.outcome != projections::Outcome::kAppended);
+    return ledger::Delivery{.receipt = std::move(receipt),
+                            .verdict = refusal.outcome,
+                            .message = std::move(refusal.message)};
+}
+
 ledger::Delivery Rejected(ledger::Receipt receipt, projections::Outcome verdict,
                           std::string message) {
-    PAYLEDGER_ASSERT(verdict != projections::Outcome::kAppended);
-    return ledger::Delivery{
-        .receipt = std::move(receipt), .verdict = verdict, .message = std::move(message)};
+    return Rejected(std::move(receipt), Refusal{.outcome = verdict, .message = std::move(message)});
+}
+
+ledger::Delivery Accepted(ledger::Receipt receipt, NoticeEvent notice) {
+    receipt.out_trade_no = notice.event.out_trade_no;
+    return ledger::Delivery{.receipt = std::move(receipt),
+                            .event = std::move(notice.event),
+                            .claims = std::move(notice.claims)};
 }
 
 }  // namespace payledger::api

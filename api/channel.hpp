@@ -4,13 +4,11 @@
 #include <vector>
 
 #include "api/http.hpp"
+#include "api/refusal.hpp"
 #include "ledger/writer.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::api {
-
-// SPEC §1: a signed timestamp is accepted within 300 s of the server clock, either way.
-inline constexpr std::int64_t kSignatureWindowSeconds = 300;
 
 // A callback channel (SPEC §6): verifies a platform's delivery and answers in its format.
 // Implementations are immutable after construction and safe to call from any thread.
@@ -38,8 +36,19 @@ public:
 [[nodiscard]] ledger::Receipt BaseReceipt(const Incoming& incoming, projections::Source source,
                                           const std::vector<std::string>& header_names);
 
-// A delivery rejected before the ledger.
+// A delivery refused (or ignored) before the ledger.
+[[nodiscard]] ledger::Delivery Rejected(ledger::Receipt receipt, Refusal refusal);
 [[nodiscard]] ledger::Delivery Rejected(ledger::Receipt receipt, projections::Outcome verdict,
                                         std::string message);
+
+// What a verified notice asks the ledger to record, and what it names about its order and
+// payment beside that (a refund's cross-checks, SPEC §6), for the ledger to check.
+struct NoticeEvent {
+    projections::Event event{};
+    projections::Claims claims{};
+};
+
+// A delivery for the ledger to decide: the receipt names the event's order.
+[[nodiscard]] ledger::Delivery Accepted(ledger::Receipt receipt, NoticeEvent notice);
 
 }  // namespace payledger::api

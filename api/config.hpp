@@ -49,6 +49,7 @@ struct WechatV3Config {
 struct AlipayConfig {
     std::string app_id{};
     PublicKey alipay_public_key{};
+    std::string seller_id{};  // Optional: when set, every notice's seller_id must be it.
     std::optional<PrivateKey> simulate_private_key{};
 };
 

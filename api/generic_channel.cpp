@@ -1,6 +1,5 @@
 #include "api/generic_channel.hpp"
 
-#include <charconv>
 #include <vector>
 
 #include "api/crypto.hpp"
@@ -15,22 +14,12 @@ using projections::EventType;
 using projections::Outcome;
 
 constexpr const char* kSignatureHeader = "Payledger-Signature";
-constexpr std::size_t kTransactionIdBytesMax = 128;
-constexpr std::int64_t kMicrosPerSecond = 1'000'000;
+constexpr std::size_t kTimestampDigitsMax = 12;
 
 std::string_view Trim(std::string_view text) {
     while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
     while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
     return text;
-}
-
-// A platform number: 1-128 visible ASCII characters.
-bool IsValidTransactionId(std::string_view text) {
-    if (text.empty() || text.size() > kTransactionIdBytesMax) return false;
-    for (const char c : text) {
-        if (c < 0x21 || c > 0x7e) return false;
-    }
-    return true;
 }
 
 }  // namespace
@@ -43,9 +32,11 @@ std::string GenericChannel::Sign(std::string_view secret, std::int64_t unix_seco
     return "t=" + t + ",v1=" + HmacSha256Hex(secret, message);
 }
 
-std::string GenericChannel::CheckSignature(const Incoming& incoming) const {
+std::optional<Refusal> GenericChannel::CheckSignature(const Incoming& incoming) const {
     const auto header = incoming.request.find(kSignatureHeader);
-    if (header == incoming.request.end()) return "Payledger-Signature header is missing";
+    if (header == incoming.request.end()) {
+        return BadSignature("Payledger-Signature header is missing");
+    }
     const std::string_view value = header->value();
     std::optional<std::int64_t> timestamp;
     std::vector<std::string_view> candidates;
@@ -60,24 +51,17 @@ std::string GenericChannel::CheckSignature(const Incoming& incoming) const {
         const std::string_view key = item.substr(0, equals);
         const std::string_view text = item.substr(equals + 1);
         if (key == "t") {
-            std::int64_t parsed = 0;
-            const auto [end, error] =
-                std::from_chars(text.data(), text.data() + text.size(), parsed);
-            if (error != std::errc{} || end != text.data() + text.size() || text.size() > 12 ||
-                text.empty() || text.front() == '-') {
-                return "Payledger-Signature has an invalid timestamp";
-            }
-            timestamp = parsed;
+            timestamp = ParseDecimal(text, kTimestampDigitsMax);
+            if (!timestamp) return BadSignature("Payledger-Signature has an invalid timestamp");
         } else if (key == "v1") {
             candidates.push_back(text);
         }
     }
-    if (!timestamp) return "Payledger-Signature has no timestamp";
-    if (candidates.empty()) return "Payledger-Signature has no v1 signature";
-    const std::int64_t now_seconds = incoming.received_at / kMicrosPerSecond;
-    const std::int64_t skew = now_seconds - *timestamp;
-    if (skew > kSignatureWindowSeconds || skew < -kSignatureWindowSeconds) {
-        return "Payledger-Signature timestamp is outside the 300 s window";
+    if (!timestamp) return BadSignature("Payledger-Signature has no timestamp");
+    if (candidates.empty()) return BadSignature("Payledger-Signature has no v1 signature");
+    if (auto stale = CheckSignatureWindow(*timestamp, incoming.received_at,
+                                          "Payledger-Signature timestamp")) {
+        return stale;
     }
     std::string message = std::to_string(*timestamp) + ".";
     message.append(incoming.request.body());
@@ -86,79 +70,76 @@ std::string GenericChannel::CheckSignature(const Incoming& incoming) const {
     for (const std::string_view candidate : candidates) {
         matched |= ConstantTimeEquals(expected, candidate);  // No early exit.
     }
-    return matched ? std::string{} : "Payledger-Signature does not match the body";
+    if (!matched) return BadSignature("Payledger-Signature does not match the body");
+    return std::nullopt;
 }
 
-ledger::Delivery GenericChannel::Verify(const Incoming& incoming) const {
-    ledger::Receipt receipt =
-        BaseReceipt(incoming, source(), {kSignatureHeader, "Content-Type", "User-Agent"});
-    const std::string why = CheckSignature(incoming);
-    const std::optional<nlohmann::json> body = ParseJsonObject(incoming.request.body());
-    // The out_trade_no the body claims, kept on the receipt even when unverified (SPEC §5).
-    if (body) {
-        const std::optional<std::string> claimed = StringMember(*body, "out_trade_no");
-        if (claimed && projections::IsValidKey(*claimed)) receipt.out_trade_no = claimed;
-    }
-    if (!why.empty()) return Rejected(std::move(receipt), Outcome::kBadSignature, why);
-    if (!body) {
-        return Rejected(std::move(receipt), Outcome::kMalformed, "body is not a JSON object");
-    }
+namespace {
 
-    const std::optional<std::string> type_text = StringMember(*body, "event_type");
+// SPEC §6 `generic` body: the event it reports.
+Checked<projections::Event> BodyEvent(const nlohmann::json& body,
+                                      projections::TimeMicros received_at) {
+    const std::optional<std::string> type_text = StringMember(body, "event_type");
     const std::optional<EventType> type =
         type_text ? projections::ParseEventType(*type_text) : std::nullopt;
     if (!type || *type == EventType::kOrderCreated) {
-        return Rejected(std::move(receipt), Outcome::kMalformed,
-                        "event_type must be PAYMENT_SUCCEEDED, PAYMENT_CLOSED or "
-                        "REFUND_SUCCEEDED");
+        return Malformed(
+            "event_type must be PAYMENT_SUCCEEDED, PAYMENT_CLOSED or REFUND_SUCCEEDED");
     }
-    const std::optional<std::string> out_trade_no = StringMember(*body, "out_trade_no");
-    if (!out_trade_no || !projections::IsValidKey(*out_trade_no)) {
-        return Rejected(std::move(receipt), Outcome::kMalformed,
-                        "out_trade_no must be 1-64 characters of A-Z a-z 0-9 _ - | * .");
-    }
+    const Checked<std::string> out_trade_no =
+        RequireKey(StringMember(body, "out_trade_no").value_or(""), "out_trade_no");
+    if (!out_trade_no) return out_trade_no.refusal();
     projections::Event event{.out_trade_no = *out_trade_no,
                              .event_type = *type,
-                             .source = source(),
-                             .occurred_at = incoming.received_at};
+                             .source = projections::Source::kGeneric,
+                             .occurred_at = received_at};
     if (*type != EventType::kPaymentClosed) {
-        const std::optional<std::string> transaction_id = StringMember(*body, "transaction_id");
-        if (!transaction_id || !IsValidTransactionId(*transaction_id)) {
-            return Rejected(std::move(receipt), Outcome::kMalformed,
-                            "transaction_id must be 1-128 visible ASCII characters");
-        }
-        const auto amount = body->find("amount");
+        const Checked<std::string> transaction_id =
+            RequirePlatformId(StringMember(body, "transaction_id").value_or(""), "transaction_id");
+        if (!transaction_id) return transaction_id.refusal();
+        const auto amount = body.find("amount");
         const std::optional<std::int64_t> minor =
-            amount == body->end() ? std::nullopt : AmountFromJson(*amount);
-        if (!minor) {
-            return Rejected(std::move(receipt), Outcome::kMalformed,
-                            "amount must be a JSON integer of minor units, 1 to 10^13");
-        }
+            amount == body.end() ? std::nullopt : AmountFromJson(*amount);
+        if (!minor) return Malformed("amount must be a JSON integer of minor units, 1 to 10^13");
         event.transaction_id = *transaction_id;
         event.amount = *minor;
-        if (body->contains("currency")) {
-            const std::optional<std::string> currency = StringMember(*body, "currency");
+        if (body.contains("currency")) {
+            const std::optional<std::string> currency = StringMember(body, "currency");
             if (!currency || !projections::IsValidCurrency(*currency)) {
-                return Rejected(std::move(receipt), Outcome::kMalformed,
-                                "currency must be an upper-case ISO 4217 code");
+                return Malformed("currency must be an upper-case ISO 4217 code");
             }
             event.currency = *currency;
         } else if (*type == EventType::kPaymentSucceeded) {
             event.currency = "CNY";  // SPEC §1: CNY where a platform omits it.
         }  // A refund without currency takes its order's (SPEC §2), in the ledger.
     }
-    if (body->contains("occurred_at")) {
-        const std::optional<std::string> text = StringMember(*body, "occurred_at");
+    if (body.contains("occurred_at")) {
+        const std::optional<std::string> text = StringMember(body, "occurred_at");
         const std::optional<projections::TimeMicros> occurred_at =
             text ? projections::ParseRfc3339(*text) : std::nullopt;
-        if (!occurred_at) {
-            return Rejected(std::move(receipt), Outcome::kMalformed,
-                            "occurred_at must be an RFC 3339 date-time");
-        }
+        if (!occurred_at) return Malformed("occurred_at must be an RFC 3339 date-time");
         event.occurred_at = *occurred_at;
     }
-    receipt.out_trade_no = *out_trade_no;
-    return ledger::Delivery{.receipt = std::move(receipt), .event = std::move(event)};
+    return event;
+}
+
+}  // namespace
+
+ledger::Delivery GenericChannel::Verify(const Incoming& incoming) const {
+    ledger::Receipt receipt =
+        BaseReceipt(incoming, source(), {kSignatureHeader, "Content-Type", "User-Agent"});
+    const std::optional<Refusal> unsigned_body = CheckSignature(incoming);
+    const std::optional<nlohmann::json> body = ParseJsonObject(incoming.request.body());
+    // The out_trade_no the body claims, kept on the receipt even when unverified (SPEC §5).
+    if (body) {
+        const std::optional<std::string> claimed = StringMember(*body, "out_trade_no");
+        if (claimed && projections::IsValidKey(*claimed)) receipt.out_trade_no = claimed;
+    }
+    if (unsigned_body) return Rejected(std::move(receipt), *unsigned_body);
+    if (!body) return Rejected(std::move(receipt), Malformed("body is not a JSON object"));
+    Checked<projections::Event> event = BodyEvent(*body, incoming.received_at);
+    if (!event) return Rejected(std::move(receipt), event.refusal());
+    return Accepted(std::move(receipt), {.event = std::move(*event)});
 }
 
 Response GenericChannel::Answer(const ledger::DeliveryResult& result) const {

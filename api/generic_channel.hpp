@@ -27,8 +27,8 @@ public:
                                           std::string_view body);
 
 private:
-    // Empty when the signature holds; else why not.
-    [[nodiscard]] std::string CheckSignature(const Incoming& incoming) const;
+    // nullopt when the signature holds.
+    [[nodiscard]] std::optional<Refusal> CheckSignature(const Incoming& incoming) const;
 
     GenericConfig config_;
 };

@@ -1,5 +1,8 @@
 #include "api/json_input.hpp"
 
+#include <set>
+#include <vector>
+
 #include "projections/event.hpp"
 #include "projections/validate.hpp"
 
@@ -74,11 +77,41 @@ bool IsValidUtf8(std::string_view text) {
 }
 
 std::optional<nlohmann::json> ParseJsonObject(std::string_view body) {
+    using nlohmann::json;
     // nlohmann stops at a NUL byte and would accept what comes before it as the whole body.
     if (body.find('\0') != std::string_view::npos) return std::nullopt;
     if (!IsValidUtf8(body) || !NestingWithin(body, kJsonDepthMax)) return std::nullopt;
-    nlohmann::json value = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-    if (value.is_discarded() || !value.is_object()) return std::nullopt;
+    // SPEC §6: a duplicate key at any depth is malformed. nlohmann keeps the last value of a
+    // repeated key; its parser callback sees every key as it is read, so one set of keys per
+    // open object finds a repeat (the recipe of nlohmann's parser_callbacks.md). A stack
+    // rather than the callback's depth: object_start reports the parent's depth, a key the
+    // object's. The callback keeps every value; the verdict is read after the parse.
+    std::vector<std::set<std::string>> open_objects;
+    bool repeated = false;
+    const json::parser_callback_t check_keys = [&](int /*depth*/, json::parse_event_t event,
+                                                   json& parsed) {
+        switch (event) {
+            case json::parse_event_t::object_start:
+                open_objects.emplace_back();
+                break;
+            case json::parse_event_t::object_end:
+                if (!open_objects.empty()) open_objects.pop_back();
+                break;
+            case json::parse_event_t::key:
+                if (!open_objects.empty() &&
+                    !open_objects.back().insert(parsed.get<std::string>()).second) {
+                    repeated = true;
+                }
+                break;
+            case json::parse_event_t::array_start:
+            case json::parse_event_t::array_end:
+            case json::parse_event_t::value:
+                break;
+        }
+        return true;
+    };
+    json value = json::parse(body, check_keys, /*allow_exceptions=*/false);
+    if (repeated || value.is_discarded() || !value.is_object()) return std::nullopt;
     return value;
 }
 

@@ -12,7 +12,9 @@ namespace payledger::api {
 inline constexpr int kJsonDepthMax = 32;
 
 // Parses a request body as a JSON object. nullopt when it is not valid UTF-8 JSON, not an
-// object, nested deeper than kJsonDepthMax, or holds a NUL byte anywhere.
+// object, nested deeper than kJsonDepthMax, holds a NUL byte anywhere, or repeats a key in
+// any object at any depth (SPEC §6: keys are compared byte for byte after unescaping, so
+// "a" and "\u0061" are the same key).
 [[nodiscard]] std::optional<nlohmann::json> ParseJsonObject(std::string_view body);
 
 // SPEC §1 amount: a JSON integer in 1 ... 10^13 (1999.0, 1.999e3 and "1999" are refused).

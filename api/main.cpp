@@ -175,6 +175,10 @@ int main(int argc, char** argv) {
     simulate->add_option("--out-trade-no", simulate_options.out_trade_no, "the order")->required();
     simulate->add_option("--amount", simulate_options.amount, "minor units (default 1999)")
         ->check(CLI::Range(std::int64_t{1}, projections::kAmountMax));
+    simulate
+        ->add_option("--order-amount", simulate_options.order_amount,
+                     "a refund's order total in minor units (default --amount)")
+        ->check(CLI::Range(std::int64_t{1}, projections::kAmountMax));
     simulate->add_option("--kind", simulate_options.kind, "payment (default), refund or close")
         ->check(CLI::IsMember({"payment", "refund", "close"}));
     simulate->add_option("--url", simulate_url, "the service (default http://<listen>)");

@@ -6,18 +6,6 @@
 
 namespace payledger::api {
 
-namespace {
-constexpr std::size_t kPlatformIdBytesMax = 128;
-}  // namespace
-
-bool IsValidPlatformId(std::string_view text) {
-    if (text.empty() || text.size() > kPlatformIdBytesMax) return false;
-    for (const char c : text) {
-        if (c < 0x21 || c > 0x7e) return false;
-    }
-    return true;
-}
-
 std::string_view FieldOr(const PlatformFields& fields, const std::string& name) {
     const auto it = fields.find(name);
     return it == fields.end() ? std::string_view{} : std::string_view{it->second};

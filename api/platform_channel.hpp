@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/refusal.hpp"
 #include "ledger/writer.hpp"
 #include "projections/event.hpp"
 
@@ -15,9 +16,6 @@ namespace payledger::api {
 
 // Decoded platform fields by name, in byte order of the names (the order both platforms sign).
 using PlatformFields = std::map<std::string, std::string>;
-
-// A platform number (transaction_id, refund_id, trade_no, out_biz_no): 1-128 visible ASCII.
-[[nodiscard]] bool IsValidPlatformId(std::string_view text);
 
 // The field `name`, or "" when absent.
 [[nodiscard]] std::string_view FieldOr(const PlatformFields& fields, const std::string& name);

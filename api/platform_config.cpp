@@ -11,6 +11,7 @@ using nlohmann::json;
 constexpr std::size_t kApiV3KeyBytes = 32;  // providers.md §2.5: the AES-256 key.
 constexpr std::size_t kKeyFileBytesMax = 64 * 1024;
 constexpr std::size_t kSerialBytesMax = 64;
+constexpr std::size_t kAlipayUserIdDigits = 16;  // providers.md §3.2: 2088 + 12 digits.
 
 const json& Section(const json& root, const char* name) {
     const json& section = root.at(name);
@@ -133,11 +134,26 @@ WechatV3Config ParseWechatV3(const json& section, const std::string& base_dir) {
     return config;
 }
 
+// An Alipay user id (PID) as in seller_id and buyer_id: "2088" and twelve more digits.
+bool IsValidAlipayUserId(const std::string& text) {
+    return text.size() == kAlipayUserIdDigits && text.starts_with("2088") &&
+           text.find_first_not_of("0123456789") == std::string::npos;
+}
+
 AlipayConfig ParseAlipay(const json& section, const std::string& base_dir) {
-    return AlipayConfig{
+    AlipayConfig config{
         .app_id = RequireString(section, "alipay.app_id"),
         .alipay_public_key = LoadPublicKey(section, "alipay.alipay_public_key", base_dir),
         .simulate_private_key = LoadSimulateKey(section, "alipay.simulate_private_key", base_dir)};
+    if (section.contains("seller_id")) {
+        config.seller_id = RequireString(section, "alipay.seller_id");
+        if (!IsValidAlipayUserId(config.seller_id)) {
+            throw ConfigError(
+                "alipay.seller_id: must be the merchant's Alipay user id, 16 digits starting "
+                "with 2088");
+        }
+    }
+    return config;
 }
 
 }  // namespace

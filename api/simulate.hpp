@@ -19,6 +19,9 @@ struct SimulateOptions {
     std::string out_trade_no{};
     std::string kind = "payment";  // payment, refund or close (alipay, generic).
     std::int64_t amount = 1999;    // Minor units: the payment's total or the refund.
+    // The order's total a refund notice names (WeChat total_fee / amount.total, Alipay
+    // total_amount), which the ledger checks against the order; 0: `amount`.
+    std::int64_t order_amount = 0;
     std::string currency = "CNY";  // The payment's (WeChat v2 fee_type, v3 amount.currency).
     // The platform's payment or refund number; empty: derived from out_trade_no, so that
     // simulating the same notice twice gives a duplicate.

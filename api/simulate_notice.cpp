@@ -61,6 +61,11 @@ std::string PlatformNumber(const std::string& prefix, const std::string& seed) {
 
 bool IsRefund(const SimulateOptions& options) { return options.kind == "refund"; }
 
+// The order total a notice names: a refund's order_amount when given, else the amount.
+std::int64_t OrderTotal(const SimulateOptions& options) {
+    return IsRefund(options) && options.order_amount > 0 ? options.order_amount : options.amount;
+}
+
 std::string NumberFor(const SimulateOptions& options, const char* payment_prefix,
                       const char* refund_prefix) {
     if (!options.transaction_id.empty()) return options.transaction_id;
@@ -88,7 +93,7 @@ SimulatedNotice WechatV2(const Config& config, const SimulateOptions& options) {
             {"out_refund_no", "R" + options.out_trade_no},
             {"refund_id", number},
             {"transaction_id", PlatformNumber("4200", "payment:" + options.out_trade_no)},
-            {"total_fee", std::to_string(options.amount)},
+            {"total_fee", std::to_string(OrderTotal(options))},
             {"refund_fee", std::to_string(options.amount)},
             {"settlement_refund_fee", std::to_string(options.amount)},
             {"refund_status", "SUCCESS"},
@@ -131,9 +136,9 @@ json WechatV3Resource(const WechatV3Config& v3, const SimulateOptions& options) 
                 {"success_time", success_time},
                 {"user_received_account", "支付用户零钱"},
                 {"amount",
-                 {{"total", options.amount},
+                 {{"total", OrderTotal(options)},
                   {"refund", options.amount},
-                  {"payer_total", options.amount},
+                  {"payer_total", OrderTotal(options)},
                   {"payer_refund", options.amount}}}};
     }
     return {{"mchid", v3.mchid},
@@ -212,8 +217,9 @@ SimulatedNotice Alipay(const Config& config, const SimulateOptions& options) {
                           {"subject", "payledger 模拟订单"},
                           {"buyer_id", "2088102177846875"},
                           {"buyer_logon_id", "sim***@example.com"},
-                          {"seller_id", "2088102176044281"},
-                          {"total_amount", Yuan(options.amount)},
+                          {"seller_id", alipay.seller_id.empty() ? std::string("2088102176044281")
+                                                                 : alipay.seller_id},
+                          {"total_amount", Yuan(OrderTotal(options))},
                           {"gmt_create", now}};
     if (options.kind == "payment") {
         fields.insert({{"trade_status", "TRADE_SUCCESS"},

@@ -9,7 +9,10 @@ namespace payledger::api {
 // SPEC §6 `wechat_v2` (providers.md §1): WeChat Pay APIv2 payment and refund notifications,
 // flat XML. A payment notice is signed with the APIv2 key (MD5 or HMAC-SHA256, as
 // configured); a refund notice carries `req_info`, AES-256-ECB under the MD5 of that key,
-// and no signature. Answers are the compact return_code XML.
+// and no signature. ECB authenticates nothing (blocks of other notices of the merchant can
+// be spliced in), so a refund must name the order's total_fee and its payment's
+// transaction_id, which the ledger checks against the order (SPEC §6 cross-checks).
+// Answers are the compact return_code XML.
 class WechatV2Channel final : public Channel {
 public:
     explicit WechatV2Channel(WechatV2Config config) : config_(std::move(config)) {}
@@ -27,10 +30,12 @@ private:
     [[nodiscard]] ledger::Delivery VerifyRefund(ledger::Receipt receipt,
                                                 const PlatformFields& fields,
                                                 projections::TimeMicros received_at) const;
-    // nullopt when appid and mch_id are the configured ones; else the refused delivery
-    // (malformed when one is missing, mismatch when it differs).
-    [[nodiscard]] std::optional<ledger::Delivery> CheckMerchant(ledger::Receipt& receipt,
-                                                                const PlatformFields& fields) const;
+    // nullopt when `sign` (and `sign_type`, if sent) verify with the API key.
+    [[nodiscard]] std::optional<Refusal> CheckSignature(const PlatformFields& fields) const;
+    // nullopt when appid and mch_id are the configured ones.
+    [[nodiscard]] std::optional<Refusal> CheckMerchant(const PlatformFields& fields) const;
+    // The decrypted req_info fields; bad_signature when it does not decrypt with the key.
+    [[nodiscard]] Checked<PlatformFields> OpenReqInfo(const PlatformFields& fields) const;
 
     WechatV2Config config_;
 };

@@ -1,7 +1,5 @@
 #include "api/wechat_v3_channel.hpp"
 
-#include <charconv>
-
 #include "api/json_input.hpp"
 #include "api/json_output.hpp"
 #include "api/platform_channel.hpp"
@@ -13,7 +11,6 @@ namespace {
 
 using nlohmann::json;
 using projections::EventType;
-using projections::Outcome;
 
 constexpr const char* kTimestampHeader = "Wechatpay-Timestamp";
 constexpr const char* kNonceHeader = "Wechatpay-Nonce";
@@ -23,7 +20,6 @@ constexpr const char* kSignatureTypeHeader = "Wechatpay-Signature-Type";
 constexpr std::string_view kSignatureType = "WECHATPAY2-SHA256-RSA2048";
 constexpr std::string_view kProbePrefix = "WECHATPAY/SIGNTEST/";
 constexpr std::size_t kTimestampDigitsMax = 12;
-constexpr std::int64_t kMicrosPerSecond = 1'000'000;
 
 std::string_view Header(const Incoming& incoming, const char* name) {
     const auto it = incoming.request.find(name);
@@ -33,17 +29,6 @@ std::string_view Header(const Incoming& incoming, const char* name) {
 // The string member `key`, or "" when absent or not a string (then invalid where required).
 std::string Text(const json& object, const char* key) {
     return StringMember(object, key).value_or(std::string{});
-}
-
-std::optional<std::int64_t> ParseUnixSeconds(std::string_view text) {
-    if (text.empty() || text.size() > kTimestampDigitsMax) return std::nullopt;
-    std::int64_t value = 0;
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (error != std::errc{} || end != text.data() + text.size() || text.front() == '-' ||
-        text.front() == '+') {
-        return std::nullopt;
-    }
-    return value;
 }
 
 // Sets `data[name]` to `object[key]` when it is there.
@@ -73,9 +58,136 @@ std::optional<std::int64_t> AmountMember(const json& amount, const char* key) {
     return it == amount.end() ? std::nullopt : AmountFromJson(*it);
 }
 
-ledger::Delivery Accepted(ledger::Receipt receipt, projections::Event event) {
-    receipt.out_trade_no = event.out_trade_no;
-    return ledger::Delivery{.receipt = std::move(receipt), .event = std::move(event)};
+// amount.<key> when the amount names it: nullopt when absent, refused when not an amount.
+Checked<std::optional<std::int64_t>> OptionalAmount(const json& amount, const char* key) {
+    if (!amount.contains(key)) return std::optional<std::int64_t>{};
+    const std::optional<std::int64_t> value = AmountMember(amount, key);
+    if (!value) {
+        return Malformed("amount." + std::string(key) +
+                         " must be a JSON integer of fen, 1 to 10^13");
+    }
+    return value;
+}
+
+Checked<std::int64_t> RequireAmount(const json& amount, const char* key) {
+    Checked<std::optional<std::int64_t>> value = OptionalAmount(amount, key);
+    if (!value) return value.refusal();
+    if (!value->has_value()) {
+        return Malformed("amount." + std::string(key) +
+                         " must be a JSON integer of fen, 1 to 10^13");
+    }
+    return **value;
+}
+
+Checked<projections::TimeMicros> SuccessTime(const json& resource,
+                                             projections::TimeMicros received_at) {
+    const std::optional<projections::TimeMicros> time =
+        PlatformTime(Text(resource, "success_time"), received_at, projections::ParseRfc3339);
+    if (!time) return Malformed("success_time must be an RFC 3339 date-time");
+    return *time;
+}
+
+// amount.currency: CNY when absent for a payment; a refund without one takes its order's.
+Checked<std::string> Currency(const json& amount, const char* when_absent) {
+    if (!amount.contains("currency")) return std::string(when_absent);
+    const std::string currency = Text(amount, "currency");
+    if (!projections::IsValidCurrency(currency)) {
+        return Malformed("amount.currency must be an upper-case ISO 4217 code");
+    }
+    return currency;
+}
+
+// SPEC §6 `wechat_v3` TRANSACTION.SUCCESS with trade_state SUCCESS.
+Checked<NoticeEvent> PaymentEvent(const json& envelope, const json& resource,
+                                  projections::TimeMicros received_at) {
+    const std::string trade_state = Text(resource, "trade_state");
+    if (trade_state.empty()) {
+        // A missing state is no "other state" (SPEC §6): acknowledging it as ignored would
+        // drop a payment for good, while malformed makes WeChat resend it.
+        return Malformed("trade_state must be a non-empty string");
+    }
+    if (trade_state != "SUCCESS") {
+        return Ignored("trade_state " + trade_state + " records no event");
+    }
+    const json& amount = AmountOf(resource);
+    const Checked<std::string> out_trade_no =
+        RequireKey(Text(resource, "out_trade_no"), "out_trade_no");
+    if (!out_trade_no) return out_trade_no.refusal();
+    const Checked<std::string> transaction_id =
+        RequirePlatformId(Text(resource, "transaction_id"), "transaction_id");
+    if (!transaction_id) return transaction_id.refusal();
+    const Checked<std::int64_t> total = RequireAmount(amount, "total");
+    if (!total) return total.refusal();
+    const Checked<std::string> currency = Currency(amount, "CNY");
+    if (!currency) return currency.refusal();
+    const Checked<projections::TimeMicros> success_time = SuccessTime(resource, received_at);
+    if (!success_time) return success_time.refusal();
+    json data = EnvelopeData(envelope);
+    for (const char* key : {"trade_state", "trade_type", "bank_type", "attach"}) {
+        Keep(data, key, resource, key);
+    }
+    if (const auto payer = resource.find("payer"); payer != resource.end() && payer->is_object()) {
+        Keep(data, "payer_openid", *payer, "openid");
+    }
+    Keep(data, "payer_total", amount, "payer_total");
+    Keep(data, "payer_currency", amount, "payer_currency");
+    return NoticeEvent{.event = {.out_trade_no = *out_trade_no,
+                                 .event_type = EventType::kPaymentSucceeded,
+                                 .source = projections::Source::kWechatV3,
+                                 .amount = *total,
+                                 .currency = *currency,
+                                 .transaction_id = *transaction_id,
+                                 .occurred_at = *success_time,
+                                 .data = Dump(data)}};
+}
+
+// SPEC §6 `wechat_v3` REFUND.SUCCESS. amount.total and transaction_id, where the notice
+// names them, are the order's total and its payment's number: cross-checked by the ledger.
+Checked<NoticeEvent> RefundEvent(const json& envelope, const json& resource,
+                                 projections::TimeMicros received_at) {
+    const std::string status = Text(resource, "refund_status");
+    if (resource.contains("refund_status") && status != "SUCCESS") {
+        return Malformed("refund_status " + status + " contradicts event_type REFUND.SUCCESS");
+    }
+    const json& amount = AmountOf(resource);
+    const Checked<std::string> out_trade_no =
+        RequireKey(Text(resource, "out_trade_no"), "out_trade_no");
+    if (!out_trade_no) return out_trade_no.refusal();
+    const Checked<std::string> refund_id =
+        RequirePlatformId(Text(resource, "refund_id"), "refund_id");
+    if (!refund_id) return refund_id.refusal();
+    const Checked<std::int64_t> refund = RequireAmount(amount, "refund");
+    if (!refund) return refund.refusal();
+    const Checked<std::optional<std::int64_t>> total = OptionalAmount(amount, "total");
+    if (!total) return total.refusal();
+    std::optional<std::string> transaction_id;
+    if (resource.contains("transaction_id")) {
+        Checked<std::string> named =
+            RequirePlatformId(Text(resource, "transaction_id"), "transaction_id");
+        if (!named) return named.refusal();
+        transaction_id = std::move(*named);
+    }
+    const Checked<std::string> currency = Currency(amount, "");  // SPEC §2: the order's.
+    if (!currency) return currency.refusal();
+    const Checked<projections::TimeMicros> success_time = SuccessTime(resource, received_at);
+    if (!success_time) return success_time.refusal();
+    json data = EnvelopeData(envelope);
+    for (const char* key :
+         {"refund_status", "out_refund_no", "transaction_id", "user_received_account"}) {
+        Keep(data, key, resource, key);
+    }
+    Keep(data, "total", amount, "total");
+    Keep(data, "payer_refund", amount, "payer_refund");
+    return NoticeEvent{
+        .event = {.out_trade_no = *out_trade_no,
+                  .event_type = EventType::kRefundSucceeded,
+                  .source = projections::Source::kWechatV3,
+                  .amount = *refund,
+                  .currency = *currency,
+                  .transaction_id = *refund_id,
+                  .occurred_at = *success_time,
+                  .data = Dump(data)},
+        .claims = {.order_amount = *total, .payment_transaction_id = std::move(transaction_id)}};
 }
 
 }  // namespace
@@ -88,66 +200,64 @@ std::string WechatV3SignatureMessage(std::string_view timestamp, std::string_vie
     return message;
 }
 
-std::string WechatV3Channel::CheckSignature(const Incoming& incoming) const {
+std::optional<Refusal> WechatV3Channel::CheckSignature(const Incoming& incoming) const {
     const std::string_view type = Header(incoming, kSignatureTypeHeader);
     if (!type.empty() && type != kSignatureType) {
-        return "Wechatpay-Signature-Type " + std::string(type) + " is not supported";
+        return BadSignature("Wechatpay-Signature-Type " + std::string(type) + " is not supported");
     }
     const std::string_view timestamp = Header(incoming, kTimestampHeader);
     const std::string_view nonce = Header(incoming, kNonceHeader);
     const std::string_view serial = Header(incoming, kSerialHeader);
     const std::string_view signature = Header(incoming, kSignatureHeader);
     if (timestamp.empty() || nonce.empty() || serial.empty() || signature.empty()) {
-        return "Wechatpay-Timestamp, -Nonce, -Serial and -Signature are required";
+        return BadSignature("Wechatpay-Timestamp, -Nonce, -Serial and -Signature are required");
     }
-    const std::optional<std::int64_t> seconds = ParseUnixSeconds(timestamp);
-    if (!seconds) return "Wechatpay-Timestamp is not unix seconds";
-    const std::int64_t skew = incoming.received_at / kMicrosPerSecond - *seconds;
-    if (skew > kSignatureWindowSeconds || skew < -kSignatureWindowSeconds) {
-        return "Wechatpay-Timestamp is outside the 300 s window";
+    const std::optional<std::int64_t> seconds = ParseDecimal(timestamp, kTimestampDigitsMax);
+    if (!seconds) return BadSignature("Wechatpay-Timestamp is not unix seconds");
+    if (auto stale = CheckSignatureWindow(*seconds, incoming.received_at, kTimestampHeader)) {
+        return stale;
     }
     const auto key = config_.platform_public_keys.find(std::string(serial));
     if (key == config_.platform_public_keys.end()) {
-        return "Wechatpay-Serial " + std::string(serial) + " names no configured platform key";
+        return BadSignature("Wechatpay-Serial " + std::string(serial) +
+                            " names no configured platform key");
     }
     // providers.md §2.3: probes are wrong on purpose; they fail like any bad signature.
     if (signature.substr(0, kProbePrefix.size()) == kProbePrefix) {
-        return "Wechatpay-Signature is a signature probe";
+        return BadSignature("Wechatpay-Signature is a signature probe");
     }
     const std::optional<std::string> raw = Base64Decode(signature);
-    if (!raw) return "Wechatpay-Signature is not base64";
+    if (!raw) return BadSignature("Wechatpay-Signature is not base64");
     const std::string message = WechatV3SignatureMessage(timestamp, nonce, incoming.request.body());
     if (!RsaSha256Verify(key->second, message, *raw)) {
-        return "Wechatpay-Signature does not verify with the platform key " + std::string(serial);
+        return BadSignature("Wechatpay-Signature does not verify with the platform key " +
+                            std::string(serial));
     }
-    return {};
+    return std::nullopt;
 }
 
-WechatV3Channel::Opened WechatV3Channel::Open(const json& envelope) const {
+Checked<json> WechatV3Channel::Open(const json& envelope) const {
     const auto resource = envelope.find("resource");
     if (resource == envelope.end() || !resource->is_object()) {
-        return {.error = "resource must be an object"};
+        return Malformed("resource must be an object");
     }
     if (Text(*resource, "algorithm") != "AEAD_AES_256_GCM") {
-        return {.error = "resource.algorithm must be AEAD_AES_256_GCM"};
+        return Malformed("resource.algorithm must be AEAD_AES_256_GCM");
     }
     const std::string nonce = Text(*resource, "nonce");
     const std::optional<std::string> sealed = Base64Decode(Text(*resource, "ciphertext"));
     const auto aad = resource->find("associated_data");
     if (nonce.empty() || !sealed || sealed->empty() ||
         (aad != resource->end() && !aad->is_string())) {
-        return {.error = "resource needs a nonce, base64 ciphertext and string associated_data"};
+        return Malformed("resource needs a nonce, base64 ciphertext and string associated_data");
     }
     const std::optional<std::string> plaintext =
         Aes256GcmDecrypt(config_.api_v3_key, nonce,
                          aad == resource->end() ? std::string{} : aad->get<std::string>(), *sealed);
-    if (!plaintext) {
-        return {.failure = Outcome::kBadSignature,
-                .error = "resource does not decrypt with the APIv3 key"};
-    }
+    if (!plaintext) return BadSignature("resource does not decrypt with the APIv3 key");
     std::optional<json> opened = ParseJsonObject(*plaintext);
-    if (!opened) return {.error = "resource does not decrypt to a JSON object"};
-    return {.resource = std::move(opened)};
+    if (!opened) return Malformed("resource does not decrypt to a JSON object");
+    return std::move(*opened);
 }
 
 ledger::Delivery WechatV3Channel::Verify(const Incoming& incoming) const {
@@ -155,152 +265,46 @@ ledger::Delivery WechatV3Channel::Verify(const Incoming& incoming) const {
         BaseReceipt(incoming, source(),
                     {kTimestampHeader, kNonceHeader, kSignatureHeader, kSerialHeader,
                      kSignatureTypeHeader, "Request-ID", "Content-Type", "User-Agent"});
-    const std::string why = CheckSignature(incoming);
+    // SPEC §6: the signature first, from the headers and the raw bytes alone. An unverified
+    // body is neither parsed nor decrypted, so its receipt names no order (the order number
+    // is inside the encrypted resource).
+    if (auto refused = CheckSignature(incoming)) return Rejected(std::move(receipt), *refused);
     const std::optional<json> envelope = ParseJsonObject(incoming.request.body());
-    // Opened even when the signature fails, only to name the order the body claims on the
-    // receipt (SPEC §5); nothing else is read from an unverified body.
-    const Opened opened = envelope ? Open(*envelope) : Opened{};
-    if (opened.resource) {
-        const std::string claimed = Text(*opened.resource, "out_trade_no");
-        if (projections::IsValidKey(claimed)) receipt.out_trade_no = claimed;
-    }
-    if (!why.empty()) return Rejected(std::move(receipt), Outcome::kBadSignature, why);
-    if (!envelope) {
-        return Rejected(std::move(receipt), Outcome::kMalformed, "body is not a JSON object");
-    }
-    if (!opened.resource) return Rejected(std::move(receipt), opened.failure, opened.error);
-    return Decide(std::move(receipt), *envelope, *opened.resource, incoming.received_at);
+    if (!envelope) return Rejected(std::move(receipt), Malformed("body is not a JSON object"));
+    const Checked<json> resource = Open(*envelope);
+    if (!resource) return Rejected(std::move(receipt), resource.refusal());
+    const std::string claimed = Text(*resource, "out_trade_no");
+    if (projections::IsValidKey(claimed)) receipt.out_trade_no = claimed;
+    return Decide(std::move(receipt), *envelope, *resource, incoming.received_at);
 }
 
 ledger::Delivery WechatV3Channel::Decide(ledger::Receipt receipt, const json& envelope,
                                          const json& resource,
                                          projections::TimeMicros received_at) const {
     const std::string event_type = Text(envelope, "event_type");
-    if (event_type.empty()) {
-        return Rejected(std::move(receipt), Outcome::kMalformed, "event_type is missing");
-    }
-    const bool recorded = event_type == "TRANSACTION.SUCCESS" || event_type == "REFUND.SUCCESS";
+    if (event_type.empty()) return Rejected(std::move(receipt), Malformed("event_type is missing"));
+    const bool payment = event_type == "TRANSACTION.SUCCESS";
+    const bool refund = event_type == "REFUND.SUCCESS";
     // mchid must be there for a notice that records an event; appid only where sent.
-    const std::pair<const char*, const std::string*> checks[] = {{"mchid", &config_.mchid},
-                                                                 {"appid", &config_.appid}};
-    for (const auto& [name, expected] : checks) {
-        if (!resource.contains(name)) {
-            if (recorded && std::string_view(name) == "mchid") {
-                return Rejected(std::move(receipt), Outcome::kMalformed, "mchid is missing");
-            }
-            continue;
-        }
-        const std::string value = Text(resource, name);
-        if (value != *expected) {
-            return Rejected(std::move(receipt), Outcome::kMismatch,
-                            std::string(name) + " " + value + " is not the configured " + name);
+    if (resource.contains("mchid") || payment || refund) {
+        if (auto refused = CheckConfiguredId(Text(resource, "mchid"), "mchid", config_.mchid)) {
+            return Rejected(std::move(receipt), *refused);
         }
     }
-    if (event_type == "TRANSACTION.SUCCESS") {
-        return Payment(std::move(receipt), envelope, resource, received_at);
+    if (resource.contains("appid")) {
+        if (auto refused = CheckConfiguredId(Text(resource, "appid"), "appid", config_.appid)) {
+            return Rejected(std::move(receipt), *refused);
+        }
     }
-    if (event_type == "REFUND.SUCCESS") {
-        return Refund(std::move(receipt), envelope, resource, received_at);
+    if (!payment && !refund) {
+        // REFUND.ABNORMAL (not final), REFUND.CLOSED (failed), TRANSACTION.FAIL and the rest.
+        return Rejected(std::move(receipt),
+                        Ignored("event_type " + event_type + " records no event"));
     }
-    // REFUND.ABNORMAL (not final), REFUND.CLOSED (failed), TRANSACTION.FAIL and the rest.
-    return Rejected(std::move(receipt), Outcome::kIgnored,
-                    "event_type " + event_type + " records no event");
-}
-
-ledger::Delivery WechatV3Channel::Payment(ledger::Receipt receipt, const json& envelope,
-                                          const json& resource,
-                                          projections::TimeMicros received_at) const {
-    const std::string trade_state = Text(resource, "trade_state");
-    if (trade_state.empty()) {
-        // A missing state is no "other state" (SPEC §6): acknowledging it as ignored would
-        // drop a payment for good, while malformed makes WeChat resend it.
-        return Rejected(std::move(receipt), Outcome::kMalformed,
-                        "trade_state must be a non-empty string");
-    }
-    if (trade_state != "SUCCESS") {
-        return Rejected(std::move(receipt), Outcome::kIgnored,
-                        "trade_state " + trade_state + " records no event");
-    }
-    const json& amount = AmountOf(resource);
-    const std::string out_trade_no = Text(resource, "out_trade_no");
-    const std::string transaction_id = Text(resource, "transaction_id");
-    const std::optional<std::int64_t> total = AmountMember(amount, "total");
-    const std::string currency = amount.contains("currency") ? Text(amount, "currency") : "CNY";
-    const std::optional<projections::TimeMicros> success_time =
-        PlatformTime(Text(resource, "success_time"), received_at, projections::ParseRfc3339);
-    const char* invalid = !projections::IsValidKey(out_trade_no)
-                              ? "out_trade_no must be 1-64 characters of A-Z a-z 0-9 _ - | * ."
-                          : !IsValidPlatformId(transaction_id)
-                              ? "transaction_id must be 1-128 visible ASCII characters"
-                          : !total ? "amount.total must be a JSON integer of fen, 1 to 10^13"
-                          : !projections::IsValidCurrency(currency)
-                              ? "amount.currency must be an upper-case ISO 4217 code"
-                          : !success_time ? "success_time must be an RFC 3339 date-time"
-                                          : nullptr;
-    if (invalid != nullptr) return Rejected(std::move(receipt), Outcome::kMalformed, invalid);
-    json data = EnvelopeData(envelope);
-    for (const char* key : {"trade_state", "trade_type", "bank_type", "attach"}) {
-        Keep(data, key, resource, key);
-    }
-    if (const auto payer = resource.find("payer"); payer != resource.end() && payer->is_object()) {
-        Keep(data, "payer_openid", *payer, "openid");
-    }
-    Keep(data, "payer_total", amount, "payer_total");
-    Keep(data, "payer_currency", amount, "payer_currency");
-    return Accepted(std::move(receipt),
-                    projections::Event{.out_trade_no = out_trade_no,
-                                       .event_type = EventType::kPaymentSucceeded,
-                                       .source = source(),
-                                       .amount = *total,
-                                       .currency = currency,
-                                       .transaction_id = transaction_id,
-                                       .occurred_at = *success_time,
-                                       .data = Dump(data)});
-}
-
-ledger::Delivery WechatV3Channel::Refund(ledger::Receipt receipt, const json& envelope,
-                                         const json& resource,
-                                         projections::TimeMicros received_at) const {
-    const std::string status = Text(resource, "refund_status");
-    if (resource.contains("refund_status") && status != "SUCCESS") {
-        return Rejected(std::move(receipt), Outcome::kMalformed,
-                        "refund_status " + status + " contradicts event_type REFUND.SUCCESS");
-    }
-    const json& amount = AmountOf(resource);
-    const std::string out_trade_no = Text(resource, "out_trade_no");
-    const std::string refund_id = Text(resource, "refund_id");
-    const std::optional<std::int64_t> refund = AmountMember(amount, "refund");
-    // No currency: the ledger gives the refund its order's (SPEC §2).
-    const bool has_currency = amount.contains("currency");
-    const std::string currency = has_currency ? Text(amount, "currency") : "";
-    const std::optional<projections::TimeMicros> success_time =
-        PlatformTime(Text(resource, "success_time"), received_at, projections::ParseRfc3339);
-    const char* invalid = !projections::IsValidKey(out_trade_no)
-                              ? "out_trade_no must be 1-64 characters of A-Z a-z 0-9 _ - | * ."
-                          : !IsValidPlatformId(refund_id)
-                              ? "refund_id must be 1-128 visible ASCII characters"
-                          : !refund ? "amount.refund must be a JSON integer of fen, 1 to 10^13"
-                          : has_currency && !projections::IsValidCurrency(currency)
-                              ? "amount.currency must be an upper-case ISO 4217 code"
-                          : !success_time ? "success_time must be an RFC 3339 date-time"
-                                          : nullptr;
-    if (invalid != nullptr) return Rejected(std::move(receipt), Outcome::kMalformed, invalid);
-    json data = EnvelopeData(envelope);
-    for (const char* key :
-         {"refund_status", "out_refund_no", "transaction_id", "user_received_account"}) {
-        Keep(data, key, resource, key);
-    }
-    Keep(data, "total", amount, "total");
-    Keep(data, "payer_refund", amount, "payer_refund");
-    return Accepted(std::move(receipt),
-                    projections::Event{.out_trade_no = out_trade_no,
-                                       .event_type = EventType::kRefundSucceeded,
-                                       .source = source(),
-                                       .amount = *refund,
-                                       .currency = currency,
-                                       .transaction_id = refund_id,
-                                       .occurred_at = *success_time,
-                                       .data = Dump(data)});
+    Checked<NoticeEvent> notice = payment ? PaymentEvent(envelope, resource, received_at)
+                                          : RefundEvent(envelope, resource, received_at);
+    if (!notice) return Rejected(std::move(receipt), notice.refusal());
+    return Accepted(std::move(receipt), std::move(*notice));
 }
 
 Response WechatV3Channel::Answer(const ledger::DeliveryResult& result) const {

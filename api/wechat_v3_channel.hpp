@@ -13,7 +13,8 @@ namespace payledger::api {
 // SPEC §6 `wechat_v3` (providers.md §2): WeChat Pay APIv3 notifications. The headers sign
 // "<Wechatpay-Timestamp>\n<Wechatpay-Nonce>\n<raw body>\n" with SHA256withRSA under the
 // platform key that Wechatpay-Serial names; the JSON envelope carries the notice as an
-// AES-256-GCM `resource` under the APIv3 key. Answers: 204 on success, else
+// AES-256-GCM `resource` under the APIv3 key. The signature is verified before the body is
+// parsed or decrypted, so an unverified delivery names no order. Answers: 204 on success, else
 // {"code":"FAIL","message":...} with the SPEC §5 status.
 class WechatV3Channel final : public Channel {
 public:
@@ -26,23 +27,12 @@ public:
     [[nodiscard]] Response Answer(const ledger::DeliveryResult& result) const override;
 
 private:
-    // The decrypted resource, or the outcome that refuses it and why.
-    struct Opened {
-        std::optional<nlohmann::json> resource{};
-        projections::Outcome failure = projections::Outcome::kMalformed;
-        std::string error{};
-    };
-
-    // Empty when the headers hold a valid, fresh signature of the body; else why not.
-    [[nodiscard]] std::string CheckSignature(const Incoming& incoming) const;
-    [[nodiscard]] Opened Open(const nlohmann::json& envelope) const;
+    // nullopt when the headers hold a valid, fresh signature of the raw body. Reads nothing
+    // but the headers and the raw bytes (SPEC §6: verified before anything is parsed).
+    [[nodiscard]] std::optional<Refusal> CheckSignature(const Incoming& incoming) const;
+    // The decrypted resource of a verified envelope.
+    [[nodiscard]] Checked<nlohmann::json> Open(const nlohmann::json& envelope) const;
     [[nodiscard]] ledger::Delivery Decide(ledger::Receipt receipt, const nlohmann::json& envelope,
-                                          const nlohmann::json& resource,
-                                          projections::TimeMicros received_at) const;
-    [[nodiscard]] ledger::Delivery Payment(ledger::Receipt receipt, const nlohmann::json& envelope,
-                                           const nlohmann::json& resource,
-                                           projections::TimeMicros received_at) const;
-    [[nodiscard]] ledger::Delivery Refund(ledger::Receipt receipt, const nlohmann::json& envelope,
                                           const nlohmann::json& resource,
                                           projections::TimeMicros received_at) const;
 

@@ -223,7 +223,8 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
             .outcome = delivery.verdict, .message = delivery.message, .receipt_id = receipt.id};
         if (delivery.event) {
             OrderState& order = orders[delivery.event->out_trade_no];
-            projections::Decision decision = projections::Decide(order.events, *delivery.event);
+            projections::Decision decision =
+                projections::Decide(order.events, *delivery.event, delivery.claims);
             result.outcome = decision.outcome;
             result.seq = decision.seq;
             result.message = std::move(decision.message);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ledger/rows.hpp"
+#include "projections/decide.hpp"
 #include "projections/event.hpp"
 #include "projections/order_fold.hpp"
 
@@ -23,6 +24,7 @@ struct Delivery {
     projections::Outcome verdict = projections::Outcome::kAppended;
     std::string message{};
     std::optional<projections::Event> event{};  // seq, receipt_id are filled in by the writer.
+    projections::Claims claims{};  // What a refund notice names about its order (SPEC §6).
 };
 
 // What became of one delivery, after the commit that holds it.

@@ -18,8 +18,25 @@ Decision Reject(Outcome outcome, std::string message, Event event) {
     return {.outcome = outcome, .message = std::move(message), .event = std::move(event)};
 }
 
+// SPEC §6: what a refund notice names about its order and payment must be the ledger's.
+std::string MismatchOfClaims(std::span<const Event> order_events, const Event& order,
+                             const Claims& claims) {
+    if (claims.order_amount && *claims.order_amount != order.amount) {
+        return "refund notice names the order total " + std::to_string(*claims.order_amount) +
+               ", the order amount is " + std::to_string(order.amount);
+    }
+    const Event* payment = FindType(order_events, EventType::kPaymentSucceeded);
+    if (claims.payment_transaction_id && payment != nullptr &&
+        payment->transaction_id != claims.payment_transaction_id) {
+        return "refund notice names the payment " + *claims.payment_transaction_id +
+               ", the order's payment is " + payment->transaction_id.value_or("");
+    }
+    return {};
+}
+
 // SPEC §6: the checks against the order that fail with `mismatch`.
-std::string MismatchAgainstOrder(const Event& order, const Event& delivered) {
+std::string MismatchAgainstOrder(std::span<const Event> order_events, const Event& order,
+                                 const Event& delivered, const Claims& claims) {
     switch (delivered.event_type) {
         case EventType::kOrderCreated:
         case EventType::kPaymentClosed:
@@ -43,7 +60,7 @@ std::string MismatchAgainstOrder(const Event& order, const Event& delivered) {
                 return "refund amount " + std::to_string(delivered.amount) +
                        " exceeds the order amount " + std::to_string(order.amount);
             }
-            return {};
+            return MismatchOfClaims(order_events, order, claims);
     }
     PAYLEDGER_ASSERT(false);
     return {};
@@ -51,7 +68,7 @@ std::string MismatchAgainstOrder(const Event& order, const Event& delivered) {
 
 }  // namespace
 
-Decision Decide(std::span<const Event> order_events, Event delivered) {
+Decision Decide(std::span<const Event> order_events, Event delivered, const Claims& claims) {
     for (const Event& event : order_events) {
         PAYLEDGER_ASSERT(event.out_trade_no == delivered.out_trade_no);
     }
@@ -80,7 +97,7 @@ Decision Decide(std::span<const Event> order_events, Event delivered) {
                 .event = std::move(delivered)};
     }
     if (order != nullptr) {
-        std::string mismatch = MismatchAgainstOrder(*order, delivered);
+        std::string mismatch = MismatchAgainstOrder(order_events, *order, delivered, claims);
         if (!mismatch.empty()) {
             return Reject(Outcome::kMismatch, std::move(mismatch), std::move(delivered));
         }

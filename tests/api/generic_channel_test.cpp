@@ -258,6 +258,13 @@ TEST_F(GenericChannelTest, MalformedBodiesAreRefusedBeforeTheLedger) {
          R"({"event_type":"PAYMENT_CLOSED","out_trade_no":"ORD-1","occurred_at":1795941000})"},
         {"invalid UTF-8",
          "{\"event_type\":\"PAYMENT_CLOSED\",\"out_trade_no\":\"ORD-1\",\"x\":\"\xFF\"}"},
+        // SPEC §6: a duplicate key is malformed, not last-wins.
+        {"amount given twice",
+         R"({"event_type":"PAYMENT_SUCCEEDED","out_trade_no":"ORD-1","transaction_id":"TX-1","amount":1,"amount":1999})"},
+        {"out_trade_no given twice",
+         R"({"event_type":"PAYMENT_CLOSED","out_trade_no":"ORD-1","out_trade_no":"ORD-2"})"},
+        {"a key repeated in a nested object",
+         R"({"event_type":"PAYMENT_CLOSED","out_trade_no":"ORD-1","meta":{"k":1,"k":2}})"},
     };
     for (const auto& c : cases) {
         SCOPED_TRACE(c.name);

@@ -1,8 +1,9 @@
 // Tests of api/json_input.hpp against SPEC §1 and §5: AmountFromJson takes only a JSON integer
 // in 1 ... 10^13 (values are parsed from JSON text, as a request body would give them, so
 // nlohmann's signed/unsigned/float kinds are the real ones); ParseJsonObject refuses invalid
-// UTF-8, non-objects, truncated text and nesting past kJsonDepthMax; IsValidUtf8 is checked
-// against a table of well-formed and ill-formed byte sequences (overlong forms, surrogates,
+// UTF-8, non-objects, truncated text, nesting past kJsonDepthMax and (SPEC §6) a key repeated
+// in any object at any depth, while equal keys in different objects are fine; IsValidUtf8 is
+// checked against a table of well-formed and ill-formed byte sequences (overlong forms, surrogates,
 // truncations, stray continuation bytes, code points past U+10FFFF).
 
 #include "api/json_input.hpp"
@@ -108,6 +109,29 @@ TEST(ParseJsonObject, RefusesNestingDeeperThanTheMaximum) {
     const std::string arrays =
         R"({"a":)" + std::string(kJsonDepthMax, '[') + std::string(kJsonDepthMax, ']') + "}";
     EXPECT_EQ(ParseJsonObject(arrays), std::nullopt);
+}
+
+// SPEC §6: nlohmann would keep the last of two equal keys; a platform or gateway that sent
+// two means something else than what a last-wins reading records.
+TEST(ParseJsonObject, RefusesAKeyRepeatedInAnyObjectAtAnyDepth) {
+    for (const char* body : {
+             R"({"amount":1,"amount":2})", R"({"amount":1,"amount":1})", R"({"a":{"b":1,"b":2}})",
+             R"({"a":[{"x":1},{"y":1,"y":2}]})", R"({"a":{"b":{"c":{"d":[[{"e":1,"e":{}}]]}}}})",
+             R"({"out_trade_no":"A","out_trade_no":"B"})",  // Equal once unescaped.
+             R"({"a":1,"b":{"c":2},"a":3})",                // Around a nested object.
+         }) {
+        EXPECT_EQ(ParseJsonObject(body), std::nullopt) << body;
+    }
+}
+
+TEST(ParseJsonObject, EqualKeysInDifferentObjectsAreNotRepeats) {
+    const std::optional<json> object = ParseJsonObject(
+        R"({"a":{"a":{"a":1}},"b":[{"a":1},{"a":2}],"c":{"a":1,"b":2},"d":{"a":1,"b":2}})");
+    ASSERT_TRUE(object.has_value());
+    EXPECT_EQ(object->at("b").at(1).at("a"), 2);
+    EXPECT_EQ(object->at("a").at("a").at("a"), 1);
+    // Keys differ in case or by a byte are different keys.
+    EXPECT_TRUE(ParseJsonObject(R"({"a":1,"A":2,"a ":3})").has_value());
 }
 
 TEST(ParseJsonObject, BracketsInsideStringsAreNotNesting) {

@@ -5,7 +5,9 @@
 // through the same table: valid → appended with its exact success answer, resend → duplicate
 // with the same answer, wrong amount / excessive refund / other merchant → 422, forged →
 // 401 with the receipt still recorded, unknown order → 404, each failure in the platform's
-// format. Alipay's TRADE_FINISHED after TRADE_SUCCESS must land as a duplicate.
+// format. Alipay's TRADE_FINISHED after TRADE_SUCCESS must land as a duplicate. SPEC §6
+// cross-checks: a refund naming another order total or payment is 422, and the ECB
+// block-splicing attack on two stored WeChat v2 refund notices ends in mismatch.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 #include "api/alipay_form.hpp"
 #include "api/json_output.hpp"
 #include "api/platform_crypto.hpp"
+#include "api/wechat_v2_xml.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
 #include "tests/api/platform_fixtures.hpp"
@@ -26,6 +29,8 @@ using testing::HttpResult;
 using testing::kAuditorToken;
 using testing::TestDatabase;
 using testing::TestService;
+
+constexpr std::int64_t kOrderAmount = 1999;  // Every order of these tests.
 
 constexpr const char* kV2Success =
     "<xml><return_code><![CDATA[SUCCESS]]></return_code><return_msg><![CDATA[OK]]></return_msg>"
@@ -41,9 +46,11 @@ protected:
 
     SimulatedNotice Notice(const std::string& out_trade_no, const std::string& kind = "payment",
                            std::int64_t amount = 1999, const Config* config = nullptr) const {
-        return BuildNotice(
-            config ? *config : config_,
-            {.channel = GetParam(), .out_trade_no = out_trade_no, .kind = kind, .amount = amount});
+        return BuildNotice(config ? *config : config_, {.channel = GetParam(),
+                                                        .out_trade_no = out_trade_no,
+                                                        .kind = kind,
+                                                        .amount = amount,
+                                                        .order_amount = kOrderAmount});
     }
 
     HttpResult Post(const SimulatedNotice& notice) {
@@ -141,6 +148,37 @@ TEST_P(PlatformCallbacksPgTest, RefundWithinTheOrderAppendsAndALargerOneIsMismat
     EXPECT_EQ(Audit("/v1/orders/ORD-3/events")["events"][2]["currency"], "CNY");
 }
 
+// SPEC §6 cross-checks over HTTP: a refund notice that names another order total, or another
+// payment than the stored one, is 422 and appends nothing; one that names the right ones
+// appends.
+TEST_P(PlatformCallbacksPgTest, RefundNamingAnotherTotalOrPaymentIsMismatch) {
+    CreateOrder("ORD-8");
+    SimulateOptions payment{.channel = GetParam(),
+                            .out_trade_no = "ORD-8",
+                            .amount = kOrderAmount,
+                            .transaction_id = "4200000000202611300000000808"};
+    ExpectSuccess(Post(BuildNotice(config_, payment)));
+    // Simulate's refund names the payment number it derives for ORD-8, not the stored one.
+    ExpectFailure(Post(Notice("ORD-8", "refund", 500)), 422);
+    CreateOrder("ORD-9");
+    ExpectSuccess(Post(Notice("ORD-9")));
+    SimulateOptions refund{.channel = GetParam(),
+                           .out_trade_no = "ORD-9",
+                           .kind = "refund",
+                           .amount = 500,
+                           .order_amount = 5000};
+    ExpectFailure(Post(BuildNotice(config_, refund)), 422);
+    EXPECT_EQ(EventCount("ORD-8"), "2");
+    EXPECT_EQ(EventCount("ORD-9"), "2");
+    for (const char* order : {"/v1/orders/ORD-8/receipts", "/v1/orders/ORD-9/receipts"}) {
+        const json receipts = Audit(order)["receipts"];
+        ASSERT_EQ(receipts.size(), 3u) << order;
+        EXPECT_EQ(receipts[2]["outcome"], "mismatch") << order;
+    }
+    ExpectSuccess(Post(Notice("ORD-9", "refund", 500)));  // The order's own total and payment.
+    EXPECT_EQ(Audit("/v1/orders/ORD-9")["status"], "REFUNDED");
+}
+
 TEST_P(PlatformCallbacksPgTest, OtherMerchantIsMismatch) {
     CreateOrder("ORD-4");
     Config other = config_;
@@ -159,12 +197,21 @@ TEST_P(PlatformCallbacksPgTest, BadSignatureIs401AndTheReceiptIsKept) {
     forger.alipay->simulate_private_key = testing::TestPlatformKey(3);
     ExpectFailure(Post(Notice("ORD-5", "payment", 1999, &forger)), 401);
     EXPECT_EQ(EventCount("ORD-5"), "1");
+    const json forged = Audit("/v1/receipts?outcome=bad_signature")["receipts"];
+    ASSERT_EQ(forged.size(), 1u);
+    EXPECT_EQ(forged[0]["source"], GetParam());
+    EXPECT_TRUE(forged[0]["seq"].is_null());
     const json receipts = Audit("/v1/orders/ORD-5/receipts")["receipts"];
+    if (GetParam() == "wechat_v3") {
+        // SPEC §6: v3 decrypts nothing before the signature holds, and the order number is
+        // inside the encrypted resource: the forged receipt names no order.
+        EXPECT_TRUE(forged[0]["out_trade_no"].is_null());
+        EXPECT_EQ(receipts.size(), 1u);
+        return;
+    }
+    EXPECT_EQ(forged[0]["out_trade_no"], "ORD-5");  // As the unverified body claims.
     ASSERT_EQ(receipts.size(), 2u);
     EXPECT_EQ(receipts[1]["outcome"], "bad_signature");
-    EXPECT_EQ(receipts[1]["source"], GetParam());
-    EXPECT_EQ(receipts[1]["out_trade_no"], "ORD-5");
-    EXPECT_TRUE(receipts[1]["seq"].is_null());
 }
 
 TEST_P(PlatformCallbacksPgTest, UnknownOrderIs404InThePlatformFormat) {
@@ -220,6 +267,95 @@ TEST_F(PlatformOnlyPgTest, AlipayTradeFinishedAfterTradeSuccessIsADuplicate) {
     EXPECT_EQ(order["status"], "REFUNDED");
     EXPECT_EQ(order["paid_amount"], 8880);
     EXPECT_EQ(order["refunded_amount"], 8880);
+}
+
+// issue 11: the ECB block-splicing attack on WeChat v2 refund notices, end to end. An auditor
+// (or anyone who reads the receipts) holds two encrypted refund notices of the merchant:
+// ORD-A's refund that failed (REFUNDCLOSE, ignored) and ORD-B's that succeeded. Splicing the
+// blocks up to ORD-A's out_trade_no with ORD-B's remaining blocks gives a req_info that
+// decrypts under the merchant's key to ORD-A with ORD-B's refund, total and payment. Posted,
+// it must be refused (mismatch), never appended, and ORD-A stays unrefunded.
+TEST_F(PlatformOnlyPgTest, WechatV2SplicedRefundBlocksAreMismatchNeverAppended) {
+    TestService service{testing::WithPlatforms(testing::TestConfig(db_.url()))};
+    HttpClient client{service.port()};
+    const auto post = [&](const SimulatedNotice& notice) {
+        return client.Post(notice.target, notice.body, {{"Content-Type", "text/xml"}});
+    };
+    ASSERT_EQ(service.CreateOrder(client, "ORD-A", "acct-1", 1999).status, 201);
+    ASSERT_EQ(service.CreateOrder(client, "ORD-B", "acct-2", 5000).status, 201);
+    for (const auto& [order, amount] : {std::pair{"ORD-A", 1999}, std::pair{"ORD-B", 5000}}) {
+        ASSERT_EQ(
+            post(BuildNotice(service.config(),
+                             {.channel = "wechat_v2", .out_trade_no = order, .amount = amount}))
+                .status,
+            200);
+    }
+    const auto payment_of = [&](const std::string& order) {
+        return client.Get("/v1/orders/" + order, kAuditorToken)
+            .Json()["transaction_id"]
+            .get<std::string>();
+    };
+    const auto refund_notice = [](const PlatformFields& refund, std::size_t& boundary) {
+        const std::string plaintext = testing::AlignedRefundPlaintext(refund, boundary);
+        return SimulatedNotice{
+            .target = "/v1/callbacks/wechat/v2",
+            .body = WechatV2Xml({{"return_code", "SUCCESS"},
+                                 {"appid", testing::kV2AppId},
+                                 {"mch_id", testing::kV2MchId},
+                                 {"nonce_str", "n1"},
+                                 {"req_info", Base64Encode(Aes256EcbEncrypt(
+                                                  Md5HexLower(testing::kV2ApiKey), plaintext))}},
+                                "xml")};
+    };
+    PlatformFields a = {{"out_trade_no", "ORD-A"},
+                        {"refund_fee", "1999"},
+                        {"refund_id", "5030000000000000000A"},
+                        {"refund_status", "REFUNDCLOSE"},
+                        {"total_fee", "1999"},
+                        {"transaction_id", payment_of("ORD-A")}};
+    PlatformFields b = {{"out_trade_no", "ORD-B"},
+                        {"refund_fee", "1500"},
+                        {"refund_id", "5030000000000000000B"},
+                        {"refund_status", "SUCCESS"},
+                        {"success_time", "2024-05-02 10:00:00"},
+                        {"total_fee", "5000"},
+                        {"transaction_id", payment_of("ORD-B")}};
+    std::size_t boundary = 0;
+    std::size_t boundary_b = 0;
+    const SimulatedNotice notice_a = refund_notice(a, boundary);
+    const SimulatedNotice notice_b = refund_notice(b, boundary_b);
+    ASSERT_EQ(boundary, boundary_b);
+    EXPECT_EQ(post(notice_a).status, 200);  // ignored: the refund failed.
+    EXPECT_EQ(post(notice_b).status, 200);  // appended.
+
+    // The attacker's view: the stored receipts of both orders, as an auditor reads them.
+    const auto sealed_of = [&](const std::string& order) {
+        const json receipts =
+            client.Get("/v1/orders/" + order + "/receipts", kAuditorToken).Json()["receipts"];
+        const Checked<PlatformFields> fields =
+            ParseFlatXml(receipts.back()["body"].get<std::string>(), "xml");
+        EXPECT_TRUE(fields.ok());
+        return Base64Decode(fields->at("req_info")).value_or("");
+    };
+    const std::string sealed_a = sealed_of("ORD-A");
+    const std::string sealed_b = sealed_of("ORD-B");
+    ASSERT_EQ(boundary % testing::kAesBlockBytes, 0u);
+    ASSERT_GT(sealed_a.size(), boundary);
+    const std::string spliced = sealed_a.substr(0, boundary) + sealed_b.substr(boundary);
+    SimulatedNotice forged = notice_b;
+    const std::string original = Base64Encode(sealed_b);
+    forged.body.replace(forged.body.find(original), original.size(), Base64Encode(spliced));
+
+    const HttpResult result = post(forged);
+    EXPECT_EQ(result.status, 422) << result.body;
+    EXPECT_NE(result.body.find("mismatch"), std::string::npos) << result.body;
+    const json order = client.Get("/v1/orders/ORD-A", kAuditorToken).Json();
+    EXPECT_EQ(order["status"], "PAID");
+    EXPECT_EQ(order["refunded_amount"], 0);
+    const json receipts = client.Get("/v1/orders/ORD-A/receipts", kAuditorToken).Json()["receipts"];
+    ASSERT_EQ(receipts.size(), 4u);  // Created, paid, the failed refund, the splice.
+    EXPECT_EQ(receipts[3]["outcome"], "mismatch");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events WHERE out_trade_no = 'ORD-A'"), "2");
 }
 
 TEST_F(PlatformOnlyPgTest, AlipayCloseClosesTheOrder) {

@@ -5,7 +5,10 @@
 // ledger and the receipt, and Answer() for the exact platform answers. Refusals are tables:
 // tampered bodies, wrong keys, stale timestamps, unknown serials, other merchants, truncated
 // XML, XXE, entity expansion, text outside the root, invalid base64, bad percent-encoding, a
-// third decimal. Last, RunSimulate's URL for an IPv6 listen address.
+// third decimal. Strict parsing (SPEC §6): references to control characters, repeated XML
+// elements and form fields, duplicate JSON keys, v3's signature before anything is parsed.
+// Cross-checks: the claims each refund hands the ledger, Alipay's seller_id, and the ECB
+// block splice of two v2 refund notices. Last, RunSimulate's URL for an IPv6 listen address.
 
 #include <gtest/gtest.h>
 
@@ -21,6 +24,7 @@
 #include "api/wechat_v2_channel.hpp"
 #include "api/wechat_v2_xml.hpp"
 #include "api/wechat_v3_channel.hpp"
+#include "projections/decide.hpp"
 #include "projections/validate.hpp"
 #include "tests/api/platform_fixtures.hpp"
 
@@ -50,6 +54,7 @@ protected:
                                                         .out_trade_no = "ORD-1",
                                                         .kind = kind,
                                                         .amount = amount,
+                                                        .order_amount = 1999,
                                                         .unix_seconds = now_});
     }
 
@@ -318,25 +323,183 @@ TEST_F(PlatformChannelTest, WechatV2AnswersInItsXml) {
     EXPECT_NE(internal.body().find("FAIL"), std::string::npos);
 }
 
+// ---- Strict parsing and cross-checks in WeChat Pay v2 (SPEC §6) ---------------------------
+
+// A refund notice of the merchant whose req_info is `plaintext` under AES-256-ECB with the
+// MD5 of the API key (providers.md §1.6).
+SimulatedNotice V2Refund(const std::string& plaintext) {
+    return V2Xml(WechatV2Xml(
+        {{"return_code", "SUCCESS"},
+         {"appid", testing::kV2AppId},
+         {"mch_id", testing::kV2MchId},
+         {"nonce_str", "n1"},
+         {"req_info", Base64Encode(Aes256EcbEncrypt(Md5HexLower(testing::kV2ApiKey), plaintext))}},
+        "xml"));
+}
+
+PlatformFields V2RefundFields() {
+    return {{"out_refund_no", "R-1"},     {"out_trade_no", "ORD-1"},
+            {"refund_fee", "500"},        {"refund_id", "50300000000000000001"},
+            {"refund_status", "SUCCESS"}, {"success_time", "2024-05-02 10:00:00"},
+            {"total_fee", "1999"},        {"transaction_id", "4200000000202405010000000001"}};
+}
+
+// `body` with `element` inserted before the closing tag of its root.
+std::string WithElement(std::string body, const std::string& root, const std::string& element) {
+    body.insert(body.rfind("</" + root + ">"), element);
+    return body;
+}
+
+// pugixml turns "&#0;" into a NUL that ends the value, and its unsigned arithmetic wraps
+// "&#4294967296;" to 0: each of these references must make the notice malformed, never a
+// shorter value that some signature might match.
+TEST_F(PlatformChannelTest, WechatV2CharacterReferencesToControlCharactersAreMalformed) {
+    const std::string payment = V2Signed(V2Payment()).body;
+    const std::string refund = WechatV2Xml(V2RefundFields(), "root");
+    for (const std::string reference :
+         {"&#0;",          "&#1;",          "&#8;",     "&#11;",    "&#12;",      "&#31;",
+          "&#x0;",         "&#x1f;",        "&#x1F;",   "&#0000;",  "&#x00000;",  "&#4294967296;",
+          "&#4294967305;", "&#x100000000;", "&#xD800;", "&#xFFFE;", "&#x110000;", "&#;",
+          "&#x;",          "&#12",          "&#X41;",   "&#x4G;",   "&bogus;",    "&"}) {
+        SCOPED_TRACE(reference);
+        const std::string element = "<attach>x" + reference + "y</attach>";
+        const std::string body = WithElement(payment, "xml", element);
+        const Checked<PlatformFields> parsed = ParseFlatXml(body, "xml");
+        ASSERT_FALSE(parsed.ok());
+        EXPECT_EQ(parsed.refusal().outcome, Outcome::kMalformed);
+        ExpectVerdict(Deliver(v2_, V2Xml(body)), Outcome::kMalformed);
+        // Inside a refund's req_info too: it decrypted, so it is malformed, not unsigned.
+        ExpectVerdict(Deliver(v2_, V2Refund(WithElement(refund, "root", element))),
+                      Outcome::kMalformed);
+    }
+}
+
+// Tab, LF, CR and every other XML character may be referenced; the predefined entities are
+// decoded; the signature covers the decoded value, as WeChat signs the value it meant.
+TEST_F(PlatformChannelTest, WechatV2DecodesReferencesToXmlCharacters) {
+    const std::string value = "a\tb\nc\rd A\xe4\xbd\xa0<&>\"'";  // U+4F60 in UTF-8.
+    PlatformFields fields = V2Payment();
+    fields["attach"] = value;
+    SimulatedNotice notice = V2Signed(fields);
+    const std::size_t start = notice.body.find("<attach>");
+    const std::size_t end = notice.body.find("</attach>");
+    ASSERT_NE(start, std::string::npos);
+    notice.body.replace(start, end - start,
+                        "<attach>a&#9;b&#10;c&#13;d&#x20;&#x41;&#20320;&lt;&amp;&gt;&quot;&apos;");
+    const ledger::Delivery delivery = Deliver(v2_, notice);
+    ExpectVerdict(delivery, Outcome::kAppended);
+    ASSERT_TRUE(delivery.event);
+    EXPECT_EQ(json::parse(delivery.event->data).at("attach"), value);
+    // CDATA is verbatim: a reference inside it is text, not a character.
+    const Checked<PlatformFields> cdata =
+        ParseFlatXml("<xml><attach><![CDATA[&#0;]]></attach></xml>", "xml");
+    ASSERT_TRUE(cdata.ok());
+    EXPECT_EQ(cdata->at("attach"), "&#0;");
+}
+
+// SPEC §6: a field given twice is malformed, in the notice and in a refund's plaintext alike
+// (never first-wins or last-wins).
+TEST_F(PlatformChannelTest, WechatV2RepeatedFieldsAreMalformed) {
+    const ledger::Delivery payment = Deliver(
+        v2_, V2Xml(WithElement(V2Signed(V2Payment()).body, "xml", "<total_fee>1</total_fee>")));
+    ExpectVerdict(payment, Outcome::kMalformed);
+    EXPECT_NE(payment.message.find("appears twice"), std::string::npos) << payment.message;
+    const std::string refund = WechatV2Xml(V2RefundFields(), "root");
+    ExpectVerdict(Deliver(v2_, V2Refund(WithElement(refund, "root", "<refund_fee>1</refund_fee>"))),
+                  Outcome::kMalformed);
+}
+
+// SPEC §6: the refund's total_fee and transaction_id go to the ledger as claims about the order
+// and its payment; without them a spliced plaintext could not be checked, so both are required.
+TEST_F(PlatformChannelTest, WechatV2RefundNamesItsOrderTotalAndPaymentForTheLedger) {
+    const ledger::Delivery delivery = Deliver(v2_, V2Refund(WechatV2Xml(V2RefundFields(), "root")));
+    ExpectVerdict(delivery, Outcome::kAppended);
+    EXPECT_EQ(delivery.claims.order_amount, 1999);
+    EXPECT_EQ(delivery.claims.payment_transaction_id, "4200000000202405010000000001");
+    EXPECT_EQ(delivery.event->amount, 500);
+    for (const auto& [field, value] :
+         std::vector<std::pair<std::string, std::string>>{{"total_fee", ""},
+                                                          {"total_fee", "19.99"},
+                                                          {"total_fee", "0"},
+                                                          {"transaction_id", ""},
+                                                          {"transaction_id", "has space"}}) {
+        SCOPED_TRACE(field + "=" + value);
+        PlatformFields fields = V2RefundFields();
+        if (value.empty()) {
+            fields.erase(field);
+        } else {
+            fields[field] = value;
+        }
+        ExpectVerdict(Deliver(v2_, V2Refund(WechatV2Xml(fields, "root"))), Outcome::kMalformed);
+    }
+}
+
+// issue 11 / SPEC §6: AES-ECB encrypts each 16-byte block alone, so blocks of two refund
+// notices of one merchant can be spliced: here the order number of ORD-A's failed refund with
+// the refund, total and payment of ORD-B's. The channel cannot tell (it decrypts and parses);
+// the claims it hands over are B's, and the ledger's cross-checks refuse them for ORD-A.
+TEST_F(PlatformChannelTest, WechatV2SplicedRefundBlocksCarryClaimsTheLedgerRefuses) {
+    PlatformFields a = V2RefundFields();
+    a["out_trade_no"] = "ORD-A";
+    a["refund_status"] = "REFUNDCLOSE";
+    a["refund_fee"] = "100";
+    a["transaction_id"] = "420000000020240501000000000A";
+    PlatformFields b = V2RefundFields();
+    b["out_trade_no"] = "ORD-B";
+    b["refund_fee"] = "800";
+    b["refund_id"] = "5030000000000000000B";
+    b["total_fee"] = "5000";
+    b["transaction_id"] = "420000000020240501000000000B";
+    std::size_t boundary_a = 0;
+    std::size_t boundary_b = 0;
+    const std::string plain_a = testing::AlignedRefundPlaintext(a, boundary_a);
+    const std::string plain_b = testing::AlignedRefundPlaintext(b, boundary_b);
+    ASSERT_EQ(boundary_a, boundary_b);
+    ASSERT_EQ(boundary_a % testing::kAesBlockBytes, 0u);
+    const std::string key = Md5HexLower(testing::kV2ApiKey);
+    const std::string sealed_a = Aes256EcbEncrypt(key, plain_a);
+    const std::string sealed_b = Aes256EcbEncrypt(key, plain_b);
+    const std::string spliced = sealed_a.substr(0, boundary_a) + sealed_b.substr(boundary_a);
+    const std::string expected = plain_a.substr(0, boundary_a) + plain_b.substr(boundary_a);
+    ASSERT_EQ(Aes256EcbDecrypt(key, spliced), expected);  // The splice decrypts cleanly.
+
+    SimulatedNotice notice = V2Refund(plain_b);
+    const std::string req_info = Base64Encode(sealed_b);
+    notice.body.replace(notice.body.find(req_info), req_info.size(), Base64Encode(spliced));
+    const ledger::Delivery delivery = Deliver(v2_, notice);
+    ExpectVerdict(delivery, Outcome::kAppended);
+    ASSERT_TRUE(delivery.event);
+    EXPECT_EQ(delivery.event->out_trade_no, "ORD-A");
+    EXPECT_EQ(delivery.event->amount, 800);
+    EXPECT_EQ(delivery.claims.order_amount, 5000);
+
+    const projections::Event created{.seq = 1,
+                                     .out_trade_no = "ORD-A",
+                                     .event_type = EventType::kOrderCreated,
+                                     .account_id = "acct-1",
+                                     .amount = 1999,
+                                     .currency = "CNY"};
+    projections::Event paid = created;
+    paid.seq = 2;
+    paid.event_type = EventType::kPaymentSucceeded;
+    paid.transaction_id = a.at("transaction_id");  // ORD-A's own payment.
+    const std::vector<projections::Event> stored{created, paid};
+    const projections::Decision decision =
+        projections::Decide(stored, *delivery.event, delivery.claims);
+    EXPECT_EQ(decision.outcome, Outcome::kMismatch) << decision.message;
+    // Even a splice that keeps B's total but names A's order fails on the payment's number.
+    projections::Claims total_only = delivery.claims;
+    total_only.order_amount = 1999;
+    EXPECT_EQ(projections::Decide(stored, *delivery.event, total_only).outcome, Outcome::kMismatch);
+}
+
 // ---- WeChat Pay v3 -----------------------------------------------------------------------
 
-// A v3 notice of `event_type` around `resource`, encrypted with `api_v3_key` and signed by
-// `key` as `serial` at `unix_seconds`.
-SimulatedNotice V3Notice(const std::string& event_type, const json& resource,
-                         std::int64_t unix_seconds, const std::string& serial = testing::kV3Serial,
-                         const PrivateKey& key = testing::TestPlatformKey(0),
-                         const std::string& api_v3_key = testing::kV3ApiKey) {
-    const std::string sealed =
-        Aes256GcmEncrypt(api_v3_key, "n0nce12chars", "transaction", resource.dump());
-    const json envelope = {{"id", "EV-1"},
-                           {"event_type", event_type},
-                           {"resource_type", "encrypt-resource"},
-                           {"resource",
-                            {{"algorithm", "AEAD_AES_256_GCM"},
-                             {"ciphertext", Base64Encode(sealed)},
-                             {"associated_data", "transaction"},
-                             {"nonce", "n0nce12chars"}}}};
-    SimulatedNotice notice{.target = "/v1/callbacks/wechat/v3", .body = envelope.dump()};
+// A v3 envelope `body` signed by `key` as `serial` at `unix_seconds`.
+SimulatedNotice V3Signed(std::string body, std::int64_t unix_seconds,
+                         const std::string& serial = testing::kV3Serial,
+                         const PrivateKey& key = testing::TestPlatformKey(0)) {
+    SimulatedNotice notice{.target = "/v1/callbacks/wechat/v3", .body = std::move(body)};
     const std::string timestamp = std::to_string(unix_seconds);
     notice.headers = {
         {"Wechatpay-Serial", serial},
@@ -346,6 +509,31 @@ SimulatedNotice V3Notice(const std::string& event_type, const json& resource,
          Base64Encode(RsaSha256Sign(
              key, WechatV3SignatureMessage(timestamp, "9f2c1a7e5b3d4c6a", notice.body)))}};
     return notice;
+}
+
+// The envelope of `event_type` around `plaintext`, encrypted with `api_v3_key`.
+json V3Envelope(const std::string& event_type, const std::string& plaintext,
+                const std::string& api_v3_key = testing::kV3ApiKey) {
+    const std::string sealed =
+        Aes256GcmEncrypt(api_v3_key, "n0nce12chars", "transaction", plaintext);
+    return {{"id", "EV-1"},
+            {"event_type", event_type},
+            {"resource_type", "encrypt-resource"},
+            {"resource",
+             {{"algorithm", "AEAD_AES_256_GCM"},
+              {"ciphertext", Base64Encode(sealed)},
+              {"associated_data", "transaction"},
+              {"nonce", "n0nce12chars"}}}};
+}
+
+// A v3 notice of `event_type` around `resource`, encrypted with `api_v3_key` and signed by
+// `key` as `serial` at `unix_seconds`.
+SimulatedNotice V3Notice(const std::string& event_type, const json& resource,
+                         std::int64_t unix_seconds, const std::string& serial = testing::kV3Serial,
+                         const PrivateKey& key = testing::TestPlatformKey(0),
+                         const std::string& api_v3_key = testing::kV3ApiKey) {
+    return V3Signed(V3Envelope(event_type, resource.dump(), api_v3_key).dump(), unix_seconds,
+                    serial, key);
 }
 
 json V3Transaction() {
@@ -406,7 +594,9 @@ TEST_F(PlatformChannelTest, WechatV3RefusesForgedNoticesCleanly) {
     tampered.body.insert(tampered.body.size() - 1, " ");
     const ledger::Delivery delivery = Deliver(v3_, tampered);
     ExpectVerdict(delivery, Outcome::kBadSignature);
-    EXPECT_EQ(delivery.receipt.out_trade_no, "ORD-1");  // As the resource claims.
+    // SPEC §6: nothing is decrypted before the signature holds, so the order inside the
+    // resource is never read: the receipt names none.
+    EXPECT_FALSE(delivery.receipt.out_trade_no.has_value());
     ExpectVerdict(Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", V3Transaction(), now_,
                                         testing::kV3Serial, testing::TestPlatformKey(3))),
                   Outcome::kBadSignature);
@@ -490,6 +680,76 @@ TEST_F(PlatformChannelTest, WechatV3RefusesMalformedResources) {
     ExpectVerdict(Deliver(v3_, signed_junk), Outcome::kMalformed);
 }
 
+// SPEC §6: WeChat v3 verifies the signature over the raw bytes before it parses or decrypts
+// anything. A body that would be malformed is bad_signature when its signature fails, and
+// malformed only once signed; a forged notice's resource is never opened (its receipt names
+// no order, while a signed one names the order inside the resource).
+TEST_F(PlatformChannelTest, WechatV3VerifiesTheSignatureBeforeParsingOrDecrypting) {
+    const std::string resource = V3Transaction().dump();
+    std::string duplicate_envelope = V3Envelope("TRANSACTION.SUCCESS", resource).dump();
+    duplicate_envelope.insert(1, R"("event_type":"REFUND.SUCCESS",)");
+    const std::string duplicate_resource =
+        V3Envelope("TRANSACTION.SUCCESS", R"({"out_trade_no":"ORD-2",)" + resource.substr(1))
+            .dump();
+    for (const std::string& body : {duplicate_envelope, duplicate_resource, std::string("{")}) {
+        SCOPED_TRACE(body);
+        ExpectVerdict(Deliver(v3_, V3Signed(body, now_)), Outcome::kMalformed);
+        const ledger::Delivery forged =
+            Deliver(v3_, V3Signed(body, now_, testing::kV3Serial, testing::TestPlatformKey(3)));
+        ExpectVerdict(forged, Outcome::kBadSignature);
+        EXPECT_FALSE(forged.receipt.out_trade_no.has_value());
+    }
+    const ledger::Delivery forged =
+        Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", V3Transaction(), now_, testing::kV3Serial,
+                              testing::TestPlatformKey(3)));
+    ExpectVerdict(forged, Outcome::kBadSignature);
+    EXPECT_FALSE(forged.receipt.out_trade_no.has_value());
+    const ledger::Delivery stale =
+        Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", V3Transaction(), now_ - 301));
+    ExpectVerdict(stale, Outcome::kBadSignature);
+    EXPECT_FALSE(stale.receipt.out_trade_no.has_value());
+    EXPECT_EQ(Deliver(v3_, Notice("wechat_v3")).receipt.out_trade_no, "ORD-1");
+}
+
+json V3Refund() {
+    return {{"mchid", testing::kV3MchId},
+            {"out_trade_no", "ORD-1"},
+            {"transaction_id", "4200000000202405010000000001"},
+            {"out_refund_no", "R-1"},
+            {"refund_id", "50300000000000000001"},
+            {"refund_status", "SUCCESS"},
+            {"success_time", "2024-05-02T10:00:00+08:00"},
+            {"amount", {{"total", 1999}, {"refund", 500}}}};
+}
+
+// SPEC §6: amount.total and transaction_id of a refund go to the ledger as claims; where the
+// notice leaves one out there is nothing to check, where it names one it must be valid.
+TEST_F(PlatformChannelTest, WechatV3RefundNamesItsOrderTotalAndPaymentForTheLedger) {
+    const ledger::Delivery delivery = Deliver(v3_, V3Notice("REFUND.SUCCESS", V3Refund(), now_));
+    ExpectVerdict(delivery, Outcome::kAppended);
+    EXPECT_EQ(delivery.claims.order_amount, 1999);
+    EXPECT_EQ(delivery.claims.payment_transaction_id, "4200000000202405010000000001");
+    json bare = V3Refund();
+    bare.erase("transaction_id");
+    bare["amount"].erase("total");
+    const ledger::Delivery unnamed = Deliver(v3_, V3Notice("REFUND.SUCCESS", bare, now_));
+    ExpectVerdict(unnamed, Outcome::kAppended);
+    EXPECT_FALSE(unnamed.claims.order_amount.has_value());
+    EXPECT_FALSE(unnamed.claims.payment_transaction_id.has_value());
+    for (const auto& [path, value] :
+         std::vector<std::pair<std::string, json>>{{"/amount/total", "1999"},
+                                                   {"/amount/total", 19.99},
+                                                   {"/amount/total", 0},
+                                                   {"/transaction_id", ""},
+                                                   {"/transaction_id", 42}}) {
+        SCOPED_TRACE(path + "=" + value.dump());
+        json resource = V3Refund();
+        resource[json::json_pointer(path)] = value;
+        ExpectVerdict(Deliver(v3_, V3Notice("REFUND.SUCCESS", resource, now_)),
+                      Outcome::kMalformed);
+    }
+}
+
 TEST_F(PlatformChannelTest, WechatV3AnswersNoContentOrFailJson) {
     for (const Outcome outcome : {Outcome::kAppended, Outcome::kDuplicate, Outcome::kIgnored}) {
         const Response response = v3_.Answer({.outcome = outcome});
@@ -528,14 +788,14 @@ SimulatedNotice AlipaySigned(PlatformFields fields,
 }
 
 TEST_F(PlatformChannelTest, AlipaySignContentFollowsTheWorkedExample) {
-    const DecodedForm form = DecodeForm(
+    const Checked<PlatformFields> form = DecodeForm(
         "charset=utf-8&gmt_payment=2024-05-01+10%3A30%3A15&notify_type=trade_status_sync&subject="
         "%E6%B5%8B%E8%AF%95&total_amount=19.99&trade_status=TRADE_SUCCESS&out_trade_no=ORD-1&"
         "app_id=2021000000000001&body=&sign_type=RSA2&sign=Ab%2Bcd%3D%3D&fund_bill_list=%5B%7B%22"
         "amount%22%3A%2219.99%22%2C%22fundChannel%22%3A%22ALIPAYACCOUNT%22%7D%5D");
-    ASSERT_TRUE(form.fields) << form.error;
-    EXPECT_EQ(form.fields->at("sign"), "Ab+cd==");
-    EXPECT_EQ(AlipaySignContent(*form.fields),
+    ASSERT_TRUE(form.ok()) << form.refusal().message;
+    EXPECT_EQ(form->at("sign"), "Ab+cd==");
+    EXPECT_EQ(AlipaySignContent(*form),
               "app_id=2021000000000001&charset=utf-8&fund_bill_list=[{\"amount\":\"19.99\","
               "\"fundChannel\":\"ALIPAYACCOUNT\"}]&gmt_payment=2024-05-01 10:30:15&notify_type="
               "trade_status_sync&out_trade_no=ORD-1&subject=测试&total_amount=19.99&"
@@ -637,9 +897,10 @@ TEST_F(PlatformChannelTest, AlipayRefusesForgedNotices) {
     ExpectVerdict(Deliver(alipay_, unsigned_notice), Outcome::kBadSignature);
     // A sign whose "+" was not percent-encoded decodes to a space: not base64.
     SimulatedNotice plus = AlipaySigned(AlipayPayment());
-    const DecodedForm form = DecodeForm(plus.body);
-    std::string raw_sign = form.fields->at("sign");
-    PlatformFields without_sign = *form.fields;
+    const Checked<PlatformFields> form = DecodeForm(plus.body);
+    ASSERT_TRUE(form.ok());
+    std::string raw_sign = form->at("sign");
+    PlatformFields without_sign = *form;
     without_sign.erase("sign");
     plus.body = EncodeForm(without_sign) + "&sign=" + raw_sign;
     ExpectVerdict(Deliver(alipay_, plus), raw_sign.find('+') == std::string::npos
@@ -676,6 +937,57 @@ TEST_F(PlatformChannelTest, AlipayRefusesMalformedNotices) {
     PlatformFields refund = AlipayPayment();
     refund["refund_fee"] = "1.001";
     ExpectVerdict(Deliver(alipay_, AlipaySigned(refund)), Outcome::kMalformed);
+}
+
+// SPEC §6: a refund's total_amount and trade_no go to the ledger as claims about the order and
+// its payment; a total_amount that is not an amount is malformed.
+TEST_F(PlatformChannelTest, AlipayRefundNamesItsOrderTotalAndTradeNoForTheLedger) {
+    PlatformFields refund = AlipayPayment();
+    refund["refund_fee"] = "5.00";
+    refund["out_biz_no"] = "RF-1";
+    const ledger::Delivery delivery = Deliver(alipay_, AlipaySigned(refund));
+    ExpectVerdict(delivery, Outcome::kAppended);
+    EXPECT_EQ(delivery.event->transaction_id, "RF-1");
+    EXPECT_EQ(delivery.claims.order_amount, 1999);
+    EXPECT_EQ(delivery.claims.payment_transaction_id, "2024050122001400000000000001");
+    const ledger::Delivery payment = Deliver(alipay_, AlipaySigned(AlipayPayment()));
+    EXPECT_FALSE(payment.claims.order_amount.has_value());  // A payment's total is its amount.
+    refund["total_amount"] = "19.999";
+    ExpectVerdict(Deliver(alipay_, AlipaySigned(refund)), Outcome::kMalformed);
+}
+
+// SPEC §6, §9: with alipay.seller_id configured, a notice's seller_id must be it.
+TEST_F(PlatformChannelTest, AlipaySellerIdIsCheckedWhenConfigured) {
+    AlipayConfig config = *config_.alipay;
+    config.seller_id = "2088102176044281";
+    const AlipayChannel channel{config};
+    PlatformFields fields = AlipayPayment();
+    fields["seller_id"] = "2088102176044281";
+    ExpectVerdict(Deliver(channel, AlipaySigned(fields)), Outcome::kAppended);
+    ExpectVerdict(Deliver(alipay_, AlipaySigned(fields)), Outcome::kAppended);
+    fields["seller_id"] = "2088000000000001";
+    const ledger::Delivery other = Deliver(channel, AlipaySigned(fields));
+    ExpectVerdict(other, Outcome::kMismatch);
+    EXPECT_NE(other.message.find("seller_id"), std::string::npos) << other.message;
+    ExpectVerdict(Deliver(alipay_, AlipaySigned(fields)), Outcome::kAppended);  // Not configured.
+    fields.erase("seller_id");
+    ExpectVerdict(Deliver(channel, AlipaySigned(fields)), Outcome::kMalformed);
+    Config simulated = config_;
+    simulated.alipay = config;
+    ExpectVerdict(Deliver(channel, Notice("alipay", "payment", 1999, &simulated)),
+                  Outcome::kAppended);
+}
+
+// SPEC §6: a form field given twice is malformed even in a correctly signed notice, whichever
+// copy the signature would cover.
+TEST_F(PlatformChannelTest, AlipayRepeatedFieldsAreMalformed) {
+    const std::string signed_body = AlipaySigned(AlipayPayment()).body;
+    for (const char* repeat : {"&total_amount=0.01", "&total_amount=19.99", "&sign=x"}) {
+        const ledger::Delivery delivery =
+            Deliver(alipay_, {.target = "/v1/callbacks/alipay", .body = signed_body + repeat});
+        ExpectVerdict(delivery, Outcome::kMalformed);
+        EXPECT_NE(delivery.message.find("repeats"), std::string::npos) << delivery.message;
+    }
 }
 
 TEST_F(PlatformChannelTest, AlipayAnswersSuccessOrFailure) {

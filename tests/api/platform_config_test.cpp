@@ -116,6 +116,21 @@ TEST_F(PlatformConfigTest, SignTypeIsMd5OrHmacSha256) {
     ExpectError([](json& r) { r["wechat_v2"]["sign_type"] = "md5"; }, "wechat_v2.sign_type");
 }
 
+// SPEC §9: alipay.seller_id is optional (then no notice's seller_id is checked); when given it
+// must be an Alipay user id, "2088" and twelve more digits.
+TEST_F(PlatformConfigTest, AlipaySellerIdIsOptionalAndMustBeAnAlipayUserId) {
+    EXPECT_EQ(Parse(Valid()).alipay->seller_id, "");
+    json root = Valid();
+    root["alipay"]["seller_id"] = "2088102176044281";
+    EXPECT_EQ(Parse(root).alipay->seller_id, "2088102176044281");
+    for (const json& bad :
+         {json(""), json(2088102176044281), json("208810217604428"), json("20881021760442811"),
+          json("1088102176044281"), json("2088102176O44281"), json(nullptr)}) {
+        SCOPED_TRACE(bad.dump());
+        ExpectError([&bad](json& r) { r["alipay"]["seller_id"] = bad; }, "alipay.seller_id");
+    }
+}
+
 TEST_F(PlatformConfigTest, InvalidSectionsNameTheField) {
     ExpectError([](json& r) { r["wechat_v2"] = "x"; }, "wechat_v2");
     ExpectError([](json& r) { r["wechat_v2"].erase("mch_id"); }, "wechat_v2.mch_id");

@@ -12,6 +12,7 @@
 #include "api/http.hpp"
 #include "api/platform_crypto.hpp"
 #include "api/simulate.hpp"
+#include "api/wechat_v2_xml.hpp"
 
 namespace payledger::testing {
 
@@ -65,6 +66,25 @@ inline api::Incoming ToIncoming(const api::SimulatedNotice& notice, std::int64_t
     incoming.request.body() = notice.body;
     incoming.request.prepare_payload();
     return incoming;
+}
+
+inline constexpr std::size_t kAesBlockBytes = 16;
+
+// For the ECB block-splicing attack on WeChat v2 refunds (SPEC §6): the refund plaintext of
+// `fields` as WeChat writes it, its out_refund_no padded so that the out_trade_no element
+// ends on an AES block boundary, which is returned in `boundary`. Two such plaintexts whose
+// out_trade_no values have one length share the boundary: the blocks before it of one notice
+// and the blocks after it of the other decrypt to one order's number with the other's refund.
+inline std::string AlignedRefundPlaintext(api::PlatformFields fields, std::size_t& boundary) {
+    const std::string end_tag = "</out_trade_no>";
+    fields["out_refund_no"] = "RF";
+    const std::string unaligned = api::WechatV2Xml(fields, "root");
+    const std::size_t end = unaligned.find(end_tag) + end_tag.size();
+    fields["out_refund_no"] +=
+        std::string((kAesBlockBytes - end % kAesBlockBytes) % kAesBlockBytes, 'X');
+    const std::string aligned = api::WechatV2Xml(fields, "root");
+    boundary = aligned.find(end_tag) + end_tag.size();
+    return aligned;
 }
 
 }  // namespace payledger::testing

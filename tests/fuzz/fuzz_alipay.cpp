@@ -3,11 +3,13 @@
 // then AlipayChannel::Verify on the raw body. When the form decodes and its `sign` is SIGN,
 // the harness signs the decoded fields RSA2 with the test key, writes them back with
 // EncodeForm and runs Verify again, reaching the mapping behind the signature. Checks:
-// fuzz_channel.hpp's contracts; DecodeForm(EncodeForm(f)) == f; ParseAlipayTime is
+// fuzz_channel.hpp's contracts; a field name given twice is refused (SPEC §6), every refusal
+// of the form is malformed; DecodeForm(EncodeForm(f)) == f; ParseAlipayTime is
 // ParseShanghaiDashed plus at most six fraction digits; a correctly signed RSA2 notice is
 // never refused as bad_signature.
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "api/alipay_channel.hpp"
@@ -53,6 +55,22 @@ void CheckAlipayTime(std::string_view text) {
     FUZZ_CHECK(time == *whole + std::stoll(six));
 }
 
+// SPEC §6, judged apart from DecodeForm: a body in which two pairs have byte-equal names
+// (before decoding) repeats a field and must be refused.
+bool RepeatsARawName(std::string_view body) {
+    std::set<std::string_view> names;
+    std::size_t start = 0;
+    while (start <= body.size()) {
+        const std::size_t amp = body.find('&', start);
+        const std::string_view pair =
+            body.substr(start, amp == std::string_view::npos ? body.npos : amp - start);
+        start = amp == std::string_view::npos ? body.size() + 1 : amp + 1;
+        if (pair.empty()) continue;
+        if (!names.insert(pair.substr(0, pair.find('='))).second) return true;
+    }
+    return false;
+}
+
 ledger::Delivery VerifyBody(const std::string& body) {
     const api::Incoming incoming = BodyOnly(body, "application/x-www-form-urlencoded");
     ledger::Delivery delivery = Channel().Verify(incoming);
@@ -79,12 +97,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     using namespace payledger;
     const std::string_view text = fuzz::AsText(data, size);
     fuzz::CheckAlipayTime(text);
-    const api::DecodedForm form = api::DecodeForm(text);
-    FUZZ_CHECK(form.fields.has_value() == form.error.empty());
+    const api::Checked<api::PlatformFields> form = api::DecodeForm(text);
+    if (fuzz::RepeatsARawName(text)) FUZZ_CHECK(!form.ok());
+    FUZZ_CHECK(form.ok() || (form.refusal().outcome == projections::Outcome::kMalformed &&
+                             !form.refusal().message.empty()));
     (void)fuzz::VerifyBody(std::string(text));
-    if (!form.fields) return 0;
-    for (const auto& [name, value] : *form.fields) fuzz::CheckAlipayTime(value);
-    FUZZ_CHECK(api::DecodeForm(api::EncodeForm(*form.fields)).fields == form.fields);
-    fuzz::VerifyResigned(*form.fields);
+    if (!form.ok()) return 0;
+    for (const auto& [name, value] : *form) fuzz::CheckAlipayTime(value);
+    const api::Checked<api::PlatformFields> again = api::DecodeForm(api::EncodeForm(*form));
+    FUZZ_CHECK(again.ok() && *again == *form);
+    fuzz::VerifyResigned(*form);
     return 0;
 }

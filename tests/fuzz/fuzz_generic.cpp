@@ -2,14 +2,16 @@
 // body (tests/fuzz/README.md); Beast parses them as the server would. The header
 // `Payledger-Signature: SIGN` is replaced by the correct signature of the body at the
 // harness clock, so the fuzzer reaches the JSON checks behind the signature; any other
-// value is verified as given. Checks: fuzz_channel.hpp's delivery and answer contracts, and
-// a correctly signed body is never refused as bad_signature.
+// value is verified as given. Checks: fuzz_channel.hpp's delivery and answer contracts, a
+// correctly signed body is never refused as bad_signature, and one that repeats a JSON key
+// (fuzz_json_keys.hpp) is malformed (SPEC §6).
 
 #include <cstdint>
 #include <string>
 
 #include "api/generic_channel.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
+#include "tests/fuzz/fuzz_json_keys.hpp"
 
 namespace {
 
@@ -39,5 +41,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::CheckDelivery(delivery, projections::Source::kGeneric, incoming->request.body());
     fuzz::CheckAnswers(channel, delivery);
     if (signed_here) FUZZ_CHECK(delivery.verdict != projections::Outcome::kBadSignature);
+    // SPEC §6: a signed body that repeats a key is malformed, never last-wins.
+    if (signed_here && fuzz::HasRepeatedKey(incoming->request.body())) {
+        FUZZ_CHECK(delivery.verdict == projections::Outcome::kMalformed);
+    }
     return 0;
 }

@@ -2,7 +2,9 @@
 // AmountFromJson and StringMember on every member at every depth. Checks: IsValidUtf8 agrees
 // with a table-driven reference (RFC 3629 §4, Unicode Table 3-7); what ParseJsonObject
 // accepts is an object nested at most kJsonDepthMax deep with no raw NUL byte, and what it
-// refuses is not a valid UTF-8 object within that depth; an accepted object dumps and parses back
+// refuses is not a valid UTF-8 object within that depth without a repeated key (SPEC §6), and
+// what it accepts repeats no key, both judged by counting the keys nlohmann's SAX parser
+// reads against the members of the parsed objects; an accepted object dumps and parses back
 // to itself; AmountFromJson gives exactly the JSON integers in 1 ... 10^13.
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include "api/json_input.hpp"
 #include "projections/event.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
+#include "tests/fuzz/fuzz_json_keys.hpp"
 
 namespace payledger::fuzz {
 namespace {
@@ -124,7 +127,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (utf8 && text.size() <= 4096 && text.find('\0') == std::string_view::npos) {
             const json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
             FUZZ_CHECK(parsed.is_discarded() || !parsed.is_object() ||
-                       fuzz::Depth(parsed) > api::kJsonDepthMax);
+                       fuzz::Depth(parsed) > api::kJsonDepthMax ||
+                       fuzz::HasRepeatedKey(text, parsed));
         }
         return 0;
     }
@@ -133,6 +137,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(text.find('\0') == std::string_view::npos);
     FUZZ_CHECK(object->is_object());
     FUZZ_CHECK(fuzz::Depth(*object) <= api::kJsonDepthMax);
+    FUZZ_CHECK(!fuzz::HasRepeatedKey(text, *object));  // SPEC §6: no key given twice.
     fuzz::CheckMembers(*object);
     const std::optional<json> again = api::ParseJsonObject(object->dump());
     FUZZ_CHECK(again && *again == *object);

@@ -7,8 +7,10 @@
 // does (AES-256-ECB under MD5(key), base64); WechatV2Xml writes the fields back and Verify
 // runs on that body, reaching the payment and refund checks behind the signature.
 // Checks: fuzz_channel.hpp's contracts; parsed fields survive WechatV2Xml and a second
-// parse exactly (values are the text as written, "\r\n" and spaces included); a correctly
-// signed payment notice is never refused as bad_signature.
+// parse exactly (values are the text as written, "\r\n" and spaces included, references
+// decoded); a reference to a control character (SPEC §6) outside CDATA is always refused,
+// every refusal is malformed, and no parsed value holds a NUL; a correctly signed payment
+// notice is never refused as bad_signature.
 
 #include <cstdint>
 #include <string>
@@ -38,12 +40,54 @@ ledger::Delivery VerifyBody(const api::WechatV2Channel& channel, const std::stri
     return delivery;
 }
 
+bool IsMalformedRefusal(const api::Refusal& refusal) {
+    return refusal.outcome == projections::Outcome::kMalformed && !refusal.message.empty();
+}
+
+// SPEC §6, independently of the parser: a character reference "&#N;" / "&#xN;" to
+// U+0000-U+001F other than tab, LF and CR (with any number of leading zeros), or past
+// U+10FFFF (which pugixml's unsigned arithmetic wrapped, "&#4294967296;" to a NUL). Judged only in
+// text without CDATA, comments, processing instructions and attributes (no '='), where every
+// "&#" stands in a text node: inside a field it breaks the reference rule, outside the fields
+// it is text the flat XML refuses, so such a body is always refused.
+bool HasForbiddenReference(std::string_view text) {
+    if (text.find("<!") != std::string_view::npos || text.find("<?") != std::string_view::npos ||
+        text.find('=') != std::string_view::npos) {
+        return false;
+    }
+    for (std::size_t at = text.find("&#"); at != std::string_view::npos;
+         at = text.find("&#", at + 2)) {
+        const bool hex = text.substr(at, 3) == "&#x";
+        std::size_t i = at + (hex ? 3 : 2);
+        unsigned value = 0;  // Saturates past Unicode; pugixml's would wrap to 0.
+        bool digits = false;
+        for (; i < text.size(); ++i) {
+            const char c = text[i];
+            const bool digit = (c >= '0' && c <= '9') ||
+                               (hex && ((c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')));
+            if (!digit) break;
+            digits = true;
+            const unsigned next = value * (hex ? 16 : 10) +
+                                  static_cast<unsigned>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+            value = value > 0x10FFFF ? value : next;
+        }
+        const bool control = value < 32 && value != 9 && value != 10 && value != 13;
+        if (digits && i < text.size() && text[i] == ';' && (control || value > 0x10FFFF)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 // The fields re-signed and re-sealed as described above, through Verify.
 void VerifyResigned(api::PlatformFields fields) {
     static const api::WechatV2Channel md5{Config(api::WechatV2SignType::kMd5)};
     static const api::WechatV2Channel hmac{Config(api::WechatV2SignType::kHmacSha256)};
     const auto req_info = fields.find("req_info");
     const bool sealed = req_info != fields.end() && req_info->second.starts_with('<');
+    // A <root> plaintext that decrypts but breaks a parsing rule is malformed (SPEC §6).
+    const bool forbidden_inside =
+        sealed && req_info->second.starts_with("<root>") && HasForbiddenReference(req_info->second);
     if (sealed) {
         req_info->second = api::Base64Encode(
             api::Aes256EcbEncrypt(api::Md5HexLower(testing::kV2ApiKey), req_info->second));
@@ -59,6 +103,7 @@ void VerifyResigned(api::PlatformFields fields) {
     if (!sealed && !signed_here) return;
     const ledger::Delivery delivery =
         VerifyBody(use_hmac ? hmac : md5, api::WechatV2Xml(fields, "xml"));
+    if (forbidden_inside) FUZZ_CHECK(delivery.verdict == projections::Outcome::kMalformed);
     const std::string_view sign_type = api::FieldOr(fields, "sign_type");
     if (signed_here && !fields.contains("req_info") &&
         (sign_type.empty() || sign_type == "MD5" || sign_type == "HMAC-SHA256")) {
@@ -73,15 +118,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     using namespace payledger;
     static const api::WechatV2Channel channel{fuzz::Config(api::WechatV2SignType::kMd5)};
     const std::string_view text = fuzz::AsText(data, size);
-    const api::FlatXml inner = api::ParseFlatXml(text, "root");
-    FUZZ_CHECK(inner.fields.has_value() == inner.error.empty());
-    const api::FlatXml xml = api::ParseFlatXml(text, "xml");
-    FUZZ_CHECK(xml.fields.has_value() == xml.error.empty());
+    const api::Checked<api::PlatformFields> inner = api::ParseFlatXml(text, "root");
+    FUZZ_CHECK(inner.ok() || fuzz::IsMalformedRefusal(inner.refusal()));
+    const api::Checked<api::PlatformFields> xml = api::ParseFlatXml(text, "xml");
+    FUZZ_CHECK(xml.ok() || fuzz::IsMalformedRefusal(xml.refusal()));
+    if (fuzz::HasForbiddenReference(text)) FUZZ_CHECK(!inner.ok() && !xml.ok());
 
     (void)fuzz::VerifyBody(channel, std::string(text));
-    if (!xml.fields) return 0;
-    const api::FlatXml again = api::ParseFlatXml(api::WechatV2Xml(*xml.fields, "xml"), "xml");
-    FUZZ_CHECK(again.fields == xml.fields);
-    fuzz::VerifyResigned(*xml.fields);
+    if (!xml.ok()) return 0;
+    for (const auto& [name, value] : *xml) {
+        FUZZ_CHECK(value.find('\0') == std::string::npos);  // No reference decodes to a NUL.
+    }
+    const api::Checked<api::PlatformFields> again =
+        api::ParseFlatXml(api::WechatV2Xml(*xml, "xml"), "xml");
+    FUZZ_CHECK(again.ok() && *again == *xml);
+    fuzz::VerifyResigned(*xml);
     return 0;
 }

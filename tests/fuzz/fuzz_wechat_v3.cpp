@@ -5,7 +5,9 @@
 // key with the resource's nonce and associated_data, base64), and `Wechatpay-Signature: SIGN`
 // is replaced by the SHA256withRSA signature of the parsed timestamp, nonce and body under
 // the test key that Wechatpay-Serial names. Checks: fuzz_channel.hpp's contracts; what the
-// harness signed or sealed never fails verification or decryption.
+// harness signed or sealed never fails verification or decryption; a bad_signature receipt
+// names no order (nothing is decrypted before the signature holds, SPEC §6); a signed
+// envelope that repeats a JSON key is not accepted.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,7 @@
 #include "api/wechat_v3_channel.hpp"
 #include "tests/api/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
+#include "tests/fuzz/fuzz_json_keys.hpp"
 
 namespace payledger::fuzz {
 namespace {
@@ -62,6 +65,17 @@ std::optional<std::string> Seal(std::string_view body) {
     return envelope->dump();
 }
 
+// True when the body's resource.plaintext (what Seal encrypts) repeats a JSON key.
+bool PlaintextRepeatsAKey(std::string_view body) {
+    const nlohmann::json envelope = nlohmann::json::parse(body, nullptr, false);
+    if (envelope.is_discarded() || !envelope.is_object()) return false;
+    const auto resource = envelope.find("resource");
+    if (resource == envelope.end() || !resource->is_object()) return false;
+    const auto plaintext = resource->find("plaintext");
+    return plaintext != resource->end() && plaintext->is_string() &&
+           HasRepeatedKey(plaintext->get_ref<const std::string&>());
+}
+
 std::string Header(const api::Incoming& incoming, const char* name) {
     const auto it = incoming.request.find(name);
     return it == incoming.request.end() ? std::string{} : std::string(it->value());
@@ -103,5 +117,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_CHECK(!delivery.message.starts_with("Wechatpay-Signature does not verify"));
     }
     if (sealed) FUZZ_CHECK(delivery.message != "resource does not decrypt with the APIv3 key");
+    // SPEC §6: the signature is verified before the body is parsed or decrypted, so a
+    // delivery refused for its signature has read no order number from the resource.
+    if (delivery.verdict == projections::Outcome::kBadSignature) {
+        FUZZ_CHECK(!delivery.receipt.out_trade_no.has_value());
+    }
+    // A signed envelope or sealed resource that repeats a JSON key is malformed, never
+    // last-wins.
+    if (signed_here && (fuzz::HasRepeatedKey(incoming->request.body()) ||
+                        (sealed && fuzz::PlaintextRepeatsAKey(split.body)))) {
+        FUZZ_CHECK(delivery.verdict == projections::Outcome::kMalformed ||
+                   delivery.verdict == projections::Outcome::kBadSignature);
+    }
     return 0;
 }

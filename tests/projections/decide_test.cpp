@@ -2,7 +2,8 @@
 // fingerprint) and SPEC §6 (the mismatch checks against the order). Each test builds the stored
 // events of one order by hand, delivers one event and checks the outcome, the seq named (the
 // stored event's for duplicate and conflict, 0 otherwise) and the completed event. Fingerprint
-// edges are tables: one row per field that differs.
+// edges are tables: one row per field that differs; so are the claims a refund notice makes
+// about its order and payment (the SPEC §6 cross-checks).
 
 #include "projections/decide.hpp"
 
@@ -306,6 +307,75 @@ TEST(Decide, RefundUpToTheOrderAmountIsAppended) {
 TEST(Decide, RefundBeforeAnyPaymentIsAppendedForTheProjectionToFlag) {
     const std::vector<Event> stored{Created(1)};
     EXPECT_EQ(Decide(stored, Refund()).outcome, Outcome::kAppended);
+}
+
+// SPEC §6 cross-checks: what a refund notice names about its order (the total) and its
+// payment (the transaction id) must be the ledger's. A table, one row per claim.
+TEST(Decide, RefundClaimsThatDisagreeWithTheOrderOrItsPaymentAreMismatch) {
+    const struct {
+        const char* name;
+        Claims claims;
+    } cases[] = {
+        {"order total below", {.order_amount = kOrderAmount - 1}},
+        {"order total above", {.order_amount = kOrderAmount + 1}},
+        {"another payment", {.payment_transaction_id = "4200000002"}},
+        {"both", {.order_amount = 1, .payment_transaction_id = "4200000002"}},
+        {"right total, another payment",
+         {.order_amount = kOrderAmount, .payment_transaction_id = "4200000002"}},
+        {"right payment, another total",
+         {.order_amount = 500, .payment_transaction_id = "4200000001"}},
+    };
+    const std::vector<Event> stored{Created(1), Stored(Payment(), 2)};
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.name);
+        const Decision decision = Decide(stored, Refund(), c.claims);
+        EXPECT_EQ(decision.outcome, Outcome::kMismatch);
+        EXPECT_EQ(decision.seq, 0);
+        EXPECT_NE(decision.message.find("refund notice names"), std::string::npos)
+            << decision.message;
+    }
+}
+
+TEST(Decide, RefundClaimsThatAgreeOrAreAbsentAreAppended) {
+    const std::vector<Event> stored{Created(1), Stored(Payment(), 2)};
+    for (const Claims& claims :
+         {Claims{}, Claims{.order_amount = kOrderAmount},
+          Claims{.payment_transaction_id = "4200000001"},
+          Claims{.order_amount = kOrderAmount, .payment_transaction_id = "4200000001"}}) {
+        EXPECT_EQ(Decide(stored, Refund(), claims).outcome, Outcome::kAppended);
+    }
+}
+
+// "when the order has one": before its payment, a refund's transaction id has nothing to be
+// compared with; the total is still the order's.
+TEST(Decide, RefundTransactionClaimIsCheckedOnlyOnceTheOrderHasAPayment) {
+    const std::vector<Event> unpaid{Created(1)};
+    EXPECT_EQ(Decide(unpaid, Refund(), {.payment_transaction_id = "4200000002"}).outcome,
+              Outcome::kAppended);
+    EXPECT_EQ(Decide(unpaid, Refund(), {.order_amount = kOrderAmount + 1}).outcome,
+              Outcome::kMismatch);
+}
+
+// The claims belong to refunds: a payment or close carries none, and the refund's own amount
+// rule still comes first.
+TEST(Decide, ClaimsAreCheckedForRefundsOnlyAfterTheRefundsOwnRules) {
+    const std::vector<Event> stored{Created(1), Stored(Payment(), 2)};
+    Event excessive = Refund();
+    excessive.amount = kOrderAmount + 1;
+    const Decision decision = Decide(stored, excessive, {.order_amount = 1});
+    EXPECT_EQ(decision.outcome, Outcome::kMismatch);
+    EXPECT_NE(decision.message.find("exceeds"), std::string::npos) << decision.message;
+    const std::vector<Event> created{Created(1)};
+    EXPECT_EQ(Decide(created, Payment(), {.order_amount = 1}).outcome, Outcome::kAppended);
+}
+
+// A resend of a recorded refund stays a duplicate: the fingerprint decides first (SPEC §2).
+TEST(Decide, StoredRefundIsJudgedByFingerprintBeforeClaims) {
+    const std::vector<Event> stored{Created(1), Stored(Payment(), 2), Stored(Refund(), 3)};
+    EXPECT_EQ(Decide(stored, Refund(), {.order_amount = 1}).outcome, Outcome::kDuplicate);
+    Event other = Refund();
+    other.transaction_id = "50300002";
+    EXPECT_EQ(Decide(stored, other, {.order_amount = 1}).outcome, Outcome::kConflict);
 }
 
 TEST(Decide, StoredEventsOfAnotherOrderThrowInvariantError) {
