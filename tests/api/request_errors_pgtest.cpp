@@ -54,10 +54,11 @@ public:
     Respond Make(bool throwing) {
         return [this, throwing](Response response) {
             {
+                // Notified under the lock: the waiter may destroy this object once it wakes.
                 std::lock_guard lock{mutex_};
                 responses_.push_back(std::move(response));
+                given_.notify_all();
             }
-            given_.notify_all();
             if (throwing) throw std::runtime_error("the connection is gone");
         };
     }

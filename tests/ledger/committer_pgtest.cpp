@@ -57,8 +57,8 @@ public:
                 std::lock_guard lock{mutex_};
                 first = results_[index].empty();
                 results_[index].push_back(std::move(result));
+                answered_.notify_all();  // Under the lock: the waiter may destroy this.
             }
-            answered_.notify_all();
             if (first && fail) fail();
         };
     }
