@@ -170,6 +170,45 @@ std::vector<std::string> Segments(const boost::urls::url_view& url) {
     return segments;
 }
 
+// Answers one request at most once. The handlers move their Respond on (into the committer's
+// callback), so Handle's catch-all cannot call it: a moved-from std::function throws
+// std::bad_function_call, and out of an Asio worker that is std::terminate. Both share this.
+class OnceRespond {
+public:
+    explicit OnceRespond(Respond respond) : respond_(std::move(respond)) {}
+
+    // True for the first caller only: it owns the answer (a response or a stream).
+    [[nodiscard]] bool Claim() { return !answered_.exchange(true); }
+
+    void operator()(Response response) {
+        if (Claim()) respond_(std::move(response));
+    }
+
+private:
+    std::atomic<bool> answered_{false};
+    Respond respond_;
+};
+
+Response InternalErrorResponse() {
+    return ErrorResponse(http::status::internal_server_error, Outcome::kUnavailable,
+                         "internal error");
+}
+
+// The request boundary of STYLE §3: count, log, answer 500 if nothing was answered yet.
+void AnswerInternalError(Metrics& metrics, OnceRespond& once, const char* what) noexcept {
+    metrics.CountInternalError();
+    try {
+        LogJson("error", Dump(json{{"msg", "request failed"}, {"error", what}}));
+    } catch (...) {
+        // Logging must not stop the answer.
+    }
+    try {
+        once(InternalErrorResponse());
+    } catch (...) {
+        // The connection is lost with its response; the process goes on serving.
+    }
+}
+
 void LogDelivery(projections::Source source, const ledger::Delivery& delivery,
                  const ledger::DeliveryResult& result, const Incoming& incoming) {
     const auto latency = std::chrono::steady_clock::now() - incoming.started;
@@ -244,9 +283,15 @@ std::optional<Response> App::Authorize(const Request& request, Role role,
 
 void App::Handle(Incoming incoming, Respond respond) {
     const auto started = incoming.started;
-    Respond timed = [this, started, respond = std::move(respond)](Response response) {
-        metrics_.ObserveRequest(std::chrono::steady_clock::now() - started);
-        respond(std::move(response));
+    const auto once = std::make_shared<OnceRespond>(
+        [this, started, respond = std::move(respond)](Response response) {
+            metrics_.ObserveRequest(std::chrono::steady_clock::now() - started);
+            respond(std::move(response));
+        });
+    Respond timed = [once](Response response) { (*once)(std::move(response)); };
+    incoming.respond_stream = [once, stream = std::move(incoming.respond_stream)](
+                                  Response header, std::unique_ptr<BodyProducer> producer) {
+        if (once->Claim()) stream(std::move(header), std::move(producer));
     };
     try {
         const boost::system::result<boost::urls::url_view> url =
@@ -319,10 +364,9 @@ void App::Handle(Incoming incoming, Respond respond) {
         }
         return timed(HandleRead(incoming, segments));
     } catch (const std::exception& error) {
-        metrics_.CountInternalError();
-        LogJson("error", Dump(json{{"msg", "request failed"}, {"error", error.what()}}));
-        return timed(ErrorResponse(http::status::internal_server_error, Outcome::kUnavailable,
-                                   "internal error"));
+        return AnswerInternalError(metrics_, *once, error.what());
+    } catch (...) {
+        return AnswerInternalError(metrics_, *once, "unknown exception");
     }
 }
 
@@ -337,7 +381,16 @@ void App::Submit(projections::Source source, ledger::Delivery delivery, Incoming
             metrics_.CountDelivery(source, result.outcome);
             if (result.internal_error) metrics_.CountInternalError();
             LogDelivery(source, logged, result, incoming);
-            respond(answer(result));
+            Response response;
+            try {
+                response = answer(result);
+            } catch (const std::exception& error) {
+                // The delivery is stored as decided; only its answer failed (STYLE §3).
+                metrics_.CountInternalError();
+                LogJson("error", Dump(json{{"msg", "answer failed"}, {"error", error.what()}}));
+                response = InternalErrorResponse();
+            }
+            respond(std::move(response));
         });
 }
 
@@ -411,10 +464,7 @@ void App::HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respo
     Submit(
         projections::Source::kApi, std::move(delivery), std::move(incoming),
         [](const ledger::DeliveryResult& result) {
-            if (result.internal_error) {
-                return ErrorResponse(http::status::internal_server_error, Outcome::kUnavailable,
-                                     "internal error");
-            }
+            if (result.internal_error) return InternalErrorResponse();
             if (result.outcome == Outcome::kAppended || result.outcome == Outcome::kDuplicate) {
                 PAYLEDGER_ASSERT(result.order.has_value());
                 return JsonResponse(

@@ -24,7 +24,8 @@ public:
         Metrics& metrics);
 
     // Answers `incoming` exactly once, possibly from another thread: through `respond`, or
-    // through incoming.respond_stream for a streamed export.
+    // through incoming.respond_stream for a streamed export. Never throws: a handler's
+    // exception is logged, counted and answered 500 unless an answer was already sent.
     void Handle(Incoming incoming, Respond respond);
 
 private:

@@ -39,6 +39,7 @@ Committer::Committer(Options options) : options_(std::move(options)) {
 Committer::~Committer() { Stop(); }
 
 void Committer::Submit(Delivery delivery, Done done) {
+    const char* refusal = nullptr;
     {
         std::lock_guard lock{mutex_};
         if (!stopping_ && queue_.size() < options_.queue_max) {
@@ -47,8 +48,10 @@ void Committer::Submit(Delivery delivery, Done done) {
             ready_.notify_one();
             return;
         }
+        // Read under the lock: Stop() sets it from another thread.
+        refusal = stopping_ ? "the service is stopping" : "the write queue is full";
     }
-    done(Unavailable(stopping_ ? "the service is stopping" : "the write queue is full"));
+    Answer(done, Unavailable(refusal));
 }
 
 void Committer::Stop() {
@@ -57,6 +60,8 @@ void Committer::Stop() {
         stopping_ = true;
     }
     ready_.notify_all();
+    // Two threads may stop at once (a signal handler's thread and the destructor).
+    std::lock_guard join_lock{join_mutex_};
     if (thread_.joinable()) thread_.join();
 }
 
@@ -74,7 +79,22 @@ void Committer::Run() {
             }
             stats_.queue_depth = queue_.size();
         }
-        WriteWithRetries(batch);
+        // The transaction is over (committed or given up) before anyone is answered, so an
+        // answer can neither re-run nor re-answer the batch.
+        std::vector<DeliveryResult> results = WriteWithRetries(batch);
+        PAYLEDGER_ASSERT(results.size() == batch.dones.size());
+        for (std::size_t i = 0; i < results.size(); ++i) {
+            Answer(batch.dones[i], std::move(results[i]));
+        }
+    }
+}
+
+void Committer::Answer(const Done& done, DeliveryResult result) noexcept {
+    try {
+        done(std::move(result));
+    } catch (...) {
+        // The delivery's fate is decided and stored; its answer is the caller's to log.
+        ++stats_.answer_failures;
     }
 }
 
@@ -93,15 +113,11 @@ std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t
     return results;
 }
 
-void Committer::WriteWithRetries(Batch& batch) {
+std::vector<DeliveryResult> Committer::WriteWithRetries(const Batch& batch) {
     std::string failure;
     for (int attempt = 1; attempt <= options_.transaction_attempts_max; ++attempt) {
         try {
-            std::vector<DeliveryResult> results = WriteOnce(batch, 0, batch.deliveries.size());
-            for (std::size_t i = 0; i < results.size(); ++i) {
-                batch.dones[i](std::move(results[i]));
-            }
-            return;
+            return WriteOnce(batch, 0, batch.deliveries.size());
         } catch (const pqxx::in_doubt_error& error) {
             // The commit may or may not have happened: never retry it (libpqxx transactor).
             // The platform's retry will find a duplicate or append.
@@ -128,14 +144,14 @@ void Committer::WriteWithRetries(Batch& batch) {
         }
     }
     ++stats_.failures;
-    for (Done& done : batch.dones) {
-        done(Unavailable(failure));
-    }
+    return std::vector<DeliveryResult>(batch.deliveries.size(), Unavailable(failure));
 }
 
-void Committer::WriteOneByOne(Batch& batch) {
+std::vector<DeliveryResult> Committer::WriteOneByOne(const Batch& batch) {
     // One delivery broke a rule that the whole batch rolled back for. Write each alone, so
     // that the others are not failed with it.
+    std::vector<DeliveryResult> results;
+    results.reserve(batch.deliveries.size());
     for (std::size_t i = 0; i < batch.deliveries.size(); ++i) {
         DeliveryResult result;
         try {
@@ -151,8 +167,9 @@ void Committer::WriteOneByOne(Batch& batch) {
         } catch (const std::exception& error) {
             result = InternalError(error.what());
         }
-        batch.dones[i](std::move(result));
+        results.push_back(std::move(result));
     }
+    return results;
 }
 
 }  // namespace payledger::ledger

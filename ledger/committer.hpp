@@ -23,8 +23,11 @@ namespace payledger::ledger {
 // one transaction with WriteBatch, so the WAL flush and the writer lock are paid once per
 // batch. A lone delivery is written at once: the batch closes when the queue is empty.
 //
-// Thread-safe. `done` runs on the committer's thread after the commit that holds the
-// delivery (or after the failure that answers it `unavailable`); it must not block.
+// Thread-safe. `done` runs exactly once per delivery, on the committer's thread, after the
+// transaction that holds the delivery committed (or definitively failed, answering it
+// `unavailable`), outside any code that retries; it must not block. A `done` that throws is
+// counted in stats().answer_failures and changes nothing else: the batch stays committed
+// and the other deliveries are answered as usual.
 class Committer {
 public:
     using Done = std::function<void(DeliveryResult)>;
@@ -43,7 +46,8 @@ public:
     Committer& operator=(const Committer&) = delete;
 
     // Queues `delivery`. When the queue is full or the committer is stopping, `done` runs at
-    // once, on the caller's thread, with kUnavailable.
+    // once, on the caller's thread, with kUnavailable (a throw from it is counted, never
+    // propagated).
     void Submit(Delivery delivery, Done done);
 
     // Writes what is queued, then stops the thread. Idempotent.
@@ -55,6 +59,7 @@ public:
         std::atomic<std::uint64_t> failures{0};          // Batches answered unavailable.
         std::atomic<std::uint64_t> lock_wait_micros{0};  // Sum over batches.
         std::atomic<std::uint64_t> queue_depth{0};
+        std::atomic<std::uint64_t> answer_failures{0};  // `done` calls that threw.
     };
     [[nodiscard]] const Stats& stats() const { return stats_; }
 
@@ -71,15 +76,20 @@ private:
         std::vector<Done> dones;
     };
 
-    void WriteWithRetries(Batch& batch);
-    void WriteOneByOne(Batch& batch);
+    // Both return one result per delivery and call no `done`: they may run a transaction
+    // more than once, so they have no effect outside the database (STYLE §3, §12).
+    [[nodiscard]] std::vector<DeliveryResult> WriteWithRetries(const Batch& batch);
+    [[nodiscard]] std::vector<DeliveryResult> WriteOneByOne(const Batch& batch);
     std::vector<DeliveryResult> WriteOnce(const Batch& batch, std::size_t first, std::size_t count);
+    // Calls `done` with `result`; a throw is counted and goes no further.
+    void Answer(const Done& done, DeliveryResult result) noexcept;
 
     const Options options_;
     std::mutex mutex_;
     std::condition_variable ready_;
-    std::deque<Pending> queue_;
-    bool stopping_ = false;
+    std::deque<Pending> queue_;                     // Guarded by mutex_.
+    bool stopping_ = false;                         // Guarded by mutex_.
+    std::mutex join_mutex_;                         // Serialises Stop()'s join.
     std::unique_ptr<pqxx::connection> connection_;  // Only the committer thread uses it.
     Stats stats_;
     std::thread thread_;

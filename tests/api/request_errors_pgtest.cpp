@@ -1,0 +1,156 @@
+// The request boundary (issue 10 point 2) against the real PostgreSQL: an exception on a
+// request's path is answered at most once and never ends the process. App::Handle runs on an
+// Asio thread pool, as the server runs it, where an exception that escapes is std::terminate.
+// The throw is injected where a test reaches without a seam, in the Respond the server hands
+// in: on the committer's thread after the commit, and on the worker itself (a stopped
+// committer answers at once, inside Handle). The same App and workers then go on answering.
+#include <gtest/gtest.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "api/app.hpp"
+#include "api/metrics.hpp"
+#include "ledger/committer.hpp"
+#include "ledger/connection_pool.hpp"
+#include "projections/assert.hpp"
+#include "support/test_database.hpp"
+#include "support/test_service.hpp"
+
+namespace payledger::api {
+namespace {
+
+using testing::TestDatabase;
+
+Incoming MakeIncoming(http::verb method, const std::string& target, const std::string& body) {
+    Request request{method, target, 11};
+    request.set(http::field::authorization, std::string("Bearer ") + testing::kMerchantToken);
+    request.set(http::field::content_type, "application/json");
+    request.body() = body;
+    request.prepare_payload();
+    return Incoming{.request = std::move(request),
+                    .peer = "127.0.0.1:9",
+                    .received_at = testing::UnixNow() * 1'000'000,
+                    .started = std::chrono::steady_clock::now()};
+}
+
+Incoming CreateOrder(const std::string& out_trade_no) {
+    const nlohmann::json body = {{"out_trade_no", out_trade_no},
+                                 {"account_id", "acct-1"},
+                                 {"amount", 100},
+                                 {"currency", "CNY"}};
+    return MakeIncoming(http::verb::post, "/v1/orders", body.dump());
+}
+
+// Every response a request was given, so that a second answer is seen, not just the first.
+class Responses {
+public:
+    // A Respond that records; when `throwing`, it then throws, as a lost connection might.
+    Respond Make(bool throwing) {
+        return [this, throwing](Response response) {
+            {
+                // Notified under the lock: the waiter may destroy this object once it wakes.
+                std::lock_guard lock{mutex_};
+                responses_.push_back(std::move(response));
+                given_.notify_all();
+            }
+            if (throwing) throw std::runtime_error("the connection is gone");
+        };
+    }
+
+    // Waits (up to a deadline, then fails the test) for at least `count` responses.
+    void Await(std::size_t count) {
+        std::unique_lock lock{mutex_};
+        ASSERT_TRUE(given_.wait_for(lock, std::chrono::seconds{60}, [&] {
+            return responses_.size() >= count;
+        })) << "the request was never answered";
+    }
+
+    // REQUIRES: the workers are joined and the committer is stopped.
+    const std::vector<Response>& all() const { return responses_; }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable given_;
+    std::vector<Response> responses_;
+};
+
+class RequestErrorsPgTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        PAYLEDGER_REQUIRE_DATABASE(db_);
+        pool_ = std::make_unique<ledger::ConnectionPool>(db_.url(), 2, std::chrono::seconds{10});
+        committer_ = std::make_unique<ledger::Committer>(ledger::Committer::Options{
+            .url = db_.url(), .session = testing::PatientSession(db_.name())});
+        app_ = std::make_unique<App>(config_, *pool_, *committer_, metrics_);
+    }
+
+    void TearDown() override {
+        workers_.join();
+        if (committer_) committer_->Stop();
+    }
+
+    // Handles `incoming` on a worker, as the server does.
+    void Post(Incoming incoming, Respond respond) {
+        boost::asio::post(workers_, [this, incoming = std::move(incoming),
+                                     respond = std::move(respond)]() mutable {
+            app_->Handle(std::move(incoming), std::move(respond));
+        });
+    }
+
+    // Handles `incoming` with a recording Respond and returns its one response.
+    Response Answer(Incoming incoming) {
+        Responses responses;
+        Post(std::move(incoming), responses.Make(false));
+        responses.Await(1);
+        PAYLEDGER_ASSERT(!responses.all().empty());
+        return responses.all().front();
+    }
+
+    TestDatabase db_;
+    Config config_ = testing::TestConfig(db_.url());
+    Metrics metrics_;
+    std::unique_ptr<ledger::ConnectionPool> pool_;
+    std::unique_ptr<ledger::Committer> committer_;
+    std::unique_ptr<App> app_;
+    boost::asio::thread_pool workers_{1};
+};
+
+TEST_F(RequestErrorsPgTest, ARespondThatThrowsAfterTheCommitIsCalledOnceAndServingGoesOn) {
+    Responses throwing;
+    Post(CreateOrder("ORD-1"), throwing.Make(true));
+    throwing.Await(1);
+    // The order was stored once: a new one appends, a copy of the first is a duplicate.
+    EXPECT_EQ(Answer(CreateOrder("ORD-2")).result(), http::status::created);
+    EXPECT_EQ(Answer(CreateOrder("ORD-1")).result(), http::status::ok);
+    workers_.join();
+    committer_->Stop();
+    ASSERT_EQ(throwing.all().size(), 1u);
+    EXPECT_EQ(throwing.all()[0].result(), http::status::created);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts WHERE out_trade_no = 'ORD-1'"),
+              "2");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM orders"), "2");
+    EXPECT_EQ(committer_->stats().answer_failures.load(), 1u);
+}
+
+TEST_F(RequestErrorsPgTest, ARespondThatThrowsOnTheWorkerIsCalledOnceAndServingGoesOn) {
+    committer_->Stop();  // Now Submit answers 503 at once, inside Handle, on the worker.
+    Responses throwing;
+    Post(CreateOrder("ORD-1"), throwing.Make(true));
+    throwing.Await(1);
+    // The same worker goes on serving.
+    EXPECT_EQ(Answer(MakeIncoming(http::verb::get, "/healthz", "")).result(), http::status::ok);
+    EXPECT_EQ(Answer(CreateOrder("ORD-2")).result(), http::status::service_unavailable);
+    workers_.join();
+    ASSERT_EQ(throwing.all().size(), 1u);  // No 500 after the 503 that was being sent.
+    EXPECT_EQ(throwing.all()[0].result(), http::status::service_unavailable);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"), "0");
+}
+
+}  // namespace
+}  // namespace payledger::api

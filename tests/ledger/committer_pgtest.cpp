@@ -1,0 +1,164 @@
+// The committer's effects (issue 10 point 2) against the real PostgreSQL: a batch is answered
+// only after its transaction, outside the retries. An answer (`done`) that throws after the
+// commit must neither write the batch again (one receipt per delivery) nor answer any delivery
+// twice, and the other deliveries of its batch are answered as usual. The batch is made
+// deterministic by holding the writer lock while it queues; the throw comes from the `done`
+// callback itself, the committer's own injection point. A throw from the full-queue and the
+// stopping answers, which run on the caller's thread, stays in the committer too.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <stdexcept>
+
+#include "ledger/committer.hpp"
+#include "projections/assert.hpp"
+#include "support/test_database.hpp"
+
+namespace payledger::ledger {
+namespace {
+
+using projections::Outcome;
+using testing::TestDatabase;
+
+constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
+constexpr std::size_t kBatchSize = 8;
+constexpr std::size_t kThrowingIndex = 2;  // Answered ones before it, unanswered ones after.
+
+Delivery Order(const std::string& out_trade_no) {
+    return Delivery{.receipt = Receipt{.source = projections::Source::kApi,
+                                       .received_at = kTime,
+                                       .peer = "127.0.0.1:9",
+                                       .headers = "{}",
+                                       .body = "body of " + out_trade_no,
+                                       .out_trade_no = out_trade_no},
+                    .event = projections::Event{.out_trade_no = out_trade_no,
+                                                .event_type = projections::EventType::kOrderCreated,
+                                                .source = projections::Source::kApi,
+                                                .account_id = "acct-1",
+                                                .amount = 100,
+                                                .currency = "CNY",
+                                                .occurred_at = kTime}};
+}
+
+// Every answer of every delivery, so that a second answer is seen, not just the first.
+class Answers {
+public:
+    explicit Answers(std::size_t count) : results_(count) {}
+
+    // The `done` of delivery `index`; on its first call it records, then runs `fail`.
+    Committer::Done For(std::size_t index, std::function<void()> fail = {}) {
+        return [this, index, fail = std::move(fail)](DeliveryResult result) {
+            bool first = false;
+            {
+                std::lock_guard lock{mutex_};
+                first = results_[index].empty();
+                results_[index].push_back(std::move(result));
+                answered_.notify_all();  // Under the lock: the waiter may destroy this.
+            }
+            if (first && fail) fail();
+        };
+    }
+
+    // Waits (up to a deadline, then fails the test) until every delivery has an answer.
+    void AwaitEveryDelivery() {
+        std::unique_lock lock{mutex_};
+        const bool all = answered_.wait_for(lock, std::chrono::seconds{60}, [this] {
+            for (const auto& answers : results_) {
+                if (answers.empty()) return false;
+            }
+            return true;
+        });
+        ASSERT_TRUE(all) << "a delivery was never answered";
+    }
+
+    // REQUIRES: the committer is stopped, so no answer can still arrive.
+    const std::vector<std::vector<DeliveryResult>>& results() const { return results_; }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable answered_;
+    std::vector<std::vector<DeliveryResult>> results_;
+};
+
+class CommitterPgTest : public ::testing::Test {
+protected:
+    void SetUp() override { PAYLEDGER_REQUIRE_DATABASE(db_); }
+
+    // Queues kBatchSize new orders as one batch (the writer lock is held elsewhere until all
+    // are queued) and makes the answer of the one at kThrowingIndex run `fail` after the
+    // commit. Then checks that nothing but that one answer was affected.
+    void ExpectThrowingAnswerChangesNothing(const std::function<void()>& fail) {
+        Committer committer{{.url = db_.url(), .session = testing::PatientSession(db_.name())}};
+        auto holder = db_.Connect();
+        pqxx::work hold{*holder};
+        hold.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
+        // A first delivery takes the committer to the lock, so the next ones queue behind it
+        // and go in one batch.
+        std::promise<DeliveryResult> plug;
+        committer.Submit(Order("ORD-PLUG"), [&](DeliveryResult r) { plug.set_value(r); });
+        testing::AwaitLockWaiters(db_, testing::kAdvisoryWaitersSql);
+        Answers answers{kBatchSize};
+        for (std::size_t i = 0; i < kBatchSize; ++i) {
+            committer.Submit(Order("ORD-" + std::to_string(i)),
+                             answers.For(i, i == kThrowingIndex ? fail : std::function<void()>{}));
+        }
+        hold.commit();
+        ASSERT_EQ(plug.get_future().get().outcome, Outcome::kAppended);
+        answers.AwaitEveryDelivery();
+        committer.Stop();  // Joins the committer: every answer it would give has been given.
+
+        for (std::size_t i = 0; i < kBatchSize; ++i) {
+            ASSERT_EQ(answers.results()[i].size(), 1u) << "delivery " << i << " answered twice";
+            EXPECT_EQ(answers.results()[i][0].outcome, Outcome::kAppended) << i;
+            EXPECT_FALSE(answers.results()[i][0].internal_error) << i;
+        }
+        // Written once: one receipt and one event per delivery, the plug's batch and one more.
+        EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"),
+                  std::to_string(kBatchSize + 1));
+        EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts WHERE outcome <> "
+                             "'appended'"),
+                  "0");
+        EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), std::to_string(kBatchSize + 1));
+        EXPECT_EQ(committer.stats().batches.load(), 2u);
+        EXPECT_EQ(committer.stats().failures.load(), 0u);
+        EXPECT_EQ(committer.stats().answer_failures.load(), 1u);
+    }
+
+    TestDatabase db_;
+};
+
+TEST_F(CommitterPgTest, AnswerThatFailsAnInvariantAfterTheCommitChangesNothingElse) {
+    // As an answer's own PAYLEDGER_ASSERT would (the create-order answer asserts the order).
+    ExpectThrowingAnswerChangesNothing([] { throw InvariantError("the answer's invariant"); });
+}
+
+TEST_F(CommitterPgTest, AnswerThatThrowsAnyExceptionAfterTheCommitChangesNothingElse) {
+    ExpectThrowingAnswerChangesNothing([] { throw std::runtime_error("the client is gone"); });
+}
+
+TEST(CommitterTest, ThrowingAnswersOfRefusedDeliveriesStayInTheCommitter) {
+    // No database needed: a queue of zero refuses every delivery on the caller's thread.
+    Committer committer{{.url = "postgresql://nobody@/nowhere?host=/nonexistent&connect_timeout=1",
+                         .queue_max = 0}};
+    std::vector<DeliveryResult> answers;
+    const auto throwing = [&](DeliveryResult r) {
+        answers.push_back(std::move(r));
+        throw std::runtime_error("the client is gone");
+    };
+    EXPECT_NO_THROW(committer.Submit(Order("ORD-1"), throwing));
+    committer.Stop();
+    EXPECT_NO_THROW(committer.Submit(Order("ORD-2"), throwing));
+    ASSERT_EQ(answers.size(), 2u);
+    EXPECT_EQ(answers[0].outcome, Outcome::kUnavailable);
+    EXPECT_EQ(answers[0].message, "the write queue is full");
+    EXPECT_EQ(answers[1].outcome, Outcome::kUnavailable);
+    EXPECT_EQ(answers[1].message, "the service is stopping");
+    EXPECT_EQ(committer.stats().answer_failures.load(), 2u);
+}
+
+}  // namespace
+}  // namespace payledger::ledger
