@@ -163,7 +163,7 @@ protected:
         pqxx::read_transaction tx{*writer_};
         ASSERT_TRUE(ReadOrder(tx, out_trade_no).has_value()) << out_trade_no;
         EXPECT_FALSE(ReadOrderEvents(tx, out_trade_no).empty()) << out_trade_no;
-        EXPECT_FALSE(ReadOrderReceipts(tx, out_trade_no).empty()) << out_trade_no;
+        EXPECT_FALSE(ReadOrderReceipts(tx, out_trade_no, 0, kPageSizeMax).empty()) << out_trade_no;
     }
 
     TestDatabase db_;

@@ -31,6 +31,7 @@ fail() {
 }
 
 cleanup() {
+    set +e
     [ -n "$RUN_PID" ] && kill -KILL "$RUN_PID" 2>/dev/null
     pkill -KILL -f -- "$CHECKOUT/" 2>/dev/null
     if [ -n "$PG_HOME" ]; then
