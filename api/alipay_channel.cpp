@@ -191,6 +191,7 @@ ledger::Delivery AlipayChannel::Verify(const Incoming& incoming) const {
     if (projections::IsValidKey(claimed)) receipt.out_trade_no = std::string(claimed);
 
     if (auto refused = CheckSignature(fields)) return Rejected(std::move(receipt), *refused);
+    receipt.signature_verified = true;
     if (auto refused = CheckMerchant(fields)) return Rejected(std::move(receipt), *refused);
     const Checked<EventType> type = Classify(fields);
     if (!type) return Rejected(std::move(receipt), type.refusal());

@@ -396,8 +396,10 @@ void App::Submit(projections::Source source, ledger::Delivery delivery, Incoming
 
 void App::HandleCallback(const Channel& channel, Incoming incoming, Respond respond) {
     ledger::Delivery delivery = channel.Verify(incoming);
-    const bool unverified = delivery.verdict == Outcome::kMalformed ||
-                            delivery.verdict == Outcome::kBadSignature;
+    // SPEC §5: a delivery whose signature verifies is never limited, malformed or not.
+    const bool unverified = !delivery.receipt.signature_verified &&
+                            (delivery.verdict == Outcome::kMalformed ||
+                             delivery.verdict == Outcome::kBadSignature);
     if (unverified && !unverified_.Admit(incoming.peer_address)) {
         // SPEC §3 invariant 3: nobody without a key fills the append-only tables. Counted,
         // answered in the platform's failure form, never stored.

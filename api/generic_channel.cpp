@@ -129,6 +129,7 @@ ledger::Delivery GenericChannel::Verify(const Incoming& incoming) const {
     ledger::Receipt receipt =
         BaseReceipt(incoming, source(), {kSignatureHeader, "Content-Type", "User-Agent"});
     const std::optional<Refusal> unsigned_body = CheckSignature(incoming);
+    receipt.signature_verified = !unsigned_body.has_value();
     const std::optional<nlohmann::json> body = ParseJsonObject(incoming.request.body());
     // The out_trade_no the body claims, kept on the receipt even when unverified (SPEC §5).
     if (body) {

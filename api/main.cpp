@@ -75,8 +75,8 @@ std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url) {
             backoff = std::min(backoff * 2, std::chrono::milliseconds{2'000});
         }
     }
-    std::signal(SIGTERM, SIG_DFL);
-    std::signal(SIGINT, SIG_DFL);
+    // The flag handler stays until Server::Start takes the signals over (SPEC §8: a SIGTERM
+    // while serve starts stops it cleanly); Serve passes on one that came meanwhile.
     return connection;
 }
 
@@ -104,6 +104,7 @@ int Serve(const api::Config& config) {
                         .worker_threads = std::max<std::size_t>(8, 2 * cores),
                         .connections_per_peer = config.limits.connections_per_peer}};
     server.Start();
+    if (g_stop_waiting) std::raise(SIGTERM);  // Came between the database wait and Start.
     api::LogJson("info", "{\"msg\":\"listening\",\"address\":\"" + config.listen_host + ":" +
                              std::to_string(server.port()) +
                              "\",\"open_files_max\":" + std::to_string(open_files) + "}");

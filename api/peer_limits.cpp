@@ -2,17 +2,22 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
+
 namespace payledger::api {
 namespace {
 
-// Past this many addresses in the table, idle ones are swept out on the next admission.
+// The least table size that triggers a sweep.
 constexpr std::size_t kAddressesBeforeSweep = 4096;
 
 }  // namespace
 
 bool UnverifiedLimiter::Admit(const std::string& address, Clock::time_point now) {
     std::lock_guard lock{mutex_};
-    if (admitted_.size() >= kAddressesBeforeSweep) DropIdle(now);
+    if (admitted_.size() >= sweep_at_) {
+        DropIdle(now);
+        sweep_at_ = std::max(kAddressesBeforeSweep, 2 * admitted_.size());
+    }
     std::deque<Clock::time_point>& times = admitted_[address];
     while (!times.empty() && now - times.front() >= kWindow) times.pop_front();
     if (times.size() >= per_minute_) return false;

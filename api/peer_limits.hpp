@@ -12,8 +12,9 @@ namespace payledger::api {
 // SPEC §5 `rate_limited`: at most `per_minute` unverified deliveries (those that would be
 // stored as `malformed` or `bad_signature`) per peer address in any 60 s, a sliding window
 // over the admissions of this process. Deliveries whose signature verifies never come here.
-// Memory is bounded: at most `per_minute` instants per address, and addresses whose window
-// is empty are dropped when the table grows. Thread-safe.
+// At most `per_minute` instants are kept per address; addresses whose window has emptied are
+// swept out whenever the table has doubled since the last sweep (amortised: a sweep per
+// doubling, not per admission). Thread-safe.
 class UnverifiedLimiter {
 public:
     using Clock = std::chrono::steady_clock;
@@ -30,6 +31,7 @@ private:
     const std::size_t per_minute_;
     std::mutex mutex_;
     std::unordered_map<std::string, std::deque<Clock::time_point>> admitted_;
+    std::size_t sweep_at_ = 4096;  // The table size that triggers the next sweep.
 };
 
 // SPEC §9 `limits.connections_per_peer`: open connections per peer address. Thread-safe.

@@ -216,14 +216,17 @@ private:
 Server::Server(App& app, Options options)
     : app_(app),
       options_(std::move(options)),
+      peer_connections_(options_.connections_per_peer),
       workers_(options_.worker_threads),
       acceptor_(net::make_strand(io_)),
-      peer_connections_(options_.connections_per_peer),
       accept_backoff_(acceptor_.get_executor()) {}
 
 Server::~Server() { Shutdown(std::chrono::milliseconds{0}); }
 
 void Server::Start() {
+    // Before anything listens: a SIGTERM from now on is queued for ServeUntilSignal, never
+    // the default action that would kill the process mid-request.
+    signals_.emplace(io_, SIGINT, SIGTERM);
     const tcp::endpoint endpoint{net::ip::make_address(options_.host), options_.port};
     acceptor_.open(endpoint.protocol());
     acceptor_.set_option(net::socket_base::reuse_address(true));
@@ -263,7 +266,6 @@ void Server::Accept() {
 }
 
 void Server::AcceptLater() {
-    ++accept_backoffs_;
     accept_backoff_.expires_after(std::chrono::milliseconds{50});
     accept_backoff_.async_wait([this](beast::error_code ec) {
         if (ec || !acceptor_.is_open()) return;
@@ -303,9 +305,9 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
 }
 
 void Server::ServeUntilSignal(std::chrono::milliseconds grace) {
-    net::signal_set signals{io_, SIGINT, SIGTERM};
+    if (!signals_) signals_.emplace(io_, SIGINT, SIGTERM);
     std::promise<int> received;
-    signals.async_wait(
+    signals_->async_wait(
         [&received](beast::error_code ec, int signal) { received.set_value(ec ? 0 : signal); });
     const int signal = received.get_future().get();
     LogJson("info", "{\"msg\":\"shutting down\",\"signal\":" + std::to_string(signal) + "}");

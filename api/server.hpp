@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,8 +40,6 @@ public:
     // Binds and starts serving. Throws boost::system::system_error when the address is taken.
     void Start();
     [[nodiscard]] unsigned short port() const { return port_; }
-    // How often accept ran out of file descriptors and backed off (metrics, tests).
-    [[nodiscard]] std::uint64_t accept_backoffs() const { return accept_backoffs_; }
 
     // Stops accepting, lets requests in flight finish (within `grace`), then stops the I/O
     // threads. Blocks until done. Idempotent.
@@ -59,16 +58,17 @@ private:
 
     App& app_;
     const Options options_;
+    // Before io_: sessions that io_ still holds when it is destroyed give their slots back.
+    std::atomic<std::size_t> connections_{0};
+    ConnectionCounter peer_connections_;
     net::io_context io_{};
+    std::optional<net::signal_set> signals_{};  // Made by Start, before it listens.
     net::thread_pool workers_;
     net::ip::tcp::acceptor acceptor_;
     std::vector<std::thread> threads_;
     unsigned short port_ = 0;
     std::atomic<bool> stopped_{false};
-    std::atomic<std::uint64_t> accept_backoffs_{0};
     std::atomic<bool> draining_{false};
-    std::atomic<std::size_t> connections_{0};
-    ConnectionCounter peer_connections_;
     net::steady_timer accept_backoff_;
     std::mutex in_flight_mutex_;
     std::condition_variable in_flight_zero_;

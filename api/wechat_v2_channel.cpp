@@ -150,6 +150,7 @@ ledger::Delivery WechatV2Channel::VerifyPayment(ledger::Receipt receipt,
                                                 const PlatformFields& fields,
                                                 projections::TimeMicros received_at) const {
     if (auto refused = CheckSignature(fields)) return Rejected(std::move(receipt), *refused);
+    receipt.signature_verified = true;
     if (auto refused = CheckReturnCode(fields)) return Rejected(std::move(receipt), *refused);
     if (auto refused = CheckMerchant(fields)) return Rejected(std::move(receipt), *refused);
     const std::string_view result_code = FieldOr(fields, "result_code");
@@ -187,6 +188,7 @@ ledger::Delivery WechatV2Channel::VerifyRefund(ledger::Receipt receipt,
     // Nothing of the notice is interpreted before req_info decrypts.
     const Checked<PlatformFields> refund = OpenReqInfo(fields);
     if (!refund) return Rejected(std::move(receipt), refund.refusal());
+    receipt.signature_verified = true;  // Only the API key's holder encrypts a req_info.
     ClaimOutTradeNo(receipt, *refund);
     if (auto refused = CheckReturnCode(fields)) return Rejected(std::move(receipt), *refused);
     if (auto refused = CheckMerchant(fields)) return Rejected(std::move(receipt), *refused);

@@ -269,6 +269,7 @@ ledger::Delivery WechatV3Channel::Verify(const Incoming& incoming) const {
     // body is neither parsed nor decrypted, so its receipt names no order (the order number
     // is inside the encrypted resource).
     if (auto refused = CheckSignature(incoming)) return Rejected(std::move(receipt), *refused);
+    receipt.signature_verified = true;
     const std::optional<json> envelope = ParseJsonObject(incoming.request.body());
     if (!envelope) return Rejected(std::move(receipt), Malformed("body is not a JSON object"));
     const Checked<json> resource = Open(*envelope);

@@ -22,6 +22,9 @@ struct Receipt {
     std::optional<std::int64_t> seq{};
     std::optional<std::string> out_trade_no{};
     std::string message{};
+    // In memory only, never stored: the sender's signature (WeChat v2 refunds: the req_info
+    // decryption) verified. What the per-peer limit of unverified deliveries reads (SPEC §5).
+    bool signature_verified = false;
 };
 
 // The select lists that the readers below expect, in this order.

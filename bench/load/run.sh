@@ -5,7 +5,10 @@
 #
 #   bench/load/run.sh [--connections 64] [--seconds 20] [--orders 20000]
 #                     [--low-load-requests 1000] [--loadgen-threads 1]
-#                     [--preload-orders 0] [--pgbench-orders N] [--keep]
+#                     [--preload-orders 0] [--pgbench-orders N] [--keep] [--fresh]
+#   --fresh: no ANALYZE of the payledger database before the callbacks, the state of every new
+#            deployment, restore or bulk import (autovacuum off for its tables, so that the
+#            result cannot depend on when autovacuum would have run)
 #
 # Builds (Release) if needed, starts its own throwaway PostgreSQL and payledger, runs the
 # phases, prints a Markdown table, and stops everything it started, also on failure.
@@ -24,6 +27,7 @@ LOADGEN_THREADS=1
 PGBENCH_ORDERS=""
 PRELOAD_ORDERS=0
 KEEP=""
+FRESH=""
 ACCOUNTS=1000
 COMMAND="bench/load/run.sh $*"
 while [ $# -gt 0 ]; do
@@ -35,6 +39,7 @@ while [ $# -gt 0 ]; do
         --loadgen-threads) LOADGEN_THREADS="$2"; shift 2 ;;
         --pgbench-orders) PGBENCH_ORDERS="$2"; shift 2 ;;
         --keep) KEEP=1; shift ;;
+        --fresh) FRESH=1; shift ;;
         --preload-orders) PRELOAD_ORDERS="$2"; shift 2 ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
@@ -79,6 +84,11 @@ LOADGEN="$BENCH_BIN/payledger_loadgen"
 bench_pg_up
 bench_log "PostgreSQL on $BENCH_PG_DATA port $BENCH_PG_PORT"
 bench_createdb payledger
+if [ -n "$FRESH" ]; then
+    for table in ledger_events callback_receipts orders balances; do
+        bench_psql payledger -c "ALTER TABLE $table SET (autovacuum_enabled = false)"
+    done
+fi
 bench_createdb pgbench_ledger
 bench_log "loading $PGBENCH_ORDERS orders for pgbench into pgbench_ledger"
 bench_seed pgbench_ledger PGB- "$PGBENCH_ORDERS" 0 "$ACCOUNTS"
@@ -192,8 +202,13 @@ phase healthz --mode healthz --connections "$CONNECTIONS" --orders 100000000 \
 bench_log "creating $TOTAL_ORDERS orders through POST /v1/orders"
 phase create --mode create --connections "$CONNECTIONS" --orders "$TOTAL_ORDERS" --seconds 600
 [ "${ANSWERED[create]}" -eq "$TOTAL_ORDERS" ] || bench_die "only ${ANSWERED[create]} orders created"
-# Statistics as autovacuum would soon have them, so that plans do not depend on its timing.
-bench_psql payledger -c ANALYZE -c CHECKPOINT
+if [ -n "$FRESH" ]; then
+    bench_log "fresh: no ANALYZE; the tables' statistics say they are empty"
+    bench_psql payledger -c CHECKPOINT
+else
+    # Statistics as autovacuum would soon have them, so that plans do not depend on its timing.
+    bench_psql payledger -c ANALYZE -c CHECKPOINT
+fi
 
 # pgbench runs right before (a) and right after (b), so that a drift of the machine (the
 # disk's flush latency above all) shows as a difference between the two; the ratio uses

@@ -33,10 +33,13 @@ payledger_build() {
     cmake --build "$dir" -j "$(nproc)"
 }
 
-# payledger_build_target DIR TARGET: configures and builds one target (scripts/run).
+# payledger_build_target DIR TARGET [cmake configure arguments...]: configures and builds one
+# target (scripts/run; the ThreadSanitizer tree of scripts/test).
 payledger_build_target() {
-    cmake -S "$PAYLEDGER_ROOT" -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-    cmake --build "$1" -j "$(nproc)" --target "$2"
+    local dir="$1" target="$2"
+    shift 2
+    cmake -S "$PAYLEDGER_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+    cmake --build "$dir" -j "$(nproc)" --target "$target"
 }
 
 # PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user.
@@ -153,17 +156,28 @@ payledger_pg_running() {
 # the signal's number (0 when none came).
 payledger_supervise() {
     _payledger_signal=0
-    setsid "$@" &
-    _payledger_child=$!
+    _payledger_child=""
+    # The traps first: a signal that comes before CMD has started is passed on once it has.
     trap '_payledger_forward 15' TERM
     trap '_payledger_forward 2' INT
     trap '_payledger_forward 1' HUP
-    local status
+    setsid "$@" &
+    _payledger_child=$!
+    [ "$_payledger_signal" -eq 0 ] || kill -TERM -- "-$_payledger_child" 2>/dev/null || true
+    local status again
     while :; do
         _payledger_interrupted=""
         status=0
         wait "$_payledger_child" || status=$?
         [ -n "$_payledger_interrupted" ] || break
+        # A trap ran: either it interrupted the wait (CMD still runs: wait again), or it ran
+        # just after the wait had CMD's status (a second wait answers 127: keep the first).
+        if ! kill -0 "$_payledger_child" 2>/dev/null; then
+            again=0
+            wait "$_payledger_child" 2>/dev/null || again=$?
+            [ "$again" -eq 127 ] || status="$again"
+            break
+        fi
     done
     kill -KILL -- "-$_payledger_child" 2>/dev/null || true
     _payledger_child=""
@@ -175,6 +189,10 @@ payledger_supervise() {
 }
 _payledger_forward() {
     _payledger_interrupted=1
+    if [ -z "$_payledger_child" ]; then
+        _payledger_signal="$1"  # Not started yet: payledger_supervise passes it on.
+        return 0
+    fi
     if [ "$_payledger_signal" -ne 0 ]; then
         # A second signal (Ctrl-C twice): do not wait for a graceful stop any longer.
         kill -KILL -- "-$_payledger_child" 2>/dev/null || true

@@ -648,6 +648,31 @@ TEST(ReliabilityPgTest, AnUnverifiedFloodFromOnePeerIsLimitedAndValidCallbacksSt
           GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
     EXPECT_EQ(signed_delivery.status, 200) << signed_delivery.body;
     EXPECT_EQ(signed_delivery.Json()["outcome"], "appended");
+    // Signed but malformed: the signature verified, so it is not limited either; stored.
+    const std::string junk = "not a JSON object";
+    const HttpResult signed_junk = limited_peer.Post(
+        "/v1/callbacks/generic", junk,
+        {{"Payledger-Signature",
+          GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), junk)}});
+    EXPECT_EQ(signed_junk.status, 400) << signed_junk.body;
+    EXPECT_EQ(signed_junk.Json()["outcome"], "malformed");
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts WHERE peer LIKE '127.0.0.2:%'"),
+              std::to_string(kLimit + 2));
+}
+
+TEST(PeerLimitsTest, UnverifiedLimiterIsASlidingWindowOfSixtySecondsPerAddress) {
+    UnverifiedLimiter limiter{3};
+    const auto t0 = UnverifiedLimiter::Clock::time_point{} + std::chrono::hours{1};
+    using std::chrono::seconds;
+    EXPECT_TRUE(limiter.Admit("a", t0));
+    EXPECT_TRUE(limiter.Admit("a", t0 + seconds{10}));
+    EXPECT_TRUE(limiter.Admit("a", t0 + seconds{20}));
+    EXPECT_FALSE(limiter.Admit("a", t0 + seconds{30}));  // Three in the last 60 s.
+    EXPECT_TRUE(limiter.Admit("b", t0 + seconds{30}));   // Another address is not limited.
+    EXPECT_FALSE(limiter.Admit("a", t0 + seconds{59}));
+    EXPECT_TRUE(limiter.Admit("a", t0 + seconds{60}));   // The first left the window.
+    EXPECT_FALSE(limiter.Admit("a", t0 + seconds{61}));
+    EXPECT_TRUE(limiter.Admit("a", t0 + seconds{70}));
 }
 
 // Issue 11 point 3: limits.connections_per_peer closes a peer's extra connections at accept;

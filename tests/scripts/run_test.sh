@@ -32,8 +32,15 @@ fail() {
 
 cleanup() {
     set +e
-    [ -n "$RUN_PID" ] && kill -KILL "$RUN_PID" 2>/dev/null
+    if [ -n "$RUN_PID" ]; then
+        # Let scripts/run stop its own server and cluster; kill it only if it will not.
+        kill -TERM "$RUN_PID" 2>/dev/null
+        local deadline=$((SECONDS + 30))
+        while kill -0 "$RUN_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+        kill -KILL "$RUN_PID" 2>/dev/null
+    fi
     pkill -KILL -f -- "$CHECKOUT/" 2>/dev/null
+    [ -n "$PG_HOME" ] || PG_HOME="$(readlink -f "$CHECKOUT/.data/pg" 2>/dev/null)"
     if [ -n "$PG_HOME" ]; then
         payledger_pg_stop "$PG_HOME"
         case "$PG_HOME" in "$CHECKOUT"/*) ;; *) rm -rf "$(dirname "$PG_HOME")" ;; esac

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,12 +15,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <stdexcept>
 #include <chrono>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include "support/test_service.hpp"
@@ -114,6 +115,7 @@ ServeProcess::ServeProcess(const std::string& database_url, const nlohmann::json
     {
         // SPEC §9: serve refuses a config file that other users may read.
         const int fd = open(config_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        fchmod(fd, 0600);  // A file left by an earlier run keeps its mode through O_TRUNC.
         const std::string text = config.dump(2);
         EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
         close(fd);
