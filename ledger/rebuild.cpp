@@ -2,10 +2,11 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "ledger/projection_streams.hpp"
 #include "ledger/rows.hpp"
-#include "projections/assert.hpp"
+#include "projections/plan.hpp"
 
 namespace payledger::ledger {
 namespace {
@@ -165,13 +166,9 @@ void Swap(pqxx::connection& connection, std::int64_t snapshot_seq) {
         std::map<BalanceKey, std::int64_t> deltas;
         for (const auto& [key, events] : late) {
             const OrderRow after = projections::FoldOrder(events);
-            std::int64_t& delta = deltas[{after.account_id, after.currency}];
-            delta += projections::BalanceContribution(after);
-            if (const auto it = before.find(key); it != before.end()) {
-                PAYLEDGER_ASSERT(it->second.account_id == after.account_id);
-                PAYLEDGER_ASSERT(it->second.currency == after.currency);
-                delta -= projections::BalanceContribution(it->second);
-            }
+            const auto it = before.find(key);
+            projections::AddBalanceChange(
+                it != before.end() ? std::optional(it->second) : std::nullopt, after, deltas);
             orders.push_back(OrderJson(after));
         }
         json balances = json::array();

@@ -8,7 +8,7 @@
 #include "ledger/statements.hpp"
 #include "ledger/storable_text.hpp"
 #include "projections/assert.hpp"
-#include "projections/decide.hpp"
+#include "projections/plan.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::ledger {
@@ -182,14 +182,6 @@ json EventJson(const Event& event) {
             {"data", JsonWithoutNul(event.data)}};
 }
 
-// The stored state of the orders a batch touches, and what the batch adds to it.
-struct OrderState {
-    std::vector<Event> events;
-    std::optional<OrderRow> before;  // The row as stored, folded from the stored events.
-    bool touched = false;
-    bool credits_payment = false;
-};
-
 std::string DumpJson(const json& value) {
     // Replace rather than throw on invalid UTF-8: texts from the wire (peer, headers) are
     // evidence, not something to fail a batch over.
@@ -211,66 +203,43 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
         PAYLEDGER_ASSERT((delivery.verdict == Outcome::kAppended) == delivery.event.has_value());
         if (delivery.event) keys.insert(delivery.event->out_trade_no);
     }
-    const pqxx::result state = tx.exec_prepared("writer_read_state", TextArray(keys));
-    PAYLEDGER_ASSERT(!state.empty());
-    std::int64_t next_seq = state[0][0].as<std::int64_t>();
-    std::int64_t next_receipt_id = state[0][1].as<std::int64_t>();
-    std::map<std::string, OrderState> orders;
-    for (const pqxx::row& row : state) {
+    const pqxx::result rows = tx.exec_prepared("writer_read_state", TextArray(keys));
+    PAYLEDGER_ASSERT(!rows.empty());
+    projections::LedgerState state{.next_seq = rows[0][0].as<std::int64_t>(),
+                                   .next_receipt_id = rows[0][1].as<std::int64_t>()};
+    for (const pqxx::row& row : rows) {
         if (row[2].is_null()) continue;  // The LEFT JOIN's row when no event is stored.
         Event event = EventFromRow(row, 2);
-        orders[event.out_trade_no].events.push_back(std::move(event));
-    }
-    for (auto& [key, order] : orders) {
-        order.before = projections::FoldOrder(order.events);
+        state.events[event.out_trade_no].push_back(std::move(event));
     }
 
-    std::vector<DeliveryResult> results;
-    results.reserve(deliveries.size());
-    json receipts = json::array();
-    json events = json::array();
+    std::vector<projections::PlanInput> inputs;
+    inputs.reserve(deliveries.size());
     for (const Delivery& delivery : deliveries) {
-        Receipt receipt = delivery.receipt;
-        receipt.id = next_receipt_id++;
-        DeliveryResult result{
-            .outcome = delivery.verdict, .message = delivery.message, .receipt_id = receipt.id};
-        if (delivery.event) {
-            OrderState& order = orders[delivery.event->out_trade_no];
-            projections::Decision decision =
-                projections::Decide(order.events, *delivery.event, delivery.claims);
-            result.outcome = decision.outcome;
-            result.seq = decision.seq;
-            result.message = std::move(decision.message);
-            if (decision.outcome == Outcome::kAppended) {
-                Event& event = decision.event;
-                event.seq = next_seq++;
-                event.receipt_id = receipt.id;
-                result.seq = event.seq;
-                events.push_back(EventJson(event));
-                order.touched = true;
-                order.credits_payment |= event.event_type == EventType::kPaymentSucceeded;
-                order.events.push_back(std::move(event));
-            }
-            if (!order.events.empty()) {  // Stored events always include ORDER_CREATED.
-                result.order = projections::FoldOrder(order.events);
-            }
-        }
-        receipt.outcome = result.outcome;
-        receipt.message = result.message;
-        if (result.outcome == Outcome::kAppended || result.outcome == Outcome::kDuplicate) {
-            receipt.seq = result.seq;
-        }
-        receipts.push_back(ReceiptJson(receipt));
-        results.push_back(std::move(result));
+        inputs.push_back({.verdict = delivery.verdict,
+                          .event = delivery.event ? &*delivery.event : nullptr,
+                          .claims = &delivery.claims,
+                          .message = delivery.message});
     }
+    projections::BatchPlan plan = projections::PlanBatch(std::move(state), inputs);
 
+    json receipts = json::array();
+    for (std::size_t i = 0; i < deliveries.size(); ++i) {
+        const projections::PlannedDelivery& planned = plan.deliveries[i];
+        Receipt receipt = deliveries[i].receipt;
+        receipt.id = planned.receipt_id;
+        receipt.outcome = planned.outcome;
+        receipt.message = planned.message;
+        receipt.seq = planned.ReceiptSeq();
+        receipts.push_back(ReceiptJson(receipt));
+    }
+    json events = json::array();
+    for (const Event& event : plan.events) events.push_back(EventJson(event));
     json new_orders = json::array();
     json updated_orders = json::array();
     std::set<std::string> updated_keys;
-    std::map<projections::BalanceKey, std::int64_t> deltas;
-    for (const auto& [key, order] : orders) {
-        if (!order.touched) continue;
-        const OrderRow after = projections::FoldOrder(order.events);
+    for (const projections::OrderWrite& write : plan.orders) {
+        const OrderRow& after = write.after;
         json row = {{"out_trade_no", after.out_trade_no},
                     {"status", after.status},
                     {"transaction_id", Nullable(after.transaction_id)},
@@ -278,14 +247,9 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                     {"refunded_amount", after.refunded_amount},
                     {"anomalies", AnomaliesLiteral(after)},
                     {"seq", after.seq}};
-        std::int64_t& delta = deltas[{after.account_id, after.currency}];
-        delta += projections::BalanceContribution(after);
-        if (order.before) {
-            PAYLEDGER_ASSERT(order.before->account_id == after.account_id);
-            PAYLEDGER_ASSERT(order.before->currency == after.currency);
-            delta -= projections::BalanceContribution(*order.before);
-            row["prev_seq"] = order.before->seq;
-            row["credits_payment"] = order.credits_payment;
+        if (write.prev_seq) {
+            row["prev_seq"] = *write.prev_seq;
+            row["credits_payment"] = write.credits_payment;
             updated_keys.insert(after.out_trade_no);
             updated_orders.push_back(std::move(row));
         } else {
@@ -296,21 +260,31 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
         }
     }
     json balance_rows = json::array();
-    for (const auto& [key, delta] : deltas) {
+    for (const auto& [key, delta] : plan.balance_deltas) {
         balance_rows.push_back(
             {{"account_id", key.first}, {"currency", key.second}, {"delta", delta}});
     }
 
-    const pqxx::row counts = tx.exec_prepared1(
-        "writer_write", DumpJson(receipts), DumpJson(events), DumpJson(new_orders),
-        DumpJson(updated_orders), DumpJson(balance_rows), next_receipt_id - 1,
-        events.empty() ? std::int64_t{0} : next_seq - 1, TextArray(updated_keys));
+    const pqxx::row counts =
+        tx.exec_prepared1("writer_write", DumpJson(receipts), DumpJson(events),
+                          DumpJson(new_orders), DumpJson(updated_orders), DumpJson(balance_rows),
+                          plan.last_receipt_id, plan.last_seq, TextArray(updated_keys));
     PAYLEDGER_ASSERT(counts[0].as<std::size_t>() == receipts.size());
     PAYLEDGER_ASSERT(counts[1].as<std::size_t>() == events.size());
     PAYLEDGER_ASSERT(counts[2].as<std::size_t>() == new_orders.size());
     PAYLEDGER_ASSERT(counts[3].as<std::size_t>() == updated_orders.size());
     PAYLEDGER_ASSERT(counts[4].as<std::size_t>() == balance_rows.size());
     tx.commit();
+
+    std::vector<DeliveryResult> results;
+    results.reserve(plan.deliveries.size());
+    for (projections::PlannedDelivery& planned : plan.deliveries) {
+        results.push_back({.outcome = planned.outcome,
+                           .seq = planned.seq,
+                           .message = std::move(planned.message),
+                           .order = std::move(planned.order),
+                           .receipt_id = planned.receipt_id});
+    }
     return results;
 }
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ledger/rows.hpp"
-#include "projections/decide.hpp"
+#include "projections/decide.hpp"  // Claims.
 #include "projections/event.hpp"
 #include "projections/order_fold.hpp"
 
@@ -42,10 +42,10 @@ struct BatchStats {
 };
 
 // Writes a batch of deliveries in one transaction on `connection` and commits it: takes the
-// writer lock (SPEC §7), reads the stored events of the orders named, decides each delivery
-// in order with projections::Decide (so two copies in one batch give appended, then
-// duplicate), inserts every receipt and every new event, and applies the new events to
-// `orders` and `balances` with conditional updates whose row counts are checked.
+// writer lock (SPEC §7), reads the sequences and the stored events of the orders named,
+// plans the batch with projections::PlanBatch (pure: outcomes in order, so two copies in one
+// batch give appended, then duplicate; the new events; the order rows; the balance deltas),
+// writes it in one statement and checks every row count it reports.
 // Returns one result per delivery, in order, valid only because the commit succeeded.
 // Throws pqxx exceptions (nothing committed, or pqxx::in_doubt_error) and InvariantError
 // (rolled back).
