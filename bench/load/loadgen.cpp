@@ -5,9 +5,12 @@
 // `--seconds`, whichever comes first; request k is about order first + k % count. Every
 // answer is checked (status and outcome); latencies are kept in full for the percentiles.
 //
+// `--copies 2 --expect either` is the mixed phase: every order's callback twice, shuffled;
+// each answer must be appended or duplicate, and each order exactly once appended.
+//
 // Prints a readable summary and one machine-readable line:
 //   RESULT label=... connections=... requests=... answered=... errors=... seconds=...
-//          rps=... p50_ms=... p90_ms=... p99_ms=... max_ms=...
+//          rps=... p50_ms=... p90_ms=... p99_ms=... max_ms=... appended=... duplicates=...
 // Exits 0 when the phase ran (errors are counted, not fatal), 2 when it could not start.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -19,6 +22,8 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -41,13 +46,25 @@ constexpr std::size_t kErrorSamplesMax = 5;
 // What every connection of a phase shares. Thread-safe.
 class Phase {
 public:
+    // `copies` > 1: each order is requested that many times, in an order shuffled with a
+    // fixed seed (request k is about order first + order_[k]), as a platform's retries and an
+    // at-least-once queue deliver them: the copies of one order may be in flight together.
     Phase(const Workload& workload, std::int64_t first_order, std::int64_t order_count,
-          std::int64_t request_count, Clock::duration length)
+          std::int64_t request_count, Clock::duration length, int copies)
         : workload_(workload),
           first_order_(first_order),
           order_count_(order_count),
           request_count_(request_count),
-          deadline_(Clock::now() + length) {}
+          deadline_(Clock::now() + length),
+          appended_(static_cast<std::size_t>(order_count)),
+          answered_(static_cast<std::size_t>(order_count)) {
+        if (copies > 1) {
+            for (std::int64_t i = 0; i < order_count * copies; ++i)
+                order_.push_back(i % order_count);
+            std::mt19937_64 random{20261201};
+            std::shuffle(order_.begin(), order_.end(), random);
+        }
+    }
 
     // The next request's number; false when the phase is over (by count or by time).
     [[nodiscard]] bool Take(std::int64_t& request_index) {
@@ -56,6 +73,9 @@ public:
         return request_index < request_count_;
     }
     [[nodiscard]] std::int64_t OrderIndex(std::int64_t request_index) const {
+        if (!order_.empty()) {
+            return first_order_ + order_[static_cast<std::size_t>(request_index) % order_.size()];
+        }
         return first_order_ + request_index % order_count_;
     }
     void Fail(const std::string& why) {
@@ -63,6 +83,29 @@ public:
         std::lock_guard lock{mutex_};
         if (error_samples_.size() < kErrorSamplesMax) error_samples_.push_back(why);
     }
+
+    // Exactly once (the mixed phases): an order is appended at most once, and an order whose
+    // every copy was answered was appended exactly once.
+    void Tally(std::int64_t order_index, const std::string& outcome) {
+        const auto i = static_cast<std::size_t>(order_index - first_order_) % appended_.size();
+        ++answered_[i];
+        if (outcome == "appended") {
+            ++appended_count_;
+            if (++appended_[i] > 1)
+                Fail("order " + std::to_string(order_index) + " appended twice");
+        } else if (outcome == "duplicate") {
+            ++duplicate_count_;
+        }
+    }
+    [[nodiscard]] std::int64_t OrdersNotAppendedOnce(int copies) const {
+        std::int64_t wrong = 0;
+        for (std::size_t i = 0; i < answered_.size(); ++i) {
+            if (answered_[i].load() == copies && appended_[i].load() != 1) ++wrong;
+        }
+        return wrong;
+    }
+    [[nodiscard]] std::int64_t appended_count() const { return appended_count_.load(); }
+    [[nodiscard]] std::int64_t duplicate_count() const { return duplicate_count_.load(); }
 
     [[nodiscard]] const Workload& workload() const { return workload_; }
     [[nodiscard]] std::int64_t errors() const { return errors_.load(); }
@@ -79,6 +122,11 @@ private:
     const Clock::time_point deadline_;
     std::atomic<std::int64_t> next_request_{0};
     std::atomic<std::int64_t> errors_{0};
+    std::vector<std::int64_t> order_{};  // Shuffled order offsets, when copies > 1.
+    std::vector<std::atomic<int>> appended_;
+    std::vector<std::atomic<int>> answered_;
+    std::atomic<std::int64_t> appended_count_{0};
+    std::atomic<std::int64_t> duplicate_count_{0};
     std::mutex mutex_;
     std::vector<std::string> error_samples_{};
 };
@@ -93,6 +141,8 @@ public:
     void Start() { Next(); }
 
     [[nodiscard]] const std::vector<std::int64_t>& latencies_us() const { return latencies_us_; }
+    [[nodiscard]] const std::vector<std::int64_t>& appended_us() const { return appended_us_; }
+    [[nodiscard]] const std::vector<std::int64_t>& duplicate_us() const { return duplicate_us_; }
     [[nodiscard]] Clock::time_point last_answer() const { return last_answer_; }
 
 private:
@@ -117,9 +167,13 @@ private:
         last_answer_ = Clock::now();
         latencies_us_.push_back(
             std::chrono::duration_cast<std::chrono::microseconds>(last_answer_ - sent_).count());
-        const std::string why =
-            CheckAnswer(phase_.workload(), phase_.OrderIndex(request_index_), response_);
+        const std::int64_t order_index = phase_.OrderIndex(request_index_);
+        std::string outcome;
+        const std::string why = CheckAnswer(phase_.workload(), order_index, response_, &outcome);
         if (!why.empty()) phase_.Fail(why);
+        if (!outcome.empty()) phase_.Tally(order_index, outcome);
+        if (outcome == "appended") appended_us_.push_back(latencies_us_.back());
+        if (outcome == "duplicate") duplicate_us_.push_back(latencies_us_.back());
         if (!response_.keep_alive()) return phase_.Fail("the server closed the connection");
         Next();
     }
@@ -133,6 +187,8 @@ private:
     Clock::time_point sent_{};
     Clock::time_point last_answer_{};
     std::vector<std::int64_t> latencies_us_{};
+    std::vector<std::int64_t> appended_us_{};  // The same, by outcome.
+    std::vector<std::int64_t> duplicate_us_{};
 };
 
 struct Options {
@@ -145,7 +201,8 @@ struct Options {
     double seconds = 20;
     std::int64_t first_order = 0;
     std::int64_t order_count = 1;
-    std::int64_t request_count = 0;  // 0: order_count.
+    std::int64_t request_count = 0;  // 0: order_count × copies.
+    int copies = 1;
     Workload workload{};
 };
 
@@ -160,17 +217,30 @@ double Percentile(const std::vector<std::int64_t>& sorted_us, double fraction) {
 void Report(const Options& options, Phase& phase,
             const std::vector<std::shared_ptr<Connection>>& connections, Clock::time_point start) {
     std::vector<std::int64_t> all_us;
+    std::vector<std::int64_t> appended_us;
+    std::vector<std::int64_t> duplicate_us;
     Clock::time_point end = start;
     for (const auto& connection : connections) {
         all_us.insert(all_us.end(), connection->latencies_us().begin(),
                       connection->latencies_us().end());
+        appended_us.insert(appended_us.end(), connection->appended_us().begin(),
+                           connection->appended_us().end());
+        duplicate_us.insert(duplicate_us.end(), connection->duplicate_us().begin(),
+                            connection->duplicate_us().end());
         end = std::max(end, connection->last_answer());
     }
     std::sort(all_us.begin(), all_us.end());
+    std::sort(appended_us.begin(), appended_us.end());
+    std::sort(duplicate_us.begin(), duplicate_us.end());
     const double seconds = std::chrono::duration<double>(end - start).count();
     const auto answered = static_cast<std::int64_t>(all_us.size());
     const double rps = seconds > 0 ? static_cast<double>(answered) / seconds : 0;
     const double max_ms = all_us.empty() ? 0 : static_cast<double>(all_us.back()) / 1000.0;
+    const std::int64_t not_once = options.workload.expected_outcome == "either"
+                                      ? phase.OrdersNotAppendedOnce(options.copies)
+                                      : 0;
+    for (std::int64_t i = 0; i < not_once; ++i)
+        phase.Fail("an order answered in full was not appended exactly once");
     for (const std::string& sample : phase.error_samples()) {
         std::printf("[loadgen] %s error: %s\n", options.label.c_str(), sample.c_str());
     }
@@ -182,10 +252,16 @@ void Report(const Options& options, Phase& phase,
         static_cast<long long>(phase.errors()));
     std::printf(
         "RESULT label=%s connections=%zu answered=%lld errors=%lld seconds=%.3f rps=%.1f "
-        "p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f max_ms=%.2f\n",
+        "p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f max_ms=%.2f appended=%lld duplicates=%lld "
+        "appended_p50_ms=%.2f appended_p99_ms=%.2f duplicate_p50_ms=%.2f "
+        "duplicate_p99_ms=%.2f\n",
         options.label.c_str(), connections.size(), static_cast<long long>(answered),
         static_cast<long long>(phase.errors()), seconds, rps, Percentile(all_us, 0.50),
-        Percentile(all_us, 0.90), Percentile(all_us, 0.99), max_ms);
+        Percentile(all_us, 0.90), Percentile(all_us, 0.99), max_ms,
+        static_cast<long long>(phase.appended_count()),
+        static_cast<long long>(phase.duplicate_count()), Percentile(appended_us, 0.50),
+        Percentile(appended_us, 0.99), Percentile(duplicate_us, 0.50),
+        Percentile(duplicate_us, 0.99));
     std::fflush(stdout);
 }
 
@@ -200,10 +276,14 @@ int RunPhase(const Options& options) {
         sockets.push_back(std::move(socket));
     }
     const std::int64_t request_count =
-        options.request_count > 0 ? options.request_count : options.order_count;
-    Phase phase{options.workload, options.first_order, options.order_count, request_count,
-                std::chrono::duration_cast<Clock::duration>(
-                    std::chrono::duration<double>(options.seconds))};
+        options.request_count > 0 ? options.request_count : options.order_count * options.copies;
+    Phase phase{
+        options.workload,
+        options.first_order,
+        options.order_count,
+        request_count,
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.seconds)),
+        options.copies};
     std::vector<std::shared_ptr<Connection>> connections;
     for (tcp::socket& socket : sockets) {
         connections.push_back(std::make_shared<Connection>(std::move(socket), phase));
@@ -248,7 +328,10 @@ int main(int argc, char** argv) {
     cli.add_option("--merchant-token", options.workload.merchant_token, "for --mode create");
     cli.add_option("--generic-secret", options.workload.generic_secret, "for --mode pay");
     cli.add_option("--expect", options.workload.expected_outcome, "for --mode pay")
-        ->check(CLI::IsMember({"appended", "duplicate"}));
+        ->check(CLI::IsMember({"appended", "duplicate", "either"}));
+    cli.add_option("--copies", options.copies,
+                   "requests per order, shuffled (default 1; with --expect either)")
+        ->check(CLI::Range(1, 16));
     CLI11_PARSE(cli, argc, argv);
     options.workload.host = options.host;
     options.workload.mode = options.mode == "create" ? Mode::kCreate

@@ -18,11 +18,13 @@ enum class Mode { kHealthz, kCreate, kPay };
 struct Workload {
     Mode mode = Mode::kHealthz;
     std::string host = "127.0.0.1";
-    std::string prefix = "LOAD-";               // out_trade_no = prefix + 10-digit order index.
-    std::int64_t account_count = 1000;          // account_id = "acct-" + (order index % count).
-    std::string merchant_token{};               // kCreate.
-    std::string generic_secret{};               // kPay.
-    std::string expected_outcome = "appended";  // kPay: "appended" or "duplicate".
+    std::string prefix = "LOAD-";       // out_trade_no = prefix + 10-digit order index.
+    std::int64_t account_count = 1000;  // account_id = "acct-" + (order index % count).
+    std::string merchant_token{};       // kCreate.
+    std::string generic_secret{};       // kPay.
+    // kPay: "appended", "duplicate", or "either" (the mixed phases: each order's callback is
+    // sent twice, shuffled, and exactly one of the two must be appended).
+    std::string expected_outcome = "appended";
 };
 
 // The order's fields, derived from its index alone, so that the phase that creates an order
@@ -40,8 +42,10 @@ struct Workload {
 void BuildRequest(const Workload& workload, std::int64_t order_index,
                   http::request<http::string_body>& request);
 
-// Empty when the answer is the one expected for `order_index`; else what is wrong.
+// Empty when the answer is the one expected for `order_index`; else what is wrong. For kPay,
+// `outcome` receives the answer's outcome when it is an expected one.
 [[nodiscard]] std::string CheckAnswer(const Workload& workload, std::int64_t order_index,
-                                      const http::response<http::string_body>& response);
+                                      const http::response<http::string_body>& response,
+                                      std::string* outcome = nullptr);
 
 }  // namespace payledger::bench
