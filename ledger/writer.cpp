@@ -1,5 +1,6 @@
 #include "ledger/writer.hpp"
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -58,9 +59,11 @@ WITH r AS (
     INSERT INTO callback_receipts
         (id, source, received_at, peer, headers, body, outcome, seq, out_trade_no, message)
     SELECT id, source, 'epoch'::timestamptz + received_at * interval '1 microsecond', peer,
-           headers::jsonb, decode(body, 'hex'), outcome, seq, out_trade_no, message
+           headers::jsonb, substring($9::bytea FROM body_at + 1 FOR body_length), outcome, seq,
+           out_trade_no, message
     FROM json_to_recordset($1::json) AS x(id bigint, source text, received_at bigint, peer text,
-         headers text, body text, outcome text, seq bigint, out_trade_no text, message text)
+         headers text, body_at integer, body_length integer, outcome text, seq bigint,
+         out_trade_no text, message text)
     RETURNING 1
 ), e AS (
     INSERT INTO ledger_events
@@ -136,35 +139,29 @@ std::string TextArray(const std::set<std::string>& keys) {
     return out;
 }
 
-std::string Hex(const std::string& bytes) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(bytes.size() * 2);
-    for (const char c : bytes) {
-        const auto byte = static_cast<unsigned char>(c);
-        out += kDigits[byte >> 4];
-        out += kDigits[byte & 0x0f];
-    }
-    return out;
-}
-
 json Nullable(const std::optional<std::string>& value) {
     return value ? json(*value) : json(nullptr);
 }
 
 json AnomaliesLiteral(const OrderRow& row) { return row.anomalies; }
 
-json ReceiptJson(const Receipt& receipt) {
-    return {{"id", receipt.id},
-            {"source", projections::ToString(receipt.source)},
-            {"received_at", receipt.received_at},
-            {"peer", WithoutNul(receipt.peer)},
-            {"headers", JsonWithoutNul(receipt.headers)},
-            {"body", Hex(receipt.body)},
-            {"outcome", projections::ToString(receipt.outcome)},
-            {"seq", receipt.seq ? json(*receipt.seq) : json(nullptr)},
-            {"out_trade_no", Nullable(receipt.out_trade_no)},
-            {"message", WithoutNul(receipt.message)}};
+// The row of a delivery's receipt: what was received, and what the plan made of it. Its body
+// is the bytes [body_at, body_at + body_length) of the batch's bodies, which travel once, as
+// they are, in one binary parameter (no hex, no JSON string escaping).
+json ReceiptJson(const Receipt& received, const projections::PlannedDelivery& planned,
+                 std::size_t body_at) {
+    const std::optional<std::int64_t> seq = planned.ReceiptSeq();
+    return {{"id", planned.receipt_id},
+            {"source", projections::ToString(received.source)},
+            {"received_at", received.received_at},
+            {"peer", WithoutNul(received.peer)},
+            {"headers", JsonWithoutNul(received.headers)},
+            {"body_at", body_at},
+            {"body_length", received.body.size()},
+            {"outcome", projections::ToString(planned.outcome)},
+            {"seq", seq ? json(*seq) : json(nullptr)},
+            {"out_trade_no", Nullable(received.out_trade_no)},
+            {"message", WithoutNul(planned.message)}};
 }
 
 json EventJson(const Event& event) {
@@ -224,14 +221,14 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     projections::BatchPlan plan = projections::PlanBatch(std::move(state), inputs);
 
     json receipts = json::array();
+    std::size_t bodies_size = 0;
+    for (const Delivery& delivery : deliveries) bodies_size += delivery.receipt.body.size();
+    PAYLEDGER_ASSERT(bodies_size <= static_cast<std::size_t>(INT32_MAX));  // substring()'s int.
+    std::string bodies;
+    bodies.reserve(bodies_size);
     for (std::size_t i = 0; i < deliveries.size(); ++i) {
-        const projections::PlannedDelivery& planned = plan.deliveries[i];
-        Receipt receipt = deliveries[i].receipt;
-        receipt.id = planned.receipt_id;
-        receipt.outcome = planned.outcome;
-        receipt.message = planned.message;
-        receipt.seq = planned.ReceiptSeq();
-        receipts.push_back(ReceiptJson(receipt));
+        receipts.push_back(ReceiptJson(deliveries[i].receipt, plan.deliveries[i], bodies.size()));
+        bodies += deliveries[i].receipt.body;
     }
     json events = json::array();
     for (const Event& event : plan.events) events.push_back(EventJson(event));
@@ -265,10 +262,10 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
             {{"account_id", key.first}, {"currency", key.second}, {"delta", delta}});
     }
 
-    const pqxx::row counts =
-        tx.exec_prepared1("writer_write", DumpJson(receipts), DumpJson(events),
-                          DumpJson(new_orders), DumpJson(updated_orders), DumpJson(balance_rows),
-                          plan.last_receipt_id, plan.last_seq, TextArray(updated_keys));
+    const pqxx::row counts = tx.exec_prepared1(
+        "writer_write", DumpJson(receipts), DumpJson(events), DumpJson(new_orders),
+        DumpJson(updated_orders), DumpJson(balance_rows), plan.last_receipt_id, plan.last_seq,
+        TextArray(updated_keys), pqxx::binarystring(bodies.data(), bodies.size()));
     PAYLEDGER_ASSERT(counts[0].as<std::size_t>() == receipts.size());
     PAYLEDGER_ASSERT(counts[1].as<std::size_t>() == events.size());
     PAYLEDGER_ASSERT(counts[2].as<std::size_t>() == new_orders.size());

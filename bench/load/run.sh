@@ -4,7 +4,9 @@
 #
 #   bench/load/run.sh [--connections 64] [--seconds 20] [--orders 20000]
 #                     [--low-load-requests 1000] [--loadgen-threads 1]
-#                     [--preload-orders 0] [--pgbench-orders N] [--keep]
+#                     [--preload-orders 0] [--pgbench-orders N] [--keep] [--perf DIR]
+#   --perf DIR: profiles payledger serve (Linux perf, cpu-clock, 999 Hz) during (a) and (b)
+#               and writes DIR/<phase>.data and DIR/<phase>.txt (self time by symbol)
 #
 # Phases, each from C keep-alive connections (default 64):
 #   ceiling   the load generator's own: GET /healthz
@@ -39,6 +41,7 @@ LOADGEN_THREADS=1
 PGBENCH_ORDERS=""
 PRELOAD_ORDERS=0
 KEEP=""
+PERF_DIR=""
 ACCOUNTS=1000
 COMMAND="bench/load/run.sh $*"
 while [ $# -gt 0 ]; do
@@ -50,6 +53,7 @@ while [ $# -gt 0 ]; do
         --loadgen-threads) LOADGEN_THREADS="$2"; shift 2 ;;
         --pgbench-orders) PGBENCH_ORDERS="$2"; shift 2 ;;
         --keep) KEEP=1; shift ;;
+        --perf) PERF_DIR="$2"; shift 2 ;;
         --preload-orders) PRELOAD_ORDERS="$2"; shift 2 ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
@@ -88,6 +92,11 @@ bench_tmp_create
 trap cleanup EXIT
 
 payledger_install_deps curl time
+if [ -n "$PERF_DIR" ]; then
+    payledger_install_deps linux-perf
+    mkdir -p "$PERF_DIR"
+    PERF_DIR="$(cd "$PERF_DIR" && pwd)"
+fi
 bench_build payledger payledger_loadgen
 BENCH_BIN="$BENCH_BUILD_DIR"
 LOADGEN="$BENCH_BIN/payledger_loadgen"
@@ -194,8 +203,21 @@ phase() {
 # mixed LABEL FIRST_ORDER: every order of [FIRST_ORDER, FIRST_ORDER + ORDERS) paid by two
 # copies of its callback, shuffled; exactly one of them must append.
 mixed() {
+    local perf_pid=""
+    if [ -n "$PERF_DIR" ]; then
+        perf record -e cpu-clock -F 999 -p "$SERVER_PID" -o "$PERF_DIR/$1.data" \
+            2>"$PERF_DIR/$1.record.log" &
+        perf_pid=$!
+    fi
     phase "$1" --mode pay --expect either --copies 2 --connections "$CONNECTIONS" \
         --first-order "$2" --orders "$ORDERS" --seconds "$SECONDS_LIMIT"
+    if [ -n "$perf_pid" ]; then
+        kill -INT "$perf_pid"
+        wait "$perf_pid" || true
+        perf report -i "$PERF_DIR/$1.data" --stdio --no-children --sort dso,symbol \
+            --percent-limit 0.5 2>/dev/null | sed -E 's/ +(- +)*$//' | cut -c1-220 >"$PERF_DIR/$1.txt"
+        bench_log "$1: profile in $PERF_DIR/$1.txt"
+    fi
     [ "${APPENDED[$1]}" -gt 0 ] || bench_die "$1: nothing was appended"
 }
 

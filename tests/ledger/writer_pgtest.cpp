@@ -147,6 +147,38 @@ TEST_F(WriterPgTest, UnknownOrderAndMismatchWriteOnlyTheReceipt) {
     EXPECT_EQ(db_.Scalar("SELECT status FROM orders"), "WAIT_PAY");
 }
 
+// The bodies of a batch travel in one binary parameter, each receipt naming its slice: every
+// receipt gets exactly its own bytes, empty, binary and the largest allowed included.
+TEST_F(WriterPgTest, EveryReceiptOfABatchKeepsExactlyItsBytes) {
+    std::vector<Delivery> batch;
+    const std::vector<std::string> bodies = {std::string("\x00", 1), "", std::string(65536, '\xfe'),
+                                             "{\"a\":\"\\u0000\"}",
+                                             std::string("\r\n\x00\xff\\x41", 7)};
+    for (std::size_t i = 0; i < bodies.size(); ++i) {
+        Delivery rejected{
+            .receipt = ReceiptFor("ORD-" + std::to_string(i), projections::Source::kGeneric),
+            .verdict = Outcome::kMalformed,
+            .message = "malformed"};
+        rejected.receipt.body = bodies[i];
+        batch.push_back(std::move(rejected));
+    }
+    batch.push_back(Order("ORD-9", 500));
+    const auto results = Write(batch);
+    ASSERT_EQ(results.size(), bodies.size() + 1);
+    EXPECT_EQ(results.back().outcome, Outcome::kAppended);
+    pqxx::read_transaction tx{*connection_};
+    for (std::size_t i = 0; i < bodies.size(); ++i) {
+        const std::vector<Receipt> receipts =
+            ReadOrderReceipts(tx, "ORD-" + std::to_string(i), 0, kPageSizeMax);
+        ASSERT_EQ(receipts.size(), 1u) << i;
+        EXPECT_EQ(receipts[0].body, bodies[i]) << i;
+        EXPECT_EQ(receipts[0].id, results[i].receipt_id);
+    }
+    const std::vector<Receipt> order = ReadOrderReceipts(tx, "ORD-9", 0, kPageSizeMax);
+    ASSERT_EQ(order.size(), 1u);
+    EXPECT_EQ(order[0].body, "body of ORD-9");
+}
+
 TEST_F(WriterPgTest, RejectedDeliveryIsRecordedWithItsBytes) {
     Delivery rejected{.receipt = ReceiptFor("ORD-1", projections::Source::kGeneric),
                       .verdict = Outcome::kBadSignature,
