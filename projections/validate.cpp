@@ -192,7 +192,9 @@ std::optional<TimeMicros> ParseShanghaiDashed(std::string_view text) {
     return ToMicros(*local, kShanghaiOffsetSeconds);
 }
 
-std::string FormatRfc3339(TimeMicros time) {
+namespace {
+
+std::string FormatUtc(TimeMicros time, bool always_six_digits) {
     std::int64_t seconds = time / kMicrosPerSecond;
     std::int64_t micros = time % kMicrosPerSecond;
     if (micros < 0) {
@@ -225,12 +227,18 @@ std::string FormatRfc3339(TimeMicros time) {
                       static_cast<long long>(day), static_cast<long long>(rest / 3600),
                       static_cast<long long>(rest / 60 % 60), static_cast<long long>(rest % 60));
     std::string out(buffer, static_cast<std::size_t>(length));
-    if (micros != 0) {
+    if (micros != 0 || always_six_digits) {
         length = std::snprintf(buffer, sizeof buffer, ".%06lld", static_cast<long long>(micros));
         out.append(buffer, static_cast<std::size_t>(length));
     }
     out += 'Z';
     return out;
 }
+
+}  // namespace
+
+std::string FormatRfc3339(TimeMicros time) { return FormatUtc(time, false); }
+
+std::string FormatRfc3339Micros(TimeMicros time) { return FormatUtc(time, true); }
 
 }  // namespace payledger::projections

@@ -38,5 +38,7 @@ namespace payledger::projections {
 
 // RFC 3339 in UTC with a `Z`; the fraction is written only when it is not zero.
 [[nodiscard]] std::string FormatRfc3339(TimeMicros time);
+// The same with exactly six fractional digits, always (SPEC §11: receipt lines, checkpoints).
+[[nodiscard]] std::string FormatRfc3339Micros(TimeMicros time);
 
 }  // namespace payledger::projections

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ledger/rows.hpp"
+#include "projections/event.hpp"
+
+namespace payledger::ledger {
+
+// SPEC §11, the receipt chain: chain(r) = SHA-256(chain(previous receipt) ‖ line(r)), in id
+// order, from 32 zero bytes. Computed by the writer under the writer lock, so the chain
+// order is commit order; recomputed by `payledger audit`.
+using ChainValue = std::array<unsigned char, 32>;
+inline constexpr ChainValue kChainStart{};
+
+// The line of one receipt (UTF-8, tab-separated, ending in "\n", null as the empty string):
+// id source received_at outcome seq out_trade_no body_sha256 event. `appended` is the event
+// the receipt appended (outcome appended) and nothing otherwise; its part is
+// seq,event_type,out_trade_no,account_id,amount,currency,transaction_id,occurred_at. Times are
+// RFC 3339 UTC with six fractional digits. Uses the receipt's id, outcome and seq as stored.
+[[nodiscard]] std::string ReceiptLine(const Receipt& receipt, const projections::Event* appended);
+
+// The same from the parts, for a receipt whose body's digest is already known.
+[[nodiscard]] std::string ReceiptLine(const Receipt& receipt, std::string_view body_sha256_hex,
+                                      const projections::Event* appended);
+
+[[nodiscard]] ChainValue NextChain(const ChainValue& previous, std::string_view line);
+
+// Lower-case hex, and back (nullopt unless exactly 64 hex digits).
+[[nodiscard]] std::string ChainHex(const ChainValue& value);
+[[nodiscard]] std::optional<ChainValue> ParseChainHex(std::string_view hex);
+
+// Lower-case hex SHA-256 of `bytes` (a receipt's body_sha256).
+[[nodiscard]] std::string Sha256Hex(std::string_view bytes);
+
+}  // namespace payledger::ledger
