@@ -11,6 +11,21 @@
 
 ALTER TABLE callback_receipts ADD COLUMN chain bytea;
 
+-- The line of a receipt, and the running chain over lines in id order: for this migration,
+-- and for loading a ledger straight in SQL (bench/lib/seed_ledger.sql, tests). `e` is the
+-- event the receipt appended, or null.
+CREATE FUNCTION payledger_receipt_line(r callback_receipts, e ledger_events) RETURNS text
+LANGUAGE sql STABLE AS $$
+SELECT r.id::text || E'\t' || r.source || E'\t' ||
+       to_char(r.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') || E'\t' ||
+       r.outcome || E'\t' || coalesce(r.seq::text, '') || E'\t' ||
+       coalesce(r.out_trade_no, '') || E'\t' || encode(sha256(r.body), 'hex') || E'\t' ||
+       coalesce(e.seq::text || ',' || e.event_type || ',' || e.out_trade_no || ',' ||
+                e.account_id || ',' || coalesce(e.amount::text, '') || ',' ||
+                coalesce(e.currency, '') || ',' || coalesce(e.transaction_id, '') || ',' ||
+                to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                '') || E'\n'
+$$;
 CREATE FUNCTION payledger_chain_step(state bytea, line text) RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT AS $$ SELECT sha256(state || convert_to(line, 'UTF8')) $$;
 CREATE AGGREGATE payledger_chain(text) (
@@ -24,26 +39,12 @@ ALTER TABLE callback_receipts DISABLE TRIGGER callback_receipts_append_only;
 UPDATE callback_receipts AS c
 SET chain = x.chain
 FROM (
-    SELECT r.id,
-           payledger_chain(
-               r.id::text || E'\t' || r.source || E'\t' ||
-               to_char(r.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') ||
-               E'\t' || r.outcome || E'\t' || coalesce(r.seq::text, '') || E'\t' ||
-               coalesce(r.out_trade_no, '') || E'\t' || encode(sha256(r.body), 'hex') || E'\t' ||
-               coalesce(e.seq::text || ',' || e.event_type || ',' || e.out_trade_no || ',' ||
-                        e.account_id || ',' || coalesce(e.amount::text, '') || ',' ||
-                        coalesce(e.currency, '') || ',' || coalesce(e.transaction_id, '') || ',' ||
-                        to_char(e.occurred_at AT TIME ZONE 'UTC',
-                                'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), '') || E'\n'
-           ) OVER (ORDER BY r.id) AS chain
+    SELECT r.id, payledger_chain(payledger_receipt_line(r, e)) OVER (ORDER BY r.id) AS chain
     FROM callback_receipts AS r
     LEFT JOIN ledger_events AS e ON r.outcome = 'appended' AND e.receipt_id = r.id
 ) AS x
 WHERE c.id = x.id;
 ALTER TABLE callback_receipts ENABLE TRIGGER callback_receipts_append_only;
-
-DROP AGGREGATE payledger_chain(text);
-DROP FUNCTION payledger_chain_step(bytea, text);
 
 ALTER TABLE callback_receipts ALTER COLUMN chain SET NOT NULL;
 ALTER TABLE callback_receipts ADD CONSTRAINT callback_receipts_chain_length
