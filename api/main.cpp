@@ -13,6 +13,7 @@
 #include "api/progress.hpp"
 #include "api/server.hpp"
 #include "api/simulate.hpp"
+#include "ledger/audit.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
 #include "ledger/database.hpp"
@@ -65,10 +66,10 @@ std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url) {
             break;
         } catch (const pqxx::broken_connection& error) {
             if (attempt == 1 || attempt % 10 == 0) {
-                api::LogJson("warning", api::Dump(nlohmann::json{
-                                            {"msg", "waiting for the database"},
-                                            {"attempt", attempt},
-                                            {"error", error.what()}}));
+                api::LogJson("warning",
+                             api::Dump(nlohmann::json{{"msg", "waiting for the database"},
+                                                      {"attempt", attempt},
+                                                      {"error", error.what()}}));
             }
             // Waiting on an outside system, not synchronising threads: back off up to 2 s.
             std::this_thread::sleep_for(backoff);
@@ -132,6 +133,13 @@ int VerifyOrRebuild(const api::Config& config, bool rebuild) {
     return report.ok() ? 0 : 1;
 }
 
+// SPEC §11: exit 0 when the chain and every event hold, 1 when something is broken.
+int RunAudit(const api::Config& config) {
+    const ledger::AuditReport report = ledger::Audit(config.database_url);
+    std::cout << ledger::FormatAuditReport(report) << std::flush;
+    return report.ok() ? 0 : 1;
+}
+
 int Events(const api::Config& config, std::int64_t after,
            const std::optional<std::string>& out_trade_no) {
     auto connection = ledger::Connect(config.database_url);
@@ -161,6 +169,8 @@ int main(int argc, char** argv) {
     CLI::App* verify =
         cli.add_subcommand("verify", "fold the events and compare with the projections");
     CLI::App* rebuild = cli.add_subcommand("rebuild", "rebuild the projections online");
+    CLI::App* audit = cli.add_subcommand(
+        "audit", "recompute the receipt chain and check every event against it (SPEC §11)");
     std::int64_t after = 0;
     std::string out_trade_no;
     events->add_option("--after", after, "only events with seq > SEQ")
@@ -183,7 +193,7 @@ int main(int argc, char** argv) {
     simulate->add_option("--kind", simulate_options.kind, "payment (default), refund or close")
         ->check(CLI::IsMember({"payment", "refund", "close"}));
     simulate->add_option("--url", simulate_url, "the service (default http://<listen>)");
-    for (CLI::App* command : {serve, migrate, events, simulate, verify, rebuild}) {
+    for (CLI::App* command : {serve, migrate, events, simulate, verify, rebuild, audit}) {
         command->add_option("--config", config_path, "JSON config file (SPEC §9)");
     }
     CLI11_PARSE(cli, argc, argv);
@@ -193,6 +203,7 @@ int main(int argc, char** argv) {
         if (*serve) return Serve(config);
         if (*migrate) return Migrate(config);
         if (*verify || *rebuild) return VerifyOrRebuild(config, static_cast<bool>(*rebuild));
+        if (*audit) return RunAudit(config);
         if (*simulate) return api::RunSimulate(config, simulate_options, simulate_url);
         if (!out_trade_no.empty() && !projections::IsValidKey(out_trade_no)) {
             std::cerr << "payledger: --out-trade-no: not a valid out_trade_no\n";
