@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -133,11 +134,67 @@ int VerifyOrRebuild(const api::Config& config, bool rebuild) {
     return report.ok() ? 0 : 1;
 }
 
-// SPEC §11: exit 0 when the chain and every event hold, 1 when something is broken.
-int RunAudit(const api::Config& config) {
-    const ledger::AuditReport report = ledger::Audit(config.database_url);
+std::string ReadSmallFile(const std::string& path, const char* what) {
+    constexpr std::size_t kBytesMax = 64 * 1024;
+    std::ifstream file{path, std::ios::binary};
+    if (!file) throw std::runtime_error(std::string(what) + ": cannot read " + path);
+    std::string text(kBytesMax + 1, '\0');
+    file.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<std::size_t>(file.gcount()));
+    if (text.size() > kBytesMax)
+        throw std::runtime_error(std::string(what) + ": " + path + " is too large");
+    return text;
+}
+
+// SPEC §11: exit 0 when the chain, every event and the checkpoint hold, 1 when something is
+// broken (a bad checkpoint signature included), 2 on error.
+int RunAudit(const api::Config& config, const std::string& checkpoint_path,
+             const std::string& public_key_path) {
+    if (checkpoint_path.empty()) {
+        if (!public_key_path.empty()) {
+            std::cerr << "payledger: audit: --public-key needs --checkpoint\n";
+            return kExitError;
+        }
+        const ledger::AuditReport report = ledger::Audit(config.database_url);
+        std::cout << ledger::FormatAuditReport(report) << std::flush;
+        return report.ok() ? 0 : 1;
+    }
+    const auto checkpoint =
+        ledger::ParseCheckpointJson(ReadSmallFile(checkpoint_path, "--checkpoint"));
+    if (!checkpoint) {
+        std::cerr << "payledger: audit: " << checkpoint_path << " is not a checkpoint\n";
+        return kExitError;
+    }
+    std::optional<ledger::Ed25519Key> key;
+    if (!public_key_path.empty()) {
+        key = ledger::Ed25519Key::PublicFromPem(ReadSmallFile(public_key_path, "--public-key"));
+    } else if (config.audit_signing_key_pem) {
+        key = ledger::Ed25519Key::PrivateFromPem(*config.audit_signing_key_pem);
+    } else {
+        std::cerr << "payledger: audit: --checkpoint needs --public-key, or audit.signing_key "
+                     "in the config\n";
+        return kExitError;
+    }
+    const ledger::AuditReport report = ledger::Audit(config.database_url, &*checkpoint, &*key);
     std::cout << ledger::FormatAuditReport(report) << std::flush;
     return report.ok() ? 0 : 1;
+}
+
+// SPEC §11: the signed head of the chain, or with --public-key the key's public half (PEM).
+int RunCheckpoint(const api::Config& config, bool public_key) {
+    if (!config.audit_signing_key_pem) {
+        std::cerr << "payledger: checkpoint: no key is configured (audit.signing_key)\n";
+        return kExitError;
+    }
+    const auto key = ledger::Ed25519Key::PrivateFromPem(*config.audit_signing_key_pem);
+    if (public_key) {
+        std::cout << key.PublicPem() << std::flush;
+        return 0;
+    }
+    auto connection = ledger::Connect(config.database_url);
+    pqxx::read_transaction tx{*connection};
+    std::cout << ledger::CheckpointJson(ledger::SignHead(tx, key)) << "\n" << std::flush;
+    return 0;
 }
 
 int Events(const api::Config& config, std::int64_t after,
@@ -171,6 +228,15 @@ int main(int argc, char** argv) {
     CLI::App* rebuild = cli.add_subcommand("rebuild", "rebuild the projections online");
     CLI::App* audit = cli.add_subcommand(
         "audit", "recompute the receipt chain and check every event against it (SPEC §11)");
+    std::string checkpoint_path;
+    std::string public_key_path;
+    audit->add_option("--checkpoint", checkpoint_path, "a checkpoint to check the ledger against");
+    audit->add_option("--public-key", public_key_path,
+                      "the PEM public key that signed it (default: audit.signing_key's)");
+    CLI::App* checkpoint =
+        cli.add_subcommand("checkpoint", "print the signed head of the receipt chain (SPEC §11)");
+    bool print_public_key = false;
+    checkpoint->add_flag("--public-key", print_public_key, "print the public key (PEM) instead");
     std::int64_t after = 0;
     std::string out_trade_no;
     events->add_option("--after", after, "only events with seq > SEQ")
@@ -193,7 +259,8 @@ int main(int argc, char** argv) {
     simulate->add_option("--kind", simulate_options.kind, "payment (default), refund or close")
         ->check(CLI::IsMember({"payment", "refund", "close"}));
     simulate->add_option("--url", simulate_url, "the service (default http://<listen>)");
-    for (CLI::App* command : {serve, migrate, events, simulate, verify, rebuild, audit}) {
+    for (CLI::App* command :
+         {serve, migrate, events, simulate, verify, rebuild, audit, checkpoint}) {
         command->add_option("--config", config_path, "JSON config file (SPEC §9)");
     }
     CLI11_PARSE(cli, argc, argv);
@@ -203,7 +270,8 @@ int main(int argc, char** argv) {
         if (*serve) return Serve(config);
         if (*migrate) return Migrate(config);
         if (*verify || *rebuild) return VerifyOrRebuild(config, static_cast<bool>(*rebuild));
-        if (*audit) return RunAudit(config);
+        if (*audit) return RunAudit(config, checkpoint_path, public_key_path);
+        if (*checkpoint) return RunCheckpoint(config, print_public_key);
         if (*simulate) return api::RunSimulate(config, simulate_options, simulate_url);
         if (!out_trade_no.empty() && !projections::IsValidKey(out_trade_no)) {
             std::cerr << "payledger: --out-trade-no: not a valid out_trade_no\n";

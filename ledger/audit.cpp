@@ -63,11 +63,20 @@ private:
 
 }  // namespace
 
-AuditReport Audit(const std::string& url) {
+AuditReport Audit(const std::string& url, const Checkpoint* checkpoint, const Ed25519Key* key) {
+    PAYLEDGER_ASSERT((checkpoint == nullptr) == (key == nullptr));
     auto connection = Connect(url, LongRunningSession());
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx{*connection};
     AuditReport report;
     Breaks breaks{report};
+    if (checkpoint != nullptr) {
+        if (!key->Verifies(*checkpoint)) {
+            breaks.Add("checkpoint of receipt " + std::to_string(checkpoint->receipt_id) +
+                       ": the signature does not verify with key " + key->KeyId());
+        } else if (const auto broken = CheckpointBreak(tx, *checkpoint)) {
+            breaks.Add(*broken);
+        }
+    }
     {
         pqxx::stream_from stream{tx, kReceiptsQuery};
         std::string line;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ledger/chain.hpp"
+#include "ledger/checkpoint.hpp"
 
 namespace payledger::ledger {
 
@@ -29,9 +30,12 @@ struct AuditReport {
 // the previous receipt's stored chain and its line, and compares it with the stored one; an
 // appended receipt must have its event (and the event's seq must be the receipt's), and
 // every event must have its appending receipt. Each break is reported once: checking goes
-// on from the stored values. Bodies are hashed here, not by the database. Throws pqxx
+// on from the stored values. Bodies are hashed here, not by the database. With a
+// `checkpoint`, its signature must verify with `key` and the receipt it names must still
+// hold its chain value in the same snapshot (a deleted tail is caught here). Throws pqxx
 // exceptions.
-[[nodiscard]] AuditReport Audit(const std::string& url);
+[[nodiscard]] AuditReport Audit(const std::string& url, const Checkpoint* checkpoint = nullptr,
+                                const Ed25519Key* key = nullptr);
 
 // The lines `audit` prints, each ending in "\n".
 [[nodiscard]] std::string FormatAuditReport(const AuditReport& report);

@@ -12,6 +12,7 @@
 
 #include "ledger/audit.hpp"
 #include "ledger/chain.hpp"
+#include "ledger/checkpoint.hpp"
 #include "ledger/reads.hpp"
 #include "ledger/writer.hpp"
 #include "support/test_database.hpp"
@@ -186,6 +187,54 @@ TEST_F(AuditPgTest, AReceiptThatNamesAnotherEventIsCaught) {
     ASSERT_FALSE(report.breaks.empty());
     EXPECT_NE(report.breaks.front().find("receipt " + receipt + " names seq"), std::string::npos)
         << FormatAuditReport(report);
+}
+
+// RFC 8032's first test key (tests/ledger/checkpoint_test.cpp).
+constexpr const char* kSigningKeyPem =
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MC4CAQAwBQYDK2VwBCIEIJ1hsZ3v/VpguoRK9JLsLMREScVpezJpGXA7rAMcrn9g\n"
+    "-----END PRIVATE KEY-----\n";
+
+TEST_F(AuditPgTest, ACheckpointCatchesADeletedTailThatTheChainAloneCannot) {
+    const Ed25519Key signer = Ed25519Key::PrivateFromPem(kSigningKeyPem);
+    Checkpoint checkpoint;
+    {
+        pqxx::read_transaction tx{*connection_};
+        checkpoint = SignHead(tx, signer);
+    }
+    const Ed25519Key auditor = Ed25519Key::PublicFromPem(signer.PublicPem());
+    EXPECT_EQ(checkpoint.receipt_id, 7);
+    EXPECT_TRUE(Audit(db_.url(), &checkpoint, &auditor).ok());
+
+    // The last receipt and its event removed together: what is left chains perfectly.
+    Tamper(
+        "DELETE FROM ledger_events WHERE receipt_id = 7; "
+        "DELETE FROM callback_receipts WHERE id = 7");
+    const AuditReport alone = Audit(db_.url());
+    EXPECT_TRUE(alone.ok()) << FormatAuditReport(alone);
+    EXPECT_EQ(alone.head_id, 6);
+    const AuditReport against = Audit(db_.url(), &checkpoint, &auditor);
+    EXPECT_FALSE(against.ok());
+    ASSERT_EQ(against.breaks.size(), 1u);
+    EXPECT_EQ(against.breaks[0], "receipt 7 is missing: the checkpoint names it");
+}
+
+TEST_F(AuditPgTest, AForgedCheckpointIsBroken) {
+    const Ed25519Key signer = Ed25519Key::PrivateFromPem(kSigningKeyPem);
+    Checkpoint checkpoint;
+    {
+        pqxx::read_transaction tx{*connection_};
+        checkpoint = SignHead(tx, signer);
+    }
+    // A checkpoint naming an earlier receipt with its real chain, but not signed for it.
+    checkpoint.receipt_id = 6;
+    checkpoint.chain =
+        db_.Scalar("SELECT encode(chain, 'hex') FROM callback_receipts WHERE id = 6");
+    const AuditReport report = Audit(db_.url(), &checkpoint, &signer);
+    EXPECT_FALSE(report.ok());
+    ASSERT_FALSE(report.breaks.empty());
+    EXPECT_EQ(report.breaks[0],
+              "checkpoint of receipt 6: the signature does not verify with key " + signer.KeyId());
 }
 
 TEST_F(AuditPgTest, TheMigrationChainsAnExistingLedgerAsTheWriterDoes) {
