@@ -12,6 +12,7 @@
 #include "api/json_input.hpp"
 #include "api/json_output.hpp"
 #include "api/log.hpp"
+#include "api/routes/reconciliations.hpp"
 #include "api/wechat_v2_channel.hpp"
 #include "api/wechat_v3_channel.hpp"
 #include "ledger/reads.hpp"
@@ -348,11 +349,15 @@ void App::Handle(Incoming incoming, Respond respond) {
         const bool read = is({"v1", "orders", "*"}) || is({"v1", "orders", "*", "events"}) ||
                           is({"v1", "orders", "*", "receipts"}) ||
                           is({"v1", "accounts", "*", "balances"}) || is({"v1", "events"}) ||
-                          is({"v1", "receipts"});
+                          is({"v1", "receipts"}) || is({"v1", "reconciliations"}) ||
+                          is({"v1", "reconciliations", "*"});
         if (!read) return timed(NotFound());
         if (method != http::verb::get) return timed(MethodNotAllowed("GET"));
         if (auto denied = Authorize(incoming.request, Role::kAuditor)) {
             return timed(std::move(*denied));
+        }
+        if (segments[1] == "reconciliations") {  // SPEC §10, api/routes/reconciliations.cpp.
+            return timed(HandleReconciliations(pool_, incoming, segments));
         }
         if (segments.size() == 2) {
             const auto accept = incoming.request.find(http::field::accept);

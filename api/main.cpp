@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "api/app.hpp"
+#include "api/cli/reconcile_command.hpp"
+#include "api/cli/simulate_bill.hpp"
 #include "api/config.hpp"
 #include "api/json_output.hpp"
 #include "api/log.hpp"
@@ -259,8 +261,12 @@ int main(int argc, char** argv) {
     simulate->add_option("--kind", simulate_options.kind, "payment (default), refund or close")
         ->check(CLI::IsMember({"payment", "refund", "close"}));
     simulate->add_option("--url", simulate_url, "the service (default http://<listen>)");
-    for (CLI::App* command :
-         {serve, migrate, events, simulate, verify, rebuild, audit, checkpoint}) {
+    api::ReconcileCommand reconcile_command;
+    CLI::App* reconcile = api::AddReconcileCommand(cli, reconcile_command);
+    api::SimulateBillCommand simulate_bill_command;
+    CLI::App* simulate_bill = api::AddSimulateBillCommand(cli, simulate_bill_command);
+    for (CLI::App* command : {serve, migrate, events, simulate, verify, rebuild, reconcile,
+                              simulate_bill, audit, checkpoint}) {
         command->add_option("--config", config_path, "JSON config file (SPEC §9)");
     }
     CLI11_PARSE(cli, argc, argv);
@@ -273,6 +279,8 @@ int main(int argc, char** argv) {
         if (*audit) return RunAudit(config, checkpoint_path, public_key_path);
         if (*checkpoint) return RunCheckpoint(config, print_public_key);
         if (*simulate) return api::RunSimulate(config, simulate_options, simulate_url);
+        if (*reconcile) return api::RunReconcileCommand(config, reconcile_command);
+        if (*simulate_bill) return api::RunSimulateBillCommand(config, simulate_bill_command);
         if (!out_trade_no.empty() && !projections::IsValidKey(out_trade_no)) {
             std::cerr << "payledger: --out-trade-no: not a valid out_trade_no\n";
             return kExitError;

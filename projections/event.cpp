@@ -15,12 +15,14 @@ constexpr std::array<std::pair<EventType, std::string_view>, 4> kEventTypeNames{
     {EventType::kRefundSucceeded, "REFUND_SUCCEEDED"},
 }};
 
-constexpr std::array<std::pair<Source, std::string_view>, 5> kSourceNames{{
+constexpr std::array<std::pair<Source, std::string_view>, 7> kSourceNames{{
     {Source::kApi, "api"},
     {Source::kWechatV2, "wechat_v2"},
     {Source::kWechatV3, "wechat_v3"},
     {Source::kAlipay, "alipay"},
     {Source::kGeneric, "generic"},
+    {Source::kWechatBill, "wechat_bill"},
+    {Source::kAlipayBill, "alipay_bill"},
 }};
 
 constexpr std::array<std::pair<Outcome, std::string_view>, 10> kOutcomeNames{{

@@ -16,8 +16,8 @@ inline constexpr std::size_t kKeyLengthMax = 64;  // out_trade_no, account_id.
 // SPEC §2, in the SPEC's order.
 enum class EventType { kOrderCreated, kPaymentSucceeded, kPaymentClosed, kRefundSucceeded };
 
-// Where a delivery came from (SPEC §2 `source`).
-enum class Source { kApi, kWechatV2, kWechatV3, kAlipay, kGeneric };
+// Where a delivery came from (SPEC §2 `source`; the bill sources of SPEC §10 last).
+enum class Source { kApi, kWechatV2, kWechatV3, kAlipay, kGeneric, kWechatBill, kAlipayBill };
 
 // SPEC §5, one enumerator per outcome, in the SPEC's order.
 enum class Outcome {

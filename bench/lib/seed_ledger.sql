@@ -7,11 +7,16 @@
 --   paid      how many of them also have a PAYMENT_SUCCEEDED (spread evenly, seq after
 --             every ORDER_CREATED, transaction_id 'TX' || the order number)
 --   accounts  accounts the orders spread over
+--   source    the payments' source (optional, default generic; bench/reconcile: wechat_v2)
 -- Every event gets its receipt (outcome appended, the same id as its seq). The projections
 -- are then computed from the events by project_ledger.sql (SPEC §4), so `payledger verify`
 -- passes. Inserts only: the append-only triggers refuse UPDATE, DELETE and TRUNCATE, not
 -- INSERT. One transaction: all or nothing.
 \set ON_ERROR_STOP on
+\if :{?source}
+\else
+\set source generic
+\endif
 BEGIN;
 DO $$
 BEGIN
@@ -35,7 +40,7 @@ FROM generate_series(1, :orders) AS i;
 -- Order i is the r-th paid order, r = i * paid / orders, when r grows at i.
 INSERT INTO ledger_events (seq, out_trade_no, event_type, source, account_id, amount, currency,
                            transaction_id, occurred_at, recorded_at, receipt_id, data)
-SELECT :orders + r, :'prefix' || lpad(i::text, :pad, '0'), 'PAYMENT_SUCCEEDED', 'generic',
+SELECT :orders + r, :'prefix' || lpad(i::text, :pad, '0'), 'PAYMENT_SUCCEEDED', :'source',
        'acct-' || (i % :accounts), 100 + i % 100000, 'CNY', 'TX' || lpad(i::text, :pad, '0'),
        timestamptz '2026-11-30 00:00:00Z' + r * interval '1 millisecond',
        timestamptz '2026-11-30 00:00:00Z' + r * interval '1 millisecond', :orders + r, '{}'

@@ -10,7 +10,8 @@ payledger_log() { printf '[payledger] %s\n' "$*" >&2; }
 payledger_install_deps() {
     local packages=(g++ cmake make pkg-config openssl
         libboost1.81-dev libpqxx-dev nlohmann-json3-dev libgtest-dev libssl-dev
-        libcli11-dev libpugixml-dev postgresql-15 postgresql-client-15 wrk "$@")
+        libcli11-dev libpugixml-dev zlib1g-dev libzip-dev postgresql-15 postgresql-client-15 wrk
+        "$@")
     local missing=()
     for p in "${packages[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

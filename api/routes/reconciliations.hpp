@@ -1,0 +1,17 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "api/http.hpp"
+#include "ledger/connection_pool.hpp"
+
+namespace payledger::api {
+
+// GET /v1/reconciliations?after=&limit= and GET /v1/reconciliations/{id} (SPEC §10), for
+// auditors: the caller has checked the method and the token. `segments` is the path split
+// at "/" ("v1", "reconciliations"[, id]). Reads through `pool`; 503 when it cannot.
+[[nodiscard]] Response HandleReconciliations(ledger::ConnectionPool& pool, const Incoming& incoming,
+                                             const std::vector<std::string>& segments);
+
+}  // namespace payledger::api

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "projections/event.hpp"
+
+namespace payledger::ledger::reconcile {
+
+// SPEC §10: the platforms whose daily statements payledger reconciles.
+enum class Platform { kWechat, kAlipay };
+
+[[nodiscard]] const char* ToString(Platform platform);
+
+// A bill that cannot be reconciled: unreadable, malformed, incomplete (its summary disagrees
+// with its rows), another merchant's or another day's. what() is for a person and names the
+// line where there is one. `payledger reconcile` exits 2 and records nothing.
+class BillError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// Lines longer than this are refused: a receipt's body is at most 64 KiB (SPEC §3).
+inline constexpr std::size_t kBillLineBytesMax = 64 * 1024;
+
+// One detail row of a bill that is a payment or a refund (SPEC §10 "Entries").
+struct BillEntry {
+    std::int64_t line_number = 0;  // 1-based, in the (decompressed) statement.
+    projections::EventType event_type = projections::EventType::kPaymentSucceeded;
+    std::string out_trade_no{};
+    std::string platform_id{};  // Payment: the platform's trade number; refund: its refund's.
+    std::int64_t amount = 0;    // Fen.
+    std::string currency{};
+    projections::TimeMicros occurred_at = 0;  // The row's time, Asia/Shanghai on the wire.
+    bool pending = false;                     // A refund the bill lists as not yet successful.
+    std::string raw_line{};  // The row's bytes as in the statement, without the line end.
+};
+
+// Called once per entry, in file order, before the summary has been checked: a caller must
+// hold what it receives back until the parser returns (it throws BillError otherwise).
+using EntrySink = std::function<void(const BillEntry&)>;
+
+// What a parser found besides the entries.
+struct BillTotals {
+    std::int64_t rows = 0;  // Detail rows, entries or not (SPEC §10 rows=<n>).
+};
+
+// "yyyy-MM-dd HH:mm:ss" in Asia/Shanghai time (UTC+8, no daylight saving).
+[[nodiscard]] std::string FormatShanghaiDashed(projections::TimeMicros time);
+
+// Fen as yuan with two decimals: 8880 -> "88.80". REQUIRES: amount >= 0.
+[[nodiscard]] std::string FormatYuan(std::int64_t amount);
+
+// Yuan with at most two decimals into fen by SPEC §1's rules (projections::ParseMajorUnits),
+// zero included ("0.00" -> 0, as bills write absent amounts). nullopt when malformed.
+[[nodiscard]] std::optional<std::int64_t> ParseYuanOrZero(std::string_view text);
+
+}  // namespace payledger::ledger::reconcile

@@ -1,0 +1,52 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ledger/reconcile/bill.hpp"
+#include "projections/reconcile.hpp"
+
+namespace payledger::ledger::reconcile {
+
+// `payledger reconcile <platform> --bill FILE --date D [--apply]` (SPEC §10).
+struct ReconcileOptions {
+    Platform platform = Platform::kWechat;
+    std::string bill_path{};
+    std::string date{};  // YYYY-MM-DD, an Asia/Shanghai day.
+    bool apply = false;
+    // WeChat: the merchant ids a bill may name (wechat_v2.mch_id, wechat_v3.mchid).
+    std::vector<std::string> wechat_mch_ids{};
+};
+
+struct ReconcileReport {
+    std::int64_t id = 0;  // reconciliations.id of the stored run.
+    std::int64_t rows = 0;
+    std::array<std::int64_t, projections::kCategoryCount> counts{};  // By Category.
+    bool ok = false;  // Nothing but matched, pending and applied.
+};
+
+// [D 00:00+08, D+1 00:00+08) of "YYYY-MM-DD" in microseconds, or nullopt when malformed.
+[[nodiscard]] std::optional<std::pair<projections::TimeMicros, projections::TimeMicros>>
+ShanghaiDay(std::string_view date);
+
+// The payment and refund sources of a platform's channels (SPEC §10 "Ledger side").
+[[nodiscard]] std::vector<std::string> LedgerSources(Platform platform);
+
+// Reconciles the bill with the ledger at `database_url` and prints SPEC §10's lines to `out`.
+// The bill streams through: its bytes and entries go to temporary tables of the session, the
+// matching is a join there, so memory does not grow with the statement. With `apply`, every
+// missing_in_ledger entry that passes SPEC §6's checks is submitted through a Committer (the
+// callbacks' write path: writer lock, unique key, projections, one receipt per entry whose
+// body is the bill's raw line). Then the run is stored in `reconciliations` under the
+// writer lock, and only then printed.
+// Throws BillError for a bill that cannot be reconciled (nothing stored, nothing applied),
+// pqxx exceptions when the database fails, std::runtime_error when an apply could not commit.
+ReconcileReport Reconcile(const std::string& database_url, const ReconcileOptions& options,
+                          std::ostream& out);
+
+}  // namespace payledger::ledger::reconcile

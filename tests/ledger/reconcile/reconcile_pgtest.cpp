@@ -1,0 +1,420 @@
+// `payledger reconcile` against the real PostgreSQL (SPEC §10, issue 13 points 1-3, 7): every
+// category in one bill with the exact output, --apply through the callbacks' write path (a
+// receipt whose body is the bill's line, source wechat_bill, the projections), a second run
+// that applies nothing, the platform's later callback as a duplicate, verify after; §6
+// checks that keep an entry from being applied; an incomplete bill that records nothing; the
+// append-only reconciliations table and what it stores; Alipay's zip from simulate-bill; and
+// GET /v1/reconciliations[/{id}] through the HTTP service.
+#include <gtest/gtest.h>
+#include <openssl/sha.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ledger/reads.hpp"
+#include "ledger/reconcile/reconciliation.hpp"
+#include "ledger/reconcile/simulate_bill.hpp"
+#include "ledger/verify.hpp"
+#include "ledger/writer.hpp"
+#include "projections/validate.hpp"
+#include "support/http_client.hpp"
+#include "support/test_database.hpp"
+#include "support/test_service.hpp"
+
+namespace payledger::ledger::reconcile {
+namespace {
+
+using projections::Category;
+using projections::Event;
+using projections::EventType;
+using projections::Outcome;
+using projections::Source;
+
+const std::string kDate = "2026-11-30";
+// 2026-11-30 12:00 in Shanghai, and the Shanghai day before.
+const projections::TimeMicros kNoon = *projections::ParseRfc3339("2026-11-30T04:00:00Z");
+const projections::TimeMicros kDayBefore = *projections::ParseRfc3339("2026-11-29T04:00:00Z");
+// 2026-11-30 23:30 Shanghai is still the day; 2026-12-01 00:10 Shanghai is not.
+const projections::TimeMicros kLate = *projections::ParseRfc3339("2026-11-30T15:30:00Z");
+const projections::TimeMicros kNextDay = *projections::ParseRfc3339("2026-11-30T16:10:00Z");
+const std::string kMchId = "1900000109";
+
+const std::string kHeader =
+    "交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,交易状态,"
+    "付款银行,货币种类,应结订单金额,代金券金额,微信退款单号,商户退款单号,退款金额,充值券退款金额,"
+    "退款类型,退款状态,商品名称,商户数据包,手续费,费率,订单金额,申请退款金额,费率备注";
+
+std::string Yuan(std::int64_t fen) { return FormatYuan(fen); }
+
+// One detail row in providers.md §8.1's 27-field layout.
+struct Row {
+    EventType type = EventType::kPaymentSucceeded;
+    std::string out_trade_no;
+    std::string id;  // Payment: 微信订单号; refund: 微信退款单号.
+    std::int64_t amount = 0;
+    std::string refund_status = "SUCCESS";
+};
+
+std::string RowText(const Row& row) {
+    const bool refund = row.type == EventType::kRefundSucceeded;
+    return "`2026-11-30 12:00:00,`wx8888888888888888,`" + kMchId + ",`0,`,`" +
+           (refund ? "4200009999" : row.id) + ",`" + row.out_trade_no + ",`o1,`JSAPI,`" +
+           (refund ? "REFUND" : "SUCCESS") + ",`OTHERS,`CNY,`" +
+           (refund ? "0.00" : Yuan(row.amount)) + ",`0.00,`" + (refund ? row.id : "0") + ",`" +
+           (refund ? "RF-1" : "0") + ",`" + (refund ? Yuan(row.amount) : "0.00") + ",`0.00,`" +
+           (refund ? "ORIGINAL" : "") + ",`" + (refund ? row.refund_status : "") +
+           ",`T-shirt,`,`0.00000,`0.60%,`" + (refund ? "0.00" : Yuan(row.amount)) + ",`" +
+           (refund ? Yuan(row.amount) : "0.00") + ",`";
+}
+
+std::string Bill(const std::vector<Row>& rows, std::int64_t count_delta = 0) {
+    std::string text = kHeader + "\n";
+    std::int64_t orders = 0, refunds = 0;
+    for (const Row& row : rows) {
+        text += RowText(row) + "\n";
+        (row.type == EventType::kRefundSucceeded ? refunds : orders) += row.amount;
+    }
+    text +=
+        "总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,"
+        "申请退款总金额\n";
+    text += "`" + std::to_string(static_cast<std::int64_t>(rows.size()) + count_delta) + ",`" +
+            Yuan(orders) + ",`" + Yuan(refunds) + ",`0.00,`0.00000,`" + Yuan(orders) + ",`" +
+            Yuan(refunds) + "\n";
+    return text;
+}
+
+class ReconcilePgTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!db_.available()) GTEST_SKIP() << "no test database";
+        connection_ = db_.Connect();
+        bill_path_ = std::filesystem::temp_directory_path() / (db_.name() + "-bill.txt");
+    }
+    void TearDown() override { std::filesystem::remove(bill_path_); }
+
+    DeliveryResult Write(Delivery delivery) {
+        const std::vector<Delivery> batch = {std::move(delivery)};
+        return WriteBatch(*connection_, batch).at(0);
+    }
+
+    void Order(const std::string& out_trade_no, std::int64_t amount) {
+        ASSERT_EQ(
+            Write({.receipt = {.source = Source::kApi, .peer = "t", .out_trade_no = out_trade_no},
+                   .event = Event{.out_trade_no = out_trade_no,
+                                  .event_type = EventType::kOrderCreated,
+                                  .source = Source::kApi,
+                                  .account_id = "shop-1",
+                                  .amount = amount,
+                                  .currency = "CNY",
+                                  .occurred_at = kDayBefore}})
+                .outcome,
+            Outcome::kAppended);
+    }
+
+    Outcome Callback(const std::string& out_trade_no, EventType type, const std::string& id,
+                     std::int64_t amount, Source source = Source::kWechatV2,
+                     projections::TimeMicros at = kNoon) {
+        return Write({.receipt = {.source = source, .peer = "t", .out_trade_no = out_trade_no},
+                      .event = Event{.out_trade_no = out_trade_no,
+                                     .event_type = type,
+                                     .source = source,
+                                     .amount = amount,
+                                     .currency = "CNY",
+                                     .transaction_id = id,
+                                     .occurred_at = at}})
+            .outcome;
+    }
+
+    void WriteBill(const std::string& text) {
+        std::ofstream out{bill_path_, std::ios::binary};
+        out << text;
+    }
+
+    ReconcileReport Run(bool apply, std::string* output = nullptr,
+                        Platform platform = Platform::kWechat) {
+        std::ostringstream out;
+        ReconcileReport report = Reconcile(db_.url(),
+                                           {.platform = platform,
+                                            .bill_path = bill_path_,
+                                            .date = kDate,
+                                            .apply = apply,
+                                            .wechat_mch_ids = {kMchId}},
+                                           out);
+        if (output != nullptr) *output = out.str();
+        return report;
+    }
+
+    std::int64_t Count(Category category, const ReconcileReport& report) {
+        return report.counts.at(static_cast<std::size_t>(category));
+    }
+
+    testing::TestDatabase db_;
+    std::unique_ptr<pqxx::connection> connection_;
+    std::string bill_path_;
+};
+
+// One key per category, plus events that must not count (Shanghai's next day, another
+// channel) and one matched although paid on another day.
+TEST_F(ReconcilePgTest, EveryCategoryInOneBillWithTheSpecsOutput) {
+    Order("A-matched", 1000);
+    ASSERT_EQ(Callback("A-matched", EventType::kPaymentSucceeded, "42A", 1000), Outcome::kAppended);
+    Order("B-missing", 2000);
+    Order("C-unbilled", 3000);
+    ASSERT_EQ(
+        Callback("C-unbilled", EventType::kPaymentSucceeded, "42C", 3000, Source::kWechatV3, kLate),
+        Outcome::kAppended);
+    Order("D-amount", 4000);
+    ASSERT_EQ(Callback("D-amount", EventType::kPaymentSucceeded, "42D", 4000), Outcome::kAppended);
+    Order("E-txn", 5000);
+    ASSERT_EQ(Callback("E-txn", EventType::kPaymentSucceeded, "42E", 5000), Outcome::kAppended);
+    Order("G-pending", 7000);  // Paid the day before; its refund is still processing.
+    ASSERT_EQ(Callback("G-pending", EventType::kPaymentSucceeded, "42G", 7000, Source::kWechatV2,
+                       kDayBefore),
+              Outcome::kAppended);
+    Order("H-generic", 8000);  // Another channel's payment of the day: not the bill's business.
+    ASSERT_EQ(Callback("H-generic", EventType::kPaymentSucceeded, "42H", 8000, Source::kGeneric),
+              Outcome::kAppended);
+    Order("I-other-day", 9000);  // Paid the day before, billed today: matched all the same.
+    ASSERT_EQ(Callback("I-other-day", EventType::kPaymentSucceeded, "42I", 9000, Source::kWechatV2,
+                       kDayBefore),
+              Outcome::kAppended);
+    Order("J-next-day", 1100);  // Shanghai's next day: not on this bill's day.
+    ASSERT_EQ(Callback("J-next-day", EventType::kPaymentSucceeded, "42J", 1100, Source::kWechatV2,
+                       kNextDay),
+              Outcome::kAppended);
+    Order("K-refund", 1200);
+    ASSERT_EQ(Callback("K-refund", EventType::kPaymentSucceeded, "42K", 1200, Source::kWechatV2,
+                       kDayBefore),
+              Outcome::kAppended);
+    ASSERT_EQ(Callback("K-refund", EventType::kRefundSucceeded, "50K", 200), Outcome::kAppended);
+    WriteBill(Bill({{EventType::kPaymentSucceeded, "A-matched", "42A", 1000},
+                    {EventType::kPaymentSucceeded, "B-missing", "42B", 2000},
+                    {EventType::kPaymentSucceeded, "D-amount", "42D", 4001},
+                    {EventType::kPaymentSucceeded, "E-txn", "42X", 5000},
+                    {EventType::kPaymentSucceeded, "F-unknown", "42F", 6000},
+                    {EventType::kRefundSucceeded, "G-pending", "50G", 100, "PROCESSING"},
+                    {EventType::kPaymentSucceeded, "I-other-day", "42I", 9000},
+                    {EventType::kRefundSucceeded, "K-refund", "50K", 300}}));
+    std::string output;
+    const ReconcileReport report = Run(false, &output);
+    EXPECT_FALSE(report.ok);
+    EXPECT_EQ(output,
+              "reconcile wechat 2026-11-30 rows=8 matched=2 missing_in_ledger=1 "
+              "missing_in_bill=1 amount_mismatch=2 transaction_mismatch=1 unknown_order=1 "
+              "pending=1 applied=0 DIFFERS\n"
+              "  missing_in_ledger PAYMENT_SUCCEEDED B-missing bill=42B:2000 ledger=-\n"
+              "  missing_in_bill PAYMENT_SUCCEEDED C-unbilled bill=- ledger=42C:3000\n"
+              "  amount_mismatch PAYMENT_SUCCEEDED D-amount bill=42D:4001 ledger=42D:4000\n"
+              "  amount_mismatch REFUND_SUCCEEDED K-refund bill=50K:300 ledger=50K:200\n"
+              "  transaction_mismatch PAYMENT_SUCCEEDED E-txn bill=42X:5000 ledger=42E:5000\n"
+              "  unknown_order PAYMENT_SUCCEEDED F-unknown bill=42F:6000 ledger=-\n");
+    // The run is stored with its counts and differences, in the output's order.
+    const std::string stored = db_.Scalar(
+        "SELECT jsonb_build_array(platform, date::text, ok, applied, counts, differences)::text "
+        "FROM reconciliations WHERE id = " +
+        std::to_string(report.id));
+    const nlohmann::json row = nlohmann::json::parse(stored);
+    EXPECT_EQ(row[0], "wechat");
+    EXPECT_EQ(row[1], kDate);
+    EXPECT_EQ(row[2], false);
+    EXPECT_EQ(row[3], false);
+    EXPECT_EQ(row[4]["rows"], 8);
+    EXPECT_EQ(row[4]["amount_mismatch"], 2);
+    ASSERT_EQ(row[5].size(), 6u);
+    EXPECT_EQ(row[5][1], (nlohmann::json{{"category", "missing_in_bill"},
+                                         {"event_type", "PAYMENT_SUCCEEDED"},
+                                         {"out_trade_no", "C-unbilled"},
+                                         {"bill", nullptr},
+                                         {"ledger", "42C:3000"}}));
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), "20");  // Nothing appended.
+}
+
+TEST_F(ReconcilePgTest, ApplyAppendsThroughTheWritePathOnceAndTheLateCallbackIsADuplicate) {
+    Order("P-1", 1999);
+    Order("P-2", 2999);
+    ASSERT_EQ(Callback("P-2", EventType::kPaymentSucceeded, "42P2", 2999), Outcome::kAppended);
+    Order("R-1", 5000);
+    ASSERT_EQ(
+        Callback("R-1", EventType::kPaymentSucceeded, "42R1", 5000, Source::kWechatV2, kDayBefore),
+        Outcome::kAppended);
+    const Row payment{EventType::kPaymentSucceeded, "P-1", "42P1", 1999};
+    const Row refund{EventType::kRefundSucceeded, "R-1", "50R1", 1500};
+    WriteBill(Bill({payment, {EventType::kPaymentSucceeded, "P-2", "42P2", 2999}, refund}));
+
+    std::string output;
+    ReconcileReport report = Run(true, &output);
+    EXPECT_TRUE(report.ok);
+    EXPECT_EQ(output,
+              "reconcile wechat 2026-11-30 rows=3 matched=1 missing_in_ledger=0 "
+              "missing_in_bill=0 amount_mismatch=0 transaction_mismatch=0 unknown_order=0 "
+              "pending=0 applied=2 OK\n"
+              "  applied PAYMENT_SUCCEEDED P-1 bill=42P1:1999 ledger=42P1:1999\n"
+              "  applied REFUND_SUCCEEDED R-1 bill=50R1:1500 ledger=50R1:1500\n");
+    // The events, their receipts (body: the bill's raw line) and the projections.
+    pqxx::read_transaction tx{*connection_};
+    const std::vector<Event> events = ReadOrderEvents(tx, "P-1");
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[1].source, Source::kWechatBill);
+    EXPECT_EQ(events[1].transaction_id, "42P1");
+    EXPECT_EQ(events[1].amount, 1999);
+    EXPECT_EQ(events[1].occurred_at, kNoon);
+    const std::vector<Receipt> receipts = ReadOrderReceipts(tx, "P-1", 0, 100);
+    ASSERT_EQ(receipts.size(), 2u);
+    EXPECT_EQ(receipts[1].source, Source::kWechatBill);
+    EXPECT_EQ(receipts[1].outcome, Outcome::kAppended);
+    EXPECT_EQ(receipts[1].body, RowText(payment));
+    EXPECT_EQ(receipts[1].seq, events[1].seq);
+    EXPECT_EQ(ReadOrderReceipts(tx, "R-1", 0, 100).back().body, RowText(refund));
+    EXPECT_EQ(ReadOrder(tx, "P-1")->status, "PAID");
+    EXPECT_EQ(ReadOrder(tx, "R-1")->status, "REFUNDED");
+    EXPECT_EQ(ReadBalances(tx, "shop-1").at(0).balance, 1999 + 2999 + 5000 - 1500);
+    tx.commit();
+
+    // A second run appends nothing: everything is matched now.
+    const std::string events_before = db_.Scalar("SELECT count(*) FROM ledger_events");
+    report = Run(true, &output);
+    EXPECT_TRUE(report.ok);
+    EXPECT_EQ(Count(Category::kMatched, report), 3);
+    EXPECT_EQ(Count(Category::kApplied, report), 0);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), events_before);
+
+    // The platform's callback that arrives at last: the same fingerprint, a duplicate.
+    EXPECT_EQ(Callback("P-1", EventType::kPaymentSucceeded, "42P1", 1999), Outcome::kDuplicate);
+    EXPECT_EQ(Callback("R-1", EventType::kRefundSucceeded, "50R1", 1500, Source::kWechatV3),
+              Outcome::kDuplicate);
+    EXPECT_TRUE(Verify(db_.url()).ok());
+}
+
+TEST_F(ReconcilePgTest, ApplyLeavesWhatSectionSixRefusesMissing) {
+    Order("P-short", 1999);  // The bill's payment is another amount than the order's.
+    Order("R-big", 1000);    // The bill's refund exceeds the order amount.
+    ASSERT_EQ(Callback("R-big", EventType::kPaymentSucceeded, "42RB", 1000), Outcome::kAppended);
+    WriteBill(Bill({{EventType::kPaymentSucceeded, "P-short", "42PS", 1998},
+                    {EventType::kRefundSucceeded, "R-big", "50RB", 1001},
+                    {EventType::kPaymentSucceeded, "X-unknown", "42XU", 10}}));
+    const std::string receipts_before = db_.Scalar("SELECT count(*) FROM callback_receipts");
+    std::string output;
+    const ReconcileReport report = Run(true, &output);
+    EXPECT_FALSE(report.ok);
+    EXPECT_EQ(Count(Category::kMissingInLedger, report), 2);
+    EXPECT_EQ(Count(Category::kUnknownOrder, report), 1);
+    EXPECT_EQ(Count(Category::kApplied, report), 0);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"), receipts_before);
+}
+
+TEST_F(ReconcilePgTest, AnIncompleteBillRecordsAndAppliesNothing) {
+    Order("P-1", 1999);
+    WriteBill(Bill({{EventType::kPaymentSucceeded, "P-1", "42P1", 1999}}, /*count_delta=*/1));
+    const std::string receipts_before = db_.Scalar("SELECT count(*) FROM callback_receipts");
+    EXPECT_THROW(Run(true), BillError);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliations"), "0");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"), receipts_before);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events WHERE out_trade_no = 'P-1'"), "1");
+    // Another merchant's bill is refused the same way.
+    std::string other = Bill({{EventType::kPaymentSucceeded, "P-1", "42P1", 1999}});
+    other.replace(other.find(kMchId), kMchId.size(), "1900000999");
+    WriteBill(other);
+    EXPECT_THROW(Run(true), BillError);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliations"), "0");
+}
+
+TEST_F(ReconcilePgTest, TheTableIsAppendOnlyAndHoldsTheBillAsGiven) {
+    const std::string text = Bill({});
+    WriteBill(text);
+    const ReconcileReport report = Run(false);
+    EXPECT_TRUE(report.ok);
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+    std::string hex;
+    for (const unsigned char byte : digest) {
+        static constexpr char kDigits[] = "0123456789abcdef";
+        hex += kDigits[byte >> 4];
+        hex += kDigits[byte & 0x0f];
+    }
+    EXPECT_EQ(db_.Scalar("SELECT bill_sha256 FROM reconciliations"), hex);
+    EXPECT_EQ(db_.Scalar("SELECT encode(sha256(bill), 'hex') FROM reconciliations"), hex);
+    for (const char* sql : {"UPDATE reconciliations SET ok = false", "DELETE FROM reconciliations",
+                            "TRUNCATE reconciliations"}) {
+        EXPECT_THROW(db_.Scalar(sql), pqxx::insufficient_privilege) << sql;
+    }
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliations"), "1");
+}
+
+TEST_F(ReconcilePgTest, AlipayZipFromSimulateBillWithDroppedAndAlteredRows) {
+    for (const std::string key : {"AL-1", "AL-2", "AL-3"}) {
+        Order(key, 8880);
+        ASSERT_EQ(Callback(key, EventType::kPaymentSucceeded, "2026" + key, 8880, Source::kAlipay),
+                  Outcome::kAppended);
+    }
+    ASSERT_EQ(Callback("AL-3", EventType::kRefundSucceeded, "RF-AL-3", 880, Source::kAlipay, kLate),
+              Outcome::kAppended);
+    bill_path_ += ".zip";
+    std::ostringstream out, log;
+    const SimulateBillOptions options{.platform = Platform::kAlipay,
+                                      .date = kDate,
+                                      .out_path = bill_path_,
+                                      .alipay_account = "2088123456789012"};
+    EXPECT_EQ(SimulateBill(db_.url(), options, out, log).rows, 4);
+    EXPECT_TRUE(Run(false, nullptr, Platform::kAlipay).ok);
+
+    SimulateBillOptions changed = options;
+    changed.drop = 1;
+    changed.alter = 1;
+    EXPECT_EQ(SimulateBill(db_.url(), changed, out, log).rows, 3);
+    std::string output;
+    const ReconcileReport report = Run(false, &output, Platform::kAlipay);
+    EXPECT_EQ(output,
+              "reconcile alipay 2026-11-30 rows=3 matched=2 missing_in_ledger=0 "
+              "missing_in_bill=1 amount_mismatch=1 transaction_mismatch=0 unknown_order=0 "
+              "pending=0 applied=0 DIFFERS\n"
+              "  missing_in_bill PAYMENT_SUCCEEDED AL-1 bill=- ledger=2026AL-1:8880\n"
+              "  amount_mismatch PAYMENT_SUCCEEDED AL-2 bill=2026AL-2:8881 ledger=2026AL-2:8880\n");
+    EXPECT_FALSE(report.ok);
+}
+
+TEST_F(ReconcilePgTest, AuditorsReadTheRunsOverHttp) {
+    Order("P-1", 1999);
+    WriteBill(Bill({{EventType::kPaymentSucceeded, "P-1", "42P1", 1999}}));
+    const ReconcileReport first = Run(false);
+    const ReconcileReport second = Run(true);
+    testing::TestService service{testing::TestConfig(db_.url())};
+    testing::HttpClient client{service.port()};
+    const auto get = [&](const std::string& target, const char* token = testing::kAuditorToken) {
+        return client.Get(target, token);
+    };
+    testing::HttpResult page = get("/v1/reconciliations?limit=1");
+    ASSERT_EQ(page.status, 200) << page.body;
+    nlohmann::json body = nlohmann::json::parse(page.body);
+    ASSERT_EQ(body["reconciliations"].size(), 1u);
+    EXPECT_EQ(body["next_after"], first.id);
+    EXPECT_EQ(body["reconciliations"][0]["ok"], false);
+    EXPECT_EQ(body["reconciliations"][0]["counts"]["missing_in_ledger"], 1);
+    EXPECT_FALSE(body["reconciliations"][0].contains("differences"));
+    page = get("/v1/reconciliations?after=" + std::to_string(first.id));
+    body = nlohmann::json::parse(page.body);
+    ASSERT_EQ(body["reconciliations"].size(), 1u);
+    EXPECT_EQ(body["reconciliations"][0]["id"], second.id);
+    EXPECT_EQ(body["reconciliations"][0]["counts"]["applied"], 1);
+
+    const testing::HttpResult one = get("/v1/reconciliations/" + std::to_string(first.id));
+    ASSERT_EQ(one.status, 200) << one.body;
+    body = nlohmann::json::parse(one.body);
+    EXPECT_EQ(body["platform"], "wechat");
+    EXPECT_EQ(body["date"], kDate);
+    EXPECT_EQ(body["bill_sha256"].get<std::string>().size(), 64u);
+    EXPECT_EQ(body["differences"], (nlohmann::json::array({{{"category", "missing_in_ledger"},
+                                                            {"event_type", "PAYMENT_SUCCEEDED"},
+                                                            {"out_trade_no", "P-1"},
+                                                            {"bill", "42P1:1999"},
+                                                            {"ledger", nullptr}}})));
+    EXPECT_EQ(get("/v1/reconciliations/999999").status, 404);
+    EXPECT_EQ(get("/v1/reconciliations/x").status, 400);
+    EXPECT_EQ(get("/v1/reconciliations?limit=1001").status, 400);
+    EXPECT_EQ(get("/v1/reconciliations", testing::kMerchantToken).status, 403);
+    EXPECT_EQ(client.Get("/v1/reconciliations").status, 401);
+}
+
+}  // namespace
+}  // namespace payledger::ledger::reconcile
