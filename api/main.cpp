@@ -43,12 +43,35 @@ api::Config LoadConfigOrEnv(const std::string& path) {
                             listen ? std::optional<std::string>(listen) : std::nullopt);
 }
 
-int Migrate(const api::Config& config) {
+int Migrate(const api::Config& config, const std::string& grant_role) {
     auto connection = ledger::Connect(config.database_url);
     const std::vector<std::string> applied = ledger::Migrate(*connection);
     for (const std::string& name : applied) std::cout << "applied " << name << "\n";
     if (applied.empty()) std::cout << "schema is up to date\n";
+    if (!grant_role.empty()) {
+        ledger::GrantServiceRole(*connection, grant_role);
+        std::cout << "granted " << grant_role << " what serve needs\n";
+    }
     return 0;
+}
+
+// SPEC §11: serve applies only the migrations it has the rights for. A role that may not
+// (the service's own, DML only) leaves them to `payledger migrate` as the tables' owner.
+bool MigrateForServe(pqxx::connection& connection) {
+    const std::vector<std::string> pending = ledger::PendingMigrations(connection);
+    if (pending.empty()) return true;
+    try {
+        for (const std::string& name : ledger::Migrate(connection)) {
+            api::LogJson("info", "{\"msg\":\"migration applied\",\"name\":\"" + name + "\"}");
+        }
+        return true;
+    } catch (const pqxx::insufficient_privilege&) {
+        std::cerr << "payledger: serve: " << pending.size() << " migration(s) pending ("
+                  << pending.front() << (pending.size() > 1 ? ", …" : "")
+                  << ") that this role may not apply: run `payledger migrate` as the tables' "
+                     "owner\n";
+        return false;
+    }
 }
 
 // SIGTERM or SIGINT while serve waits for its database at start (SPEC §8): stop waiting.
@@ -92,9 +115,7 @@ int Serve(const api::Config& config) {
             api::LogJson("info", "{\"msg\":\"stopped while waiting for the database\"}");
             return 0;
         }
-        for (const std::string& name : ledger::Migrate(*connection)) {
-            api::LogJson("info", "{\"msg\":\"migration applied\",\"name\":\"" + name + "\"}");
-        }
+        if (!MigrateForServe(*connection)) return kExitError;
     }
     ledger::ConnectionPool pool{config.database_url, kReadPoolSize, kPoolWaitMax};
     ledger::Committer committer{{.url = config.database_url}};
@@ -224,6 +245,9 @@ int main(int argc, char** argv) {
 
     CLI::App* serve = cli.add_subcommand("serve", "migrate, then serve HTTP until SIGTERM");
     CLI::App* migrate = cli.add_subcommand("migrate", "apply the schema migrations");
+    std::string grant_role;
+    migrate->add_option("--grant", grant_role,
+                        "then grant ROLE exactly what serve needs (SPEC §11)");
     CLI::App* events = cli.add_subcommand("events", "the event history as NDJSON");
     CLI::App* verify =
         cli.add_subcommand("verify", "fold the events and compare with the projections");
@@ -274,7 +298,7 @@ int main(int argc, char** argv) {
     try {
         const api::Config config = LoadConfigOrEnv(config_path);
         if (*serve) return Serve(config);
-        if (*migrate) return Migrate(config);
+        if (*migrate) return Migrate(config, grant_role);
         if (*verify || *rebuild) return VerifyOrRebuild(config, static_cast<bool>(*rebuild));
         if (*audit) return RunAudit(config, checkpoint_path, public_key_path);
         if (*checkpoint) return RunCheckpoint(config, print_public_key);

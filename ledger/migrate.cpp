@@ -63,8 +63,10 @@ void GrantServiceRole(pqxx::connection& connection, const std::string& role) {
     tx.exec("GRANT SELECT ON schema_migrations TO " + grantee);
     // The writer reads the sequences' state and moves them with setval (SELECT, UPDATE);
     // reconciliations takes ids with nextval (USAGE).
-    tx.exec("GRANT SELECT, UPDATE, USAGE ON SEQUENCE callback_receipts_id_seq, "
-            "ledger_events_seq_seq, reconciliations_id_seq TO " + grantee);
+    tx.exec(
+        "GRANT SELECT, UPDATE, USAGE ON SEQUENCE callback_receipts_id_seq, "
+        "ledger_events_seq_seq, reconciliations_id_seq TO " +
+        grantee);
     tx.commit();
 }
 
