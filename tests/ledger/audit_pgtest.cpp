@@ -118,7 +118,7 @@ TEST_F(AuditPgTest, AnUntouchedLedgerIsOkAndItsHeadIsRecomputedFromTheLines) {
     pqxx::read_transaction tx{*connection_};
     ChainValue chain = kChainStart;
     std::int64_t last = 0;
-    for (const Receipt& receipt : ReadReceiptsAfter(tx, 0, 100)) {
+    for (const Receipt& receipt : ReadReceiptsAfter(tx, 0, 100, std::nullopt)) {
         std::optional<Event> event;
         if (receipt.outcome == Outcome::kAppended) {
             const pqxx::row row =

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ledger/database.hpp"
 #include "ledger/migrate.hpp"
 #include "ledger/writer.hpp"
 #include "support/test_database.hpp"
@@ -32,8 +33,9 @@ protected:
         }
         GrantServiceRole(*owner_, role_);
         const std::string& url = db_.url();
-        service_ = std::make_unique<pqxx::connection>(
-            url + (url.find('?') == std::string::npos ? "?" : "&") + "user=" + role_);
+        // The writer's statements are prepared by ledger::Connect, as for serve.
+        service_ =
+            Connect(url + (url.find('?') == std::string::npos ? "?" : "&") + "user=" + role_);
     }
 
     void TearDown() override {
@@ -44,15 +46,18 @@ protected:
         tx.exec("DROP ROLE IF EXISTS " + tx.quote_name(role_));
     }
 
-    // The error `sql` gets as the service's role ("" when it succeeds).
+    // What `sql` gets as the service's role: "ok", "denied" (insufficient_privilege), or
+    // the error's text.
     std::string AsService(const std::string& sql) {
         try {
             pqxx::work tx{*service_};
             tx.exec(sql);
             tx.commit();
-            return "";
+            return "ok";
+        } catch (const pqxx::insufficient_privilege&) {
+            return "denied";
         } catch (const pqxx::sql_error& error) {
-            return error.sqlstate();
+            return error.what();
         }
     }
 
@@ -83,13 +88,20 @@ TEST_F(GrantsPgTest, TheServiceRoleWritesThroughTheWriter) {
     EXPECT_EQ(results[1].outcome, projections::Outcome::kAppended);
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM orders"), "2");
     EXPECT_EQ(AsService("SELECT count(*) FROM callback_receipts, ledger_events, reconciliations"),
-              "");
+              "ok");
     EXPECT_TRUE(PendingMigrations(*service_).empty());
 }
 
 TEST_F(GrantsPgTest, TheServiceRoleCannotRewriteHistory) {
     (void)WriteBatch(*service_, std::vector{Order("ORD-1")});
-    const std::string denied = "42501";  // insufficient_privilege
+    {
+        pqxx::read_transaction tx{*service_};
+        ASSERT_EQ(tx.exec1("SELECT current_user")[0].as<std::string>(), role_);
+        ASSERT_EQ(tx.exec1("SELECT rolsuper::text FROM pg_roles WHERE rolname = current_user")[0]
+                      .as<std::string>(),
+                  "false");
+    }
+    const std::string denied = "denied";
     EXPECT_EQ(AsService("ALTER TABLE callback_receipts DISABLE TRIGGER USER"), denied);
     EXPECT_EQ(AsService("ALTER TABLE ledger_events DISABLE TRIGGER ledger_events_append_only"),
               denied);
