@@ -182,9 +182,9 @@ std::optional<Refusal> AlipayChannel::CheckMerchant(const PlatformFields& fields
     return CheckConfiguredId(FieldOr(fields, "seller_id"), "seller_id", config_.seller_id);
 }
 
-ledger::Delivery AlipayChannel::Verify(const Incoming& incoming) const {
+ledger::Delivery AlipayChannel::Verify(Incoming& incoming) const {
     ledger::Receipt receipt = BaseReceipt(incoming, source(), {"Content-Type", "User-Agent"});
-    const Checked<PlatformFields> form = DecodeForm(incoming.request.body());
+    const Checked<PlatformFields> form = DecodeForm(receipt.body);
     if (!form) return Rejected(std::move(receipt), form.refusal());
     const PlatformFields& fields = *form;
     const std::string_view claimed = FieldOr(fields, "out_trade_no");

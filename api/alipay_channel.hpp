@@ -21,7 +21,7 @@ public:
     [[nodiscard]] projections::Source source() const override {
         return projections::Source::kAlipay;
     }
-    [[nodiscard]] ledger::Delivery Verify(const Incoming& incoming) const override;
+    [[nodiscard]] ledger::Delivery Verify(Incoming& incoming) const override;
     [[nodiscard]] Response Answer(const ledger::DeliveryResult& result) const override;
 
 private:

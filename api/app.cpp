@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <boost/url/parse.hpp>
 #include <charconv>
-#include <variant>
 #include <nlohmann/json.hpp>
+#include <variant>
 
 #include "api/alipay_channel.hpp"
 #include "api/crypto.hpp"
@@ -159,9 +159,8 @@ const MerchantToken* MatchingMerchantToken(const std::vector<MerchantToken>& tok
 
 // SPEC §9: a token scoped to accounts may register orders for those only.
 bool MayRegisterFor(const MerchantToken& token, const std::string& account_id) {
-    return !token.accounts ||
-           std::find(token.accounts->begin(), token.accounts->end(), account_id) !=
-               token.accounts->end();
+    return !token.accounts || std::find(token.accounts->begin(), token.accounts->end(),
+                                        account_id) != token.accounts->end();
 }
 
 std::vector<std::string> Segments(const boost::urls::url_view& url) {
@@ -397,9 +396,9 @@ void App::Submit(projections::Source source, ledger::Delivery delivery, Incoming
 void App::HandleCallback(const Channel& channel, Incoming incoming, Respond respond) {
     ledger::Delivery delivery = channel.Verify(incoming);
     // SPEC §5: a delivery whose signature verifies is never limited, malformed or not.
-    const bool unverified = !delivery.receipt.signature_verified &&
-                            (delivery.verdict == Outcome::kMalformed ||
-                             delivery.verdict == Outcome::kBadSignature);
+    const bool unverified =
+        !delivery.receipt.signature_verified &&
+        (delivery.verdict == Outcome::kMalformed || delivery.verdict == Outcome::kBadSignature);
     if (unverified && !unverified_.Admit(incoming.peer_address)) {
         // SPEC §3 invariant 3: nobody without a key fills the append-only tables. Counted,
         // answered in the platform's failure form, never stored.
@@ -408,7 +407,6 @@ void App::HandleCallback(const Channel& channel, Incoming incoming, Respond resp
             .outcome = Outcome::kRateLimited,
             .message = "too many unverified deliveries from this address; retry later"}));
     }
-    incoming.request.body().clear();  // The receipt holds the body now.
     Submit(
         channel.source(), std::move(delivery), std::move(incoming),
         [&channel](const ledger::DeliveryResult& result) { return channel.Answer(result); },
@@ -418,7 +416,7 @@ void App::HandleCallback(const Channel& channel, Incoming incoming, Respond resp
 void App::HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respond respond) {
     ledger::Receipt receipt =
         BaseReceipt(incoming, projections::Source::kApi, {"Content-Type", "User-Agent"});
-    const std::optional<json> body = ParseJsonObject(incoming.request.body());
+    const std::optional<json> body = ParseJsonObject(receipt.body);
     ledger::Delivery delivery;
     const auto reject = [&](const char* message) {
         delivery = Rejected(std::move(receipt), Outcome::kMalformed, message);
@@ -448,9 +446,9 @@ void App::HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respo
         reject("currency must be an upper-case ISO 4217 code");
     } else if (!MayRegisterFor(token, *account_id)) {
         // Authorization, not a delivery: refused like a token of another role, no receipt.
-        return respond(ErrorResponse(http::status::forbidden, Outcome::kBadSignature,
-                                     "this token may not register orders for account " +
-                                         *account_id));
+        return respond(
+            ErrorResponse(http::status::forbidden, Outcome::kBadSignature,
+                          "this token may not register orders for account " + *account_id));
     } else {
         delivery = ledger::Delivery{
             .receipt = std::move(receipt),
@@ -462,7 +460,6 @@ void App::HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respo
                                         .currency = *currency,
                                         .occurred_at = incoming.received_at}};
     }
-    incoming.request.body().clear();
     Submit(
         projections::Source::kApi, std::move(delivery), std::move(incoming),
         [](const ledger::DeliveryResult& result) {

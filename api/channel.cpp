@@ -1,6 +1,7 @@
 #include "api/channel.hpp"
 
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "api/json_output.hpp"
 #include "projections/assert.hpp"
@@ -33,7 +34,7 @@ http::status StatusOf(projections::Outcome outcome) {
     return http::status::internal_server_error;
 }
 
-ledger::Receipt BaseReceipt(const Incoming& incoming, projections::Source source,
+ledger::Receipt BaseReceipt(Incoming& incoming, projections::Source source,
                             const std::vector<std::string>& header_names) {
     nlohmann::json headers = nlohmann::json::object();
     for (const std::string& name : header_names) {
@@ -46,7 +47,7 @@ ledger::Receipt BaseReceipt(const Incoming& incoming, projections::Source source
                            .received_at = incoming.received_at,
                            .peer = incoming.peer,
                            .headers = Dump(headers),
-                           .body = incoming.request.body()};
+                           .body = std::move(incoming.request.body())};
 }
 
 ledger::Delivery Rejected(ledger::Receipt receipt, Refusal refusal) {

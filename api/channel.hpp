@@ -22,7 +22,9 @@ public:
     // The result always carries the receipt (raw body, the headers that matter, the claimed
     // out_trade_no); its verdict is kAppended with an event for the ledger to decide, or the
     // outcome already reached (malformed, bad_signature, mismatch, ignored).
-    [[nodiscard]] virtual ledger::Delivery Verify(const Incoming& incoming) const = 0;
+    // Takes the body: incoming.request.body() is moved into the receipt, never copied (a full
+    // write queue of 64 KiB bodies holds each once, issue 11), and is empty on return.
+    [[nodiscard]] virtual ledger::Delivery Verify(Incoming& incoming) const = 0;
 
     // The platform's answer for a decided delivery (SPEC §5 status, platform body).
     [[nodiscard]] virtual Response Answer(const ledger::DeliveryResult& result) const = 0;
@@ -32,8 +34,9 @@ public:
 [[nodiscard]] http::status StatusOf(projections::Outcome outcome);
 
 // The receipt fields every channel fills the same way; `header_names` are the headers that
-// matter for verification, kept as evidence.
-[[nodiscard]] ledger::Receipt BaseReceipt(const Incoming& incoming, projections::Source source,
+// matter for verification, kept as evidence. Moves the body out of `incoming` into the
+// receipt: a channel reads the raw bytes from receipt.body from then on.
+[[nodiscard]] ledger::Receipt BaseReceipt(Incoming& incoming, projections::Source source,
                                           const std::vector<std::string>& header_names);
 
 // A delivery refused (or ignored) before the ledger.

@@ -96,15 +96,16 @@ std::vector<MerchantToken> ParseMerchantTokens(const json& tokens) {
     return out;
 }
 
-// A positive integer of at most `max` at root.limits.<key>, or `fallback` when absent.
-std::size_t ParseLimit(const json& limits, const char* key, std::size_t fallback,
-                       std::size_t max) {
+// An integer from `min` to `max` at root.limits.<key>, or `fallback` when absent.
+std::size_t ParseLimit(const json& limits, const char* key, std::size_t fallback, std::size_t max,
+                       std::size_t min = 1) {
     const auto it = limits.find(key);
     if (it == limits.end()) return fallback;
     const std::string field = std::string("limits.") + key;
-    if (!it->is_number_unsigned() || it->get<std::uint64_t>() < 1 ||
+    if (!it->is_number_unsigned() || it->get<std::uint64_t>() < min ||
         it->get<std::uint64_t>() > max) {
-        throw ConfigError(field + ": must be an integer from 1 to " + std::to_string(max));
+        throw ConfigError(field + ": must be an integer from " + std::to_string(min) + " to " +
+                          std::to_string(max));
     }
     return static_cast<std::size_t>(it->get<std::uint64_t>());
 }
@@ -159,16 +160,19 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
                        defaults.unverified_per_peer_per_minute, 1'000'000);
         config.limits.connections_per_peer =
             ParseLimit(*limits, "connections_per_peer", defaults.connections_per_peer, 1'000'000);
+        config.limits.write_queue_bytes_max =
+            ParseLimit(*limits, "write_queue_bytes_max", defaults.write_queue_bytes_max,
+                       std::size_t{1} << 40, kWriteQueueBytesMin);
     }
     ParsePlatformSections(root, base_dir, config);
     return config;
 }
 
 void CheckFileMode(const std::string& path, const std::string& field, FileKind kind) {
-    struct stat status{};
+    struct stat status {};
     if (stat(path.c_str(), &status) != 0) return;  // Reading it reports what is wrong.
-    const mode_t others = kind == FileKind::kSecret ? (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)
-                                                    : (S_IWGRP | S_IWOTH);
+    const mode_t others =
+        kind == FileKind::kSecret ? (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH) : (S_IWGRP | S_IWOTH);
     if ((status.st_mode & others) == 0) return;
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(status.st_mode & 07777));

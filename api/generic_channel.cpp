@@ -32,7 +32,8 @@ std::string GenericChannel::Sign(std::string_view secret, std::int64_t unix_seco
     return "t=" + t + ",v1=" + HmacSha256Hex(secret, message);
 }
 
-std::optional<Refusal> GenericChannel::CheckSignature(const Incoming& incoming) const {
+std::optional<Refusal> GenericChannel::CheckSignature(const Incoming& incoming,
+                                                      std::string_view body) const {
     const auto header = incoming.request.find(kSignatureHeader);
     if (header == incoming.request.end()) {
         return BadSignature("Payledger-Signature header is missing");
@@ -64,7 +65,7 @@ std::optional<Refusal> GenericChannel::CheckSignature(const Incoming& incoming) 
         return stale;
     }
     std::string message = std::to_string(*timestamp) + ".";
-    message.append(incoming.request.body());
+    message.append(body);
     const std::string expected = HmacSha256Hex(config_.secret, message);
     bool matched = false;
     for (const std::string_view candidate : candidates) {
@@ -125,12 +126,12 @@ Checked<projections::Event> BodyEvent(const nlohmann::json& body,
 
 }  // namespace
 
-ledger::Delivery GenericChannel::Verify(const Incoming& incoming) const {
+ledger::Delivery GenericChannel::Verify(Incoming& incoming) const {
     ledger::Receipt receipt =
         BaseReceipt(incoming, source(), {kSignatureHeader, "Content-Type", "User-Agent"});
-    const std::optional<Refusal> unsigned_body = CheckSignature(incoming);
+    const std::optional<Refusal> unsigned_body = CheckSignature(incoming, receipt.body);
     receipt.signature_verified = !unsigned_body.has_value();
-    const std::optional<nlohmann::json> body = ParseJsonObject(incoming.request.body());
+    const std::optional<nlohmann::json> body = ParseJsonObject(receipt.body);
     // The out_trade_no the body claims, kept on the receipt even when unverified (SPEC §5).
     if (body) {
         const std::optional<std::string> claimed = StringMember(*body, "out_trade_no");

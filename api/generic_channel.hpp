@@ -19,7 +19,7 @@ public:
     [[nodiscard]] projections::Source source() const override {
         return projections::Source::kGeneric;
     }
-    [[nodiscard]] ledger::Delivery Verify(const Incoming& incoming) const override;
+    [[nodiscard]] ledger::Delivery Verify(Incoming& incoming) const override;
     [[nodiscard]] Response Answer(const ledger::DeliveryResult& result) const override;
 
     // The header value for `body` signed at `unix_seconds` (simulate, tests).
@@ -28,7 +28,8 @@ public:
 
 private:
     // nullopt when the signature holds.
-    [[nodiscard]] std::optional<Refusal> CheckSignature(const Incoming& incoming) const;
+    [[nodiscard]] std::optional<Refusal> CheckSignature(const Incoming& incoming,
+                                                        std::string_view body) const;
 
     GenericConfig config_;
 };

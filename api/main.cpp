@@ -65,10 +65,10 @@ std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url) {
             break;
         } catch (const pqxx::broken_connection& error) {
             if (attempt == 1 || attempt % 10 == 0) {
-                api::LogJson("warning", api::Dump(nlohmann::json{
-                                            {"msg", "waiting for the database"},
-                                            {"attempt", attempt},
-                                            {"error", error.what()}}));
+                api::LogJson("warning",
+                             api::Dump(nlohmann::json{{"msg", "waiting for the database"},
+                                                      {"attempt", attempt},
+                                                      {"error", error.what()}}));
             }
             // Waiting on an outside system, not synchronising threads: back off up to 2 s.
             std::this_thread::sleep_for(backoff);
@@ -93,7 +93,8 @@ int Serve(const api::Config& config) {
         }
     }
     ledger::ConnectionPool pool{config.database_url, kReadPoolSize, kPoolWaitMax};
-    ledger::Committer committer{{.url = config.database_url}};
+    ledger::Committer committer{
+        {.url = config.database_url, .queue_bytes_max = config.limits.write_queue_bytes_max}};
     api::Metrics metrics;
     api::App app{config, pool, committer, metrics};
     const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());

@@ -110,9 +110,9 @@ Checked<NoticeEvent> RefundEvent(const PlatformFields& refund,
 
 }  // namespace
 
-ledger::Delivery WechatV2Channel::Verify(const Incoming& incoming) const {
+ledger::Delivery WechatV2Channel::Verify(Incoming& incoming) const {
     ledger::Receipt receipt = BaseReceipt(incoming, source(), {"Content-Type", "User-Agent"});
-    const Checked<PlatformFields> xml = ParseFlatXml(incoming.request.body(), "xml");
+    const Checked<PlatformFields> xml = ParseFlatXml(receipt.body, "xml");
     if (!xml) return Rejected(std::move(receipt), xml.refusal());
     ClaimOutTradeNo(receipt, *xml);
     if (xml->contains("req_info")) {

@@ -20,7 +20,7 @@ public:
     [[nodiscard]] projections::Source source() const override {
         return projections::Source::kWechatV2;
     }
-    [[nodiscard]] ledger::Delivery Verify(const Incoming& incoming) const override;
+    [[nodiscard]] ledger::Delivery Verify(Incoming& incoming) const override;
     [[nodiscard]] Response Answer(const ledger::DeliveryResult& result) const override;
 
 private:

@@ -200,7 +200,8 @@ std::string WechatV3SignatureMessage(std::string_view timestamp, std::string_vie
     return message;
 }
 
-std::optional<Refusal> WechatV3Channel::CheckSignature(const Incoming& incoming) const {
+std::optional<Refusal> WechatV3Channel::CheckSignature(const Incoming& incoming,
+                                                       std::string_view body) const {
     const std::string_view type = Header(incoming, kSignatureTypeHeader);
     if (!type.empty() && type != kSignatureType) {
         return BadSignature("Wechatpay-Signature-Type " + std::string(type) + " is not supported");
@@ -228,7 +229,7 @@ std::optional<Refusal> WechatV3Channel::CheckSignature(const Incoming& incoming)
     }
     const std::optional<std::string> raw = Base64Decode(signature);
     if (!raw) return BadSignature("Wechatpay-Signature is not base64");
-    const std::string message = WechatV3SignatureMessage(timestamp, nonce, incoming.request.body());
+    const std::string message = WechatV3SignatureMessage(timestamp, nonce, body);
     if (!RsaSha256Verify(key->second, message, *raw)) {
         return BadSignature("Wechatpay-Signature does not verify with the platform key " +
                             std::string(serial));
@@ -260,7 +261,7 @@ Checked<json> WechatV3Channel::Open(const json& envelope) const {
     return std::move(*opened);
 }
 
-ledger::Delivery WechatV3Channel::Verify(const Incoming& incoming) const {
+ledger::Delivery WechatV3Channel::Verify(Incoming& incoming) const {
     ledger::Receipt receipt =
         BaseReceipt(incoming, source(),
                     {kTimestampHeader, kNonceHeader, kSignatureHeader, kSerialHeader,
@@ -268,9 +269,11 @@ ledger::Delivery WechatV3Channel::Verify(const Incoming& incoming) const {
     // SPEC §6: the signature first, from the headers and the raw bytes alone. An unverified
     // body is neither parsed nor decrypted, so its receipt names no order (the order number
     // is inside the encrypted resource).
-    if (auto refused = CheckSignature(incoming)) return Rejected(std::move(receipt), *refused);
+    if (auto refused = CheckSignature(incoming, receipt.body)) {
+        return Rejected(std::move(receipt), *refused);
+    }
     receipt.signature_verified = true;
-    const std::optional<json> envelope = ParseJsonObject(incoming.request.body());
+    const std::optional<json> envelope = ParseJsonObject(receipt.body);
     if (!envelope) return Rejected(std::move(receipt), Malformed("body is not a JSON object"));
     const Checked<json> resource = Open(*envelope);
     if (!resource) return Rejected(std::move(receipt), resource.refusal());

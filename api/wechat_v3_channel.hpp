@@ -23,13 +23,14 @@ public:
     [[nodiscard]] projections::Source source() const override {
         return projections::Source::kWechatV3;
     }
-    [[nodiscard]] ledger::Delivery Verify(const Incoming& incoming) const override;
+    [[nodiscard]] ledger::Delivery Verify(Incoming& incoming) const override;
     [[nodiscard]] Response Answer(const ledger::DeliveryResult& result) const override;
 
 private:
     // nullopt when the headers hold a valid, fresh signature of the raw body. Reads nothing
     // but the headers and the raw bytes (SPEC §6: verified before anything is parsed).
-    [[nodiscard]] std::optional<Refusal> CheckSignature(const Incoming& incoming) const;
+    [[nodiscard]] std::optional<Refusal> CheckSignature(const Incoming& incoming,
+                                                        std::string_view body) const;
     // The decrypted resource of a verified envelope.
     [[nodiscard]] Checked<nlohmann::json> Open(const nlohmann::json& envelope) const;
     [[nodiscard]] ledger::Delivery Decide(ledger::Receipt receipt, const nlohmann::json& envelope,

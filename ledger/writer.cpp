@@ -154,17 +154,22 @@ json Nullable(const std::optional<std::string>& value) {
 
 json AnomaliesLiteral(const OrderRow& row) { return row.anomalies; }
 
-json ReceiptJson(const Receipt& receipt) {
-    return {{"id", receipt.id},
+// The receipt row as the writer stores it: the delivery's receipt with the id, outcome, seq
+// and message this batch decided. Reads the body in place (a batch may hold megabytes of
+// bodies: the receipt itself is never copied).
+json ReceiptJson(const Receipt& receipt, std::int64_t id, const DeliveryResult& result) {
+    const bool names_event =
+        result.outcome == Outcome::kAppended || result.outcome == Outcome::kDuplicate;
+    return {{"id", id},
             {"source", projections::ToString(receipt.source)},
             {"received_at", receipt.received_at},
             {"peer", WithoutNul(receipt.peer)},
             {"headers", JsonWithoutNul(receipt.headers)},
             {"body", Hex(receipt.body)},
-            {"outcome", projections::ToString(receipt.outcome)},
-            {"seq", receipt.seq ? json(*receipt.seq) : json(nullptr)},
+            {"outcome", projections::ToString(result.outcome)},
+            {"seq", names_event ? json(result.seq) : json(nullptr)},
             {"out_trade_no", Nullable(receipt.out_trade_no)},
-            {"message", WithoutNul(receipt.message)}};
+            {"message", WithoutNul(result.message)}};
 }
 
 json EventJson(const Event& event) {
@@ -230,10 +235,9 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     json receipts = json::array();
     json events = json::array();
     for (const Delivery& delivery : deliveries) {
-        Receipt receipt = delivery.receipt;
-        receipt.id = next_receipt_id++;
+        const std::int64_t receipt_id = next_receipt_id++;
         DeliveryResult result{
-            .outcome = delivery.verdict, .message = delivery.message, .receipt_id = receipt.id};
+            .outcome = delivery.verdict, .message = delivery.message, .receipt_id = receipt_id};
         if (delivery.event) {
             OrderState& order = orders[delivery.event->out_trade_no];
             projections::Decision decision =
@@ -244,7 +248,7 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
             if (decision.outcome == Outcome::kAppended) {
                 Event& event = decision.event;
                 event.seq = next_seq++;
-                event.receipt_id = receipt.id;
+                event.receipt_id = receipt_id;
                 result.seq = event.seq;
                 events.push_back(EventJson(event));
                 order.touched = true;
@@ -255,12 +259,7 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                 result.order = projections::FoldOrder(order.events);
             }
         }
-        receipt.outcome = result.outcome;
-        receipt.message = result.message;
-        if (result.outcome == Outcome::kAppended || result.outcome == Outcome::kDuplicate) {
-            receipt.seq = result.seq;
-        }
-        receipts.push_back(ReceiptJson(receipt));
+        receipts.push_back(ReceiptJson(delivery.receipt, receipt_id, result));
         results.push_back(std::move(result));
     }
 

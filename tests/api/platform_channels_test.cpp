@@ -45,7 +45,8 @@ class PlatformChannelTest : public ::testing::Test {
 protected:
     ledger::Delivery Deliver(const Channel& channel, const SimulatedNotice& notice,
                              std::int64_t received_offset = 0) const {
-        return channel.Verify(ToIncoming(notice, now_ + received_offset));
+        Incoming incoming = ToIncoming(notice, now_ + received_offset);
+        return channel.Verify(incoming);
     }
 
     SimulatedNotice Notice(const std::string& channel, const std::string& kind = "payment",

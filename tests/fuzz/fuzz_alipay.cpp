@@ -72,7 +72,7 @@ bool RepeatsARawName(std::string_view body) {
 }
 
 ledger::Delivery VerifyBody(const std::string& body) {
-    const api::Incoming incoming = BodyOnly(body, "application/x-www-form-urlencoded");
+    api::Incoming incoming = BodyOnly(body, "application/x-www-form-urlencoded");
     ledger::Delivery delivery = Channel().Verify(incoming);
     CheckDelivery(delivery, projections::Source::kAlipay, body);
     CheckAnswers(Channel(), delivery);

@@ -33,7 +33,7 @@ api::WechatV2Config Config(api::WechatV2SignType sign_type) {
 }
 
 ledger::Delivery VerifyBody(const api::WechatV2Channel& channel, const std::string& body) {
-    const api::Incoming incoming = BodyOnly(body, "text/xml");
+    api::Incoming incoming = BodyOnly(body, "text/xml");
     ledger::Delivery delivery = channel.Verify(incoming);
     CheckDelivery(delivery, projections::Source::kWechatV2, body);
     CheckAnswers(channel, delivery);

@@ -7,8 +7,9 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
+#include <poll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,17 +18,18 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "api/generic_channel.hpp"
+#include "api/peer_limits.hpp"
 #include "ledger/database.hpp"
 #include "ledger/migrate.hpp"
 #include "ledger/verify.hpp"
 #include "ledger/writer.hpp"
-#include "api/peer_limits.hpp"
 #include "support/own_postgres.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"
@@ -594,10 +596,10 @@ TEST(ReliabilityPgTest, AnUnverifiedFloodFromOnePeerIsLimitedAndValidCallbacksSt
         HttpClient client{server.port(), "127.0.0.2"};
         const std::string junk(65'000, 'x');  // Just under the 64 KiB request limit.
         for (int i = 0; i < kFlood; ++i) {
-            const HttpResult r = client.Post("/v1/callbacks/generic", junk,
-                                             {{"Payledger-Signature",
-                                               "t=" + std::to_string(testing::UnixNow()) +
-                                                   ",v1=" + std::string(64, '0')}});
+            const HttpResult r =
+                client.Post("/v1/callbacks/generic", junk,
+                            {{"Payledger-Signature", "t=" + std::to_string(testing::UnixNow()) +
+                                                         ",v1=" + std::string(64, '0')}});
             (r.status == 401 ? unauthorized : r.status == 429 ? limited : other)++;
         }
     });
@@ -611,9 +613,9 @@ TEST(ReliabilityPgTest, AnUnverifiedFloodFromOnePeerIsLimitedAndValidCallbacksSt
             "/v1/callbacks/generic", body,
             {{"Payledger-Signature",
               GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
-        latencies_ms.push_back(std::chrono::duration<double, std::milli>(
-                                   std::chrono::steady_clock::now() - started)
-                                   .count());
+        latencies_ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+                .count());
         ASSERT_EQ(r.status, 200) << r.body;
     }
     flooder.join();
@@ -660,6 +662,109 @@ TEST(ReliabilityPgTest, AnUnverifiedFloodFromOnePeerIsLimitedAndValidCallbacksSt
               std::to_string(kLimit + 2));
 }
 
+// Issue 11 point 2: the committer's queue is bounded in bytes. With the writer lock held by
+// the test, ~1 000 signed 64 KiB deliveries fill the default 64 MiB write queue; the ones
+// beyond it are answered 503 at once (while the lock is still held) and stored nowhere, and
+// the serve process's peak RSS (VmHWM) stays at most 256 MiB through the fill and the writes.
+TEST(ReliabilityPgTest, AFullWriteQueueOf64KiBBodiesAnswers503AtOnceAndStaysUnder256MiB) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DATABASE(db);
+    constexpr std::size_t kDeliveries =
+        1'010;  // Past 64 MiB of queue, within the 1 024 connections.
+    constexpr long kRssMaxKiB = 256 * 1024;
+    ServeProcess server{db.url(), {{"limits", {{"connections_per_peer", 2'000}}}}};
+    const long rss_idle = server.RssKiB();
+
+    auto holder = ledger::Connect(db.url());
+    pqxx::work hold{*holder};
+    hold.exec_params("SELECT pg_advisory_xact_lock($1)", ledger::kWriterLockKey);
+
+    const auto body_for = [](std::size_t i) {
+        std::string body = "{\"event_type\":\"PAYMENT_SUCCEEDED\",\"out_trade_no\":\"RSS-" +
+                           std::to_string(i) +
+                           "\",\"transaction_id\":\"T-1\",\"amount\":100,\"pad\":\"";
+        body += std::string(65'000 - body.size(), 'x');
+        return body + "\"}";
+    };
+    std::vector<int> fds;
+    std::vector<std::string> answers(kDeliveries);
+    for (std::size_t i = 0; i < kDeliveries; ++i) {
+        const std::string body = body_for(i);
+        const std::string signature =
+            GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body);
+        const std::string raw = Request("POST", "/v1/callbacks/generic", body,
+                                        "Payledger-Signature: " + signature + "\r\n");
+        const int fd = ConnectFrom("127.0.0.1", server.port());
+        ASSERT_GE(fd, 0) << "connection " << i;
+        std::size_t sent = 0;
+        while (sent < raw.size()) {
+            const ssize_t n = send(fd, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
+            ASSERT_GT(n, 0) << "sending delivery " << i;
+            sent += static_cast<std::size_t>(n);
+        }
+        fds.push_back(fd);
+    }
+    // Reads whatever has arrived, for up to `within`; true when every answer is complete.
+    std::vector<bool> closed(kDeliveries, false);
+    const auto read_answers = [&](std::chrono::seconds within,
+                                  const std::function<bool()>& enough) {
+        const auto deadline = std::chrono::steady_clock::now() + within;
+        while (std::chrono::steady_clock::now() < deadline && !enough()) {
+            std::vector<pollfd> open;
+            std::vector<std::size_t> index;
+            for (std::size_t i = 0; i < kDeliveries; ++i) {
+                if (closed[i]) continue;
+                open.push_back(pollfd{.fd = fds[i], .events = POLLIN, .revents = 0});
+                index.push_back(i);
+            }
+            if (open.empty()) return;
+            if (poll(open.data(), open.size(), 100) <= 0) continue;
+            for (std::size_t k = 0; k < open.size(); ++k) {
+                if (open[k].revents == 0) continue;
+                char buffer[4096];
+                const ssize_t n = recv(open[k].fd, buffer, sizeof buffer, 0);
+                if (n <= 0) {
+                    closed[index[k]] = true;
+                } else {
+                    answers[index[k]].append(buffer, static_cast<std::size_t>(n));
+                }
+            }
+        }
+    };
+    const auto count = [&](const char* status_line, const char* text) {
+        return std::count_if(answers.begin(), answers.end(), [&](const std::string& answer) {
+            return answer.rfind(status_line, 0) == 0 && answer.find(text) != std::string::npos;
+        });
+    };
+    const auto queue_full = [&] { return count("HTTP/1.1 503", "the write queue is full"); };
+    // While the lock is held nothing can be written: every answer now is a refusal at once.
+    read_answers(std::chrono::seconds{3}, [&] { return queue_full() > 0; });
+    const long full_answers = queue_full();
+    const long rss_full = server.RssKiB();
+    EXPECT_GT(full_answers, 0) << "no delivery was refused for the byte budget";
+    EXPECT_LT(full_answers, static_cast<long>(kDeliveries / 10))
+        << "the queue held far less than 64 MiB";
+
+    hold.commit();  // Let the committer write what is queued.
+    read_answers(std::chrono::seconds{120}, [&] {
+        return std::all_of(closed.begin(), closed.end(), [](bool c) { return c; });
+    });
+    for (const int fd : fds) close(fd);
+    const long answered_404 = count("HTTP/1.1 404", "unknown_order");
+    const long answered_503 = count("HTTP/1.1 503", "");
+    EXPECT_EQ(answered_404 + answered_503, static_cast<long>(kDeliveries))
+        << "a delivery got another answer";
+    // 503s (the queue full, or a batch that waited past lock_timeout) are never stored.
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts"), std::to_string(answered_404));
+    std::printf(
+        "serve RSS %ld KiB idle, %ld KiB with the queue full; peak (VmHWM) %ld KiB; "
+        "%ld refused at once for the byte budget, %ld stored\n",
+        rss_idle, rss_full, server.PeakRssKiB(), full_answers, answered_404);
+    if (!kAddressSanitizer) {  // ASan keeps freed memory in its quarantine: RSS says nothing.
+        EXPECT_LE(server.PeakRssKiB(), kRssMaxKiB) << "peak RSS over 256 MiB";
+    }
+}
+
 TEST(PeerLimitsTest, UnverifiedLimiterIsASlidingWindowOfSixtySecondsPerAddress) {
     UnverifiedLimiter limiter{3};
     const auto t0 = UnverifiedLimiter::Clock::time_point{} + std::chrono::hours{1};
@@ -670,7 +775,7 @@ TEST(PeerLimitsTest, UnverifiedLimiterIsASlidingWindowOfSixtySecondsPerAddress) 
     EXPECT_FALSE(limiter.Admit("a", t0 + seconds{30}));  // Three in the last 60 s.
     EXPECT_TRUE(limiter.Admit("b", t0 + seconds{30}));   // Another address is not limited.
     EXPECT_FALSE(limiter.Admit("a", t0 + seconds{59}));
-    EXPECT_TRUE(limiter.Admit("a", t0 + seconds{60}));   // The first left the window.
+    EXPECT_TRUE(limiter.Admit("a", t0 + seconds{60}));  // The first left the window.
     EXPECT_FALSE(limiter.Admit("a", t0 + seconds{61}));
     EXPECT_TRUE(limiter.Admit("a", t0 + seconds{70}));
 }
@@ -789,9 +894,11 @@ TEST(ReliabilityPgTest, ServeStartedWhileTheDatabaseIsDownWaitsForIt) {
     ASSERT_TRUE(server.has_value());
     HttpClient client{server->port()};
     EXPECT_EQ(client.Get("/readyz").status, 200);
-    const std::string order = R"({"out_trade_no":"W-1","account_id":"a","amount":5,"currency":"CNY"})";
-    EXPECT_EQ(client.Post("/v1/orders", order,
-                          {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}})
+    const std::string order =
+        R"({"out_trade_no":"W-1","account_id":"a","amount":5,"currency":"CNY"})";
+    EXPECT_EQ(client
+                  .Post("/v1/orders", order,
+                        {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}})
                   .status,
               201);
 }
