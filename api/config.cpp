@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "api/platform_config.hpp"
+#include "api/channels/platform_config.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "api/platform_crypto.hpp"
+#include "api/channels/platform_crypto.hpp"
 
 namespace payledger::api {
 

@@ -5,7 +5,7 @@
 // Answer() is checked on hand-made DeliveryResults, one per outcome. Signature windows,
 // bad headers and malformed bodies are tables. Sign() is pinned to a published HMAC vector.
 
-#include "api/generic_channel.hpp"
+#include "api/channels/generic_channel.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "api/config.hpp"
-#include "api/http.hpp"
+#include "api/http/http.hpp"
 #include "ledger/writer.hpp"
 #include "projections/event.hpp"
 #include "projections/validate.hpp"

@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "api/alipay_channel.hpp"
-#include "api/alipay_form.hpp"
-#include "api/json_output.hpp"
-#include "api/wechat_v2_channel.hpp"
-#include "api/wechat_v2_xml.hpp"
-#include "api/wechat_v3_channel.hpp"
+#include "api/channels/alipay_channel.hpp"
+#include "api/channels/alipay_form.hpp"
+#include "api/http/json_output.hpp"
+#include "api/channels/wechat_v2_channel.hpp"
+#include "api/channels/wechat_v2_xml.hpp"
+#include "api/channels/wechat_v3_channel.hpp"
 #include "projections/decide.hpp"
 #include "projections/validate.hpp"
 #include "tests/api/platform_fixtures.hpp"

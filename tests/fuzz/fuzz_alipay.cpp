@@ -12,10 +12,10 @@
 #include <set>
 #include <string>
 
-#include "api/alipay_channel.hpp"
-#include "api/alipay_form.hpp"
-#include "api/json_output.hpp"
-#include "api/platform_crypto.hpp"
+#include "api/channels/alipay_channel.hpp"
+#include "api/channels/alipay_form.hpp"
+#include "api/http/json_output.hpp"
+#include "api/channels/platform_crypto.hpp"
 #include "tests/api/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "api/generic_channel.hpp"
+#include "api/channels/generic_channel.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 #include "tests/fuzz/fuzz_json_keys.hpp"
 

@@ -15,10 +15,10 @@
 #include <cstdint>
 #include <string>
 
-#include "api/json_output.hpp"
-#include "api/platform_crypto.hpp"
-#include "api/wechat_v2_channel.hpp"
-#include "api/wechat_v2_xml.hpp"
+#include "api/http/json_output.hpp"
+#include "api/channels/platform_crypto.hpp"
+#include "api/channels/wechat_v2_channel.hpp"
+#include "api/channels/wechat_v2_xml.hpp"
 #include "tests/api/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 

@@ -13,10 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "api/json_input.hpp"
-#include "api/json_output.hpp"
-#include "api/platform_crypto.hpp"
-#include "api/wechat_v3_channel.hpp"
+#include "api/channels/json_input.hpp"
+#include "api/http/json_output.hpp"
+#include "api/channels/platform_crypto.hpp"
+#include "api/channels/wechat_v3_channel.hpp"
 #include "tests/api/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 #include "tests/fuzz/fuzz_json_keys.hpp"

@@ -24,8 +24,8 @@
 #include <sstream>
 #include <thread>
 
-#include "api/generic_channel.hpp"
-#include "api/peer_limits.hpp"
+#include "api/channels/generic_channel.hpp"
+#include "api/http/peer_limits.hpp"
 #include "ledger/database.hpp"
 #include "ledger/migrate.hpp"
 #include "ledger/verify.hpp"
