@@ -34,15 +34,11 @@ void ParseListen(const std::string& text, const std::string& field, Config& conf
     if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
         throw ConfigError(field + ": must be host:port, got \"" + text + "\"");
     }
-    unsigned port = 0;
     const std::string port_text = text.substr(colon + 1);
-    const auto [end, error] =
-        std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (error != std::errc{} || end != port_text.data() + port_text.size() || port > 65535) {
-        throw ConfigError(field + ": invalid port \"" + port_text + "\"");
-    }
+    const std::optional<std::int64_t> port = projections::ParseDigits(port_text, 65535);
+    if (!port) throw ConfigError(field + ": invalid port \"" + port_text + "\"");
     config.listen_host = text.substr(0, colon);
-    config.listen_port = static_cast<unsigned short>(port);
+    config.listen_port = static_cast<unsigned short>(*port);
 }
 
 std::string ParseToken(const json& token, const std::string& field) {
@@ -85,9 +81,8 @@ std::vector<MerchantToken> ParseMerchantTokens(const json& tokens) {
         MerchantToken scoped{.token = ParseToken(*token, field + "[].token"), .accounts = {{}}};
         for (const json& account : *accounts) {
             if (!account.is_string() || !projections::IsValidKey(account.get<std::string>())) {
-                throw ConfigError(field +
-                                  "[].accounts: every account id must be 1-64 characters of "
-                                  "A-Z a-z 0-9 _ - | * .");
+                throw ConfigError(field + "[].accounts: every account id must be " +
+                                  projections::kKeyRuleText);
             }
             scoped.accounts->push_back(account.get<std::string>());
         }

@@ -97,8 +97,10 @@ std::optional<Refusal> FillMoney(const PlatformFields& fields, bool refund, Noti
     // CNY unless the notice names a currency; a refund without one takes its order's.
     std::string currency{FieldOr(fields, "currency")};
     if (currency.empty() && !refund) currency = "CNY";
-    if (!currency.empty() && !projections::IsValidCurrency(currency)) {
-        return Malformed("currency must be an upper-case ISO 4217 code");
+    if (!currency.empty()) {
+        if (auto checked = RequireCurrency(currency, "currency"); !checked) {
+            return checked.refusal();
+        }
     }
     if (refund) {
         Checked<projections::Claims> claims = RefundClaims(fields);
@@ -187,8 +189,7 @@ ledger::Delivery AlipayChannel::Verify(Incoming& incoming) const {
     const Checked<PlatformFields> form = DecodeForm(receipt.body);
     if (!form) return Rejected(std::move(receipt), form.refusal());
     const PlatformFields& fields = *form;
-    const std::string_view claimed = FieldOr(fields, "out_trade_no");
-    if (projections::IsValidKey(claimed)) receipt.out_trade_no = std::string(claimed);
+    ClaimOutTradeNo(receipt, FieldOr(fields, "out_trade_no"));
 
     if (auto refused = CheckSignature(fields)) return Rejected(std::move(receipt), *refused);
     receipt.signature_verified = true;

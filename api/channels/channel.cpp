@@ -5,6 +5,7 @@
 
 #include "api/http/json_output.hpp"
 #include "projections/assert.hpp"
+#include "projections/validate.hpp"
 
 namespace payledger::api {
 
@@ -48,6 +49,23 @@ ledger::Receipt BaseReceipt(Incoming& incoming, projections::Source source,
                            .peer = incoming.peer,
                            .headers = Dump(headers),
                            .body = std::move(incoming.request.body())};
+}
+
+void ClaimOutTradeNo(ledger::Receipt& receipt, std::string_view claimed) {
+    if (projections::IsValidKey(claimed)) receipt.out_trade_no = std::string(claimed);
+}
+
+bool IsSuccess(const ledger::DeliveryResult& result) {
+    return !result.internal_error && (result.outcome == projections::Outcome::kAppended ||
+                                      result.outcome == projections::Outcome::kDuplicate);
+}
+
+Response ErrorAnswer(const ledger::DeliveryResult& result) {
+    if (result.internal_error) {
+        return ErrorResponse(http::status::internal_server_error,
+                             projections::Outcome::kUnavailable, "internal error");
+    }
+    return ErrorResponse(StatusOf(result.outcome), result.outcome, result.message, result.seq);
 }
 
 ledger::Delivery Rejected(ledger::Receipt receipt, Refusal refusal) {

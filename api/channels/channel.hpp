@@ -1,10 +1,11 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "api/http/http.hpp"
 #include "api/channels/refusal.hpp"
+#include "api/http/http.hpp"
 #include "ledger/writer.hpp"
 #include "projections/event.hpp"
 
@@ -50,6 +51,17 @@ struct NoticeEvent {
     projections::Event event{};
     projections::Claims claims{};
 };
+
+// SPEC §5: the receipt names the out_trade_no a body claims, verified or not, when it is a
+// valid key (else none).
+void ClaimOutTradeNo(ledger::Receipt& receipt, std::string_view claimed);
+
+// True when the delivery is answered as a success with its event: appended or duplicate.
+[[nodiscard]] bool IsSuccess(const ledger::DeliveryResult& result);
+
+// The SPEC §5 error body for a delivery that is not a success, with its outcome's status
+// (500 "internal error" when an invariant or a database rule failed).
+[[nodiscard]] Response ErrorAnswer(const ledger::DeliveryResult& result);
 
 // A delivery for the ledger to decide: the receipt names the event's order.
 [[nodiscard]] ledger::Delivery Accepted(ledger::Receipt receipt, NoticeEvent notice);

@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "api/crypto.hpp"
 #include "api/channels/json_input.hpp"
+#include "api/crypto.hpp"
 #include "api/http/json_output.hpp"
 #include "projections/validate.hpp"
 
@@ -14,7 +14,6 @@ using projections::EventType;
 using projections::Outcome;
 
 constexpr const char* kSignatureHeader = "Payledger-Signature";
-constexpr std::size_t kTimestampDigitsMax = 12;
 
 std::string_view Trim(std::string_view text) {
     while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
@@ -39,7 +38,7 @@ std::optional<Refusal> GenericChannel::CheckSignature(const Incoming& incoming,
         return BadSignature("Payledger-Signature header is missing");
     }
     const std::string_view value = header->value();
-    std::optional<std::int64_t> timestamp;
+    std::optional<std::string_view> timestamp;
     std::vector<std::string_view> candidates;
     std::size_t start = 0;
     while (start <= value.size()) {
@@ -52,19 +51,17 @@ std::optional<Refusal> GenericChannel::CheckSignature(const Incoming& incoming,
         const std::string_view key = item.substr(0, equals);
         const std::string_view text = item.substr(equals + 1);
         if (key == "t") {
-            timestamp = ParseDecimal(text, kTimestampDigitsMax);
-            if (!timestamp) return BadSignature("Payledger-Signature has an invalid timestamp");
+            timestamp = text;
         } else if (key == "v1") {
             candidates.push_back(text);
         }
     }
     if (!timestamp) return BadSignature("Payledger-Signature has no timestamp");
     if (candidates.empty()) return BadSignature("Payledger-Signature has no v1 signature");
-    if (auto stale = CheckSignatureWindow(*timestamp, incoming.received_at,
-                                          "Payledger-Signature timestamp")) {
-        return stale;
-    }
-    std::string message = std::to_string(*timestamp) + ".";
+    const Checked<std::int64_t> signed_at =
+        RequireSignedAt(*timestamp, incoming.received_at, "Payledger-Signature timestamp");
+    if (!signed_at) return signed_at.refusal();
+    std::string message = std::to_string(*signed_at) + ".";
     message.append(body);
     const std::string expected = HmacSha256Hex(config_.secret, message);
     bool matched = false;
@@ -98,17 +95,14 @@ Checked<projections::Event> BodyEvent(const nlohmann::json& body,
         const Checked<std::string> transaction_id =
             RequirePlatformId(StringMember(body, "transaction_id").value_or(""), "transaction_id");
         if (!transaction_id) return transaction_id.refusal();
-        const auto amount = body.find("amount");
-        const std::optional<std::int64_t> minor =
-            amount == body.end() ? std::nullopt : AmountFromJson(*amount);
-        if (!minor) return Malformed("amount must be a JSON integer of minor units, 1 to 10^13");
+        const Checked<std::int64_t> amount = RequireJsonAmount(body, "amount");
+        if (!amount) return amount.refusal();
         event.transaction_id = *transaction_id;
-        event.amount = *minor;
+        event.amount = *amount;
         if (body.contains("currency")) {
-            const std::optional<std::string> currency = StringMember(body, "currency");
-            if (!currency || !projections::IsValidCurrency(*currency)) {
-                return Malformed("currency must be an upper-case ISO 4217 code");
-            }
+            const Checked<std::string> currency =
+                RequireCurrency(StringMember(body, "currency").value_or(""), "currency");
+            if (!currency) return currency.refusal();
             event.currency = *currency;
         } else if (*type == EventType::kPaymentSucceeded) {
             event.currency = "CNY";  // SPEC §1: CNY where a platform omits it.
@@ -133,10 +127,7 @@ ledger::Delivery GenericChannel::Verify(Incoming& incoming) const {
     receipt.signature_verified = !unsigned_body.has_value();
     const std::optional<nlohmann::json> body = ParseJsonObject(receipt.body);
     // The out_trade_no the body claims, kept on the receipt even when unverified (SPEC §5).
-    if (body) {
-        const std::optional<std::string> claimed = StringMember(*body, "out_trade_no");
-        if (claimed && projections::IsValidKey(*claimed)) receipt.out_trade_no = claimed;
-    }
+    if (body) ClaimOutTradeNo(receipt, StringMember(*body, "out_trade_no").value_or(""));
     if (unsigned_body) return Rejected(std::move(receipt), *unsigned_body);
     if (!body) return Rejected(std::move(receipt), Malformed("body is not a JSON object"));
     Checked<projections::Event> event = BodyEvent(*body, incoming.received_at);
@@ -145,17 +136,11 @@ ledger::Delivery GenericChannel::Verify(Incoming& incoming) const {
 }
 
 Response GenericChannel::Answer(const ledger::DeliveryResult& result) const {
-    if (result.internal_error) {
-        return ErrorResponse(http::status::internal_server_error, Outcome::kUnavailable,
-                             "internal error");
-    }
-    if (result.outcome == Outcome::kAppended || result.outcome == Outcome::kDuplicate) {
-        const nlohmann::json body = {{"code", "SUCCESS"},
-                                     {"outcome", projections::ToString(result.outcome)},
-                                     {"seq", result.seq}};
-        return MakeResponse(http::status::ok, "application/json", Dump(body));
-    }
-    return ErrorResponse(StatusOf(result.outcome), result.outcome, result.message, result.seq);
+    if (!IsSuccess(result)) return ErrorAnswer(result);
+    const nlohmann::json body = {{"code", "SUCCESS"},
+                                 {"outcome", projections::ToString(result.outcome)},
+                                 {"seq", result.seq}};
+    return MakeResponse(http::status::ok, "application/json", Dump(body));
 }
 
 }  // namespace payledger::api

@@ -126,6 +126,16 @@ std::optional<std::int64_t> AmountFromJson(const nlohmann::json& value) {
     return amount;
 }
 
+Checked<std::int64_t> RequireJsonAmount(const nlohmann::json& object, const char* field) {
+    const auto it = object.find(field);
+    const std::optional<std::int64_t> amount =
+        it == object.end() ? std::nullopt : AmountFromJson(*it);
+    if (!amount) {
+        return Malformed(std::string(field) + " must be a JSON integer of minor units, 1 to 10^13");
+    }
+    return *amount;
+}
+
 std::optional<std::string> StringMember(const nlohmann::json& object, const char* key) {
     const auto it = object.find(key);
     if (it == object.end() || !it->is_string()) return std::nullopt;

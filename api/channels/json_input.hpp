@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "api/channels/refusal.hpp"
+
 namespace payledger::api {
 
 // Nesting deeper than this is refused before parsing: no input of ours needs more.
@@ -19,6 +21,11 @@ inline constexpr int kJsonDepthMax = 32;
 
 // SPEC §1 amount: a JSON integer in 1 ... 10^13 (1999.0, 1.999e3 and "1999" are refused).
 [[nodiscard]] std::optional<std::int64_t> AmountFromJson(const nlohmann::json& value);
+
+// The member `field` of `object` as an amount: malformed "<field> must be a JSON integer of
+// minor units, 1 to 10^13" when it is absent or not one.
+[[nodiscard]] Checked<std::int64_t> RequireJsonAmount(const nlohmann::json& object,
+                                                      const char* field);
 
 // The string member `key` of `object`, or nullopt when absent or not a string.
 [[nodiscard]] std::optional<std::string> StringMember(const nlohmann::json& object,

@@ -1,20 +1,26 @@
 #include "api/channels/refusal.hpp"
 
-#include "projections/assert.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
 namespace {
 
 constexpr std::size_t kPlatformIdBytesMax = 128;
-constexpr std::size_t kDecimalDigitsMax = 18;  // 10^18 - 1 < INT64_MAX.
+constexpr std::int64_t kUnixSecondsMax = 999'999'999'999;  // 12 digits: year 33658.
 constexpr std::int64_t kMicrosPerSecond = 1'000'000;
 
 }  // namespace
 
 Checked<std::string> RequireKey(std::string_view text, std::string_view field) {
     if (!projections::IsValidKey(text)) {
-        return Malformed(std::string(field) + " must be 1-64 characters of A-Z a-z 0-9 _ - | * .");
+        return Malformed(std::string(field) + " must be " + projections::kKeyRuleText);
+    }
+    return std::string(text);
+}
+
+Checked<std::string> RequireCurrency(std::string_view text, std::string_view field) {
+    if (!projections::IsValidCurrency(text)) {
+        return Malformed(std::string(field) + " must be an upper-case ISO 4217 code");
     }
     return std::string(text);
 }
@@ -34,25 +40,15 @@ Checked<std::string> RequirePlatformId(std::string_view text, std::string_view f
     return std::string(text);
 }
 
-std::optional<std::int64_t> ParseDecimal(std::string_view text, std::size_t digits_max) {
-    PAYLEDGER_ASSERT(digits_max <= kDecimalDigitsMax);
-    if (text.empty() || text.size() > digits_max) return std::nullopt;
-    std::int64_t value = 0;
-    for (const char c : text) {
-        if (c < '0' || c > '9') return std::nullopt;
-        value = value * 10 + (c - '0');
-    }
-    return value;
-}
-
-std::optional<Refusal> CheckSignatureWindow(std::int64_t signed_at_seconds,
-                                            projections::TimeMicros received_at,
-                                            std::string_view what) {
-    const std::int64_t skew = received_at / kMicrosPerSecond - signed_at_seconds;
+Checked<std::int64_t> RequireSignedAt(std::string_view text, projections::TimeMicros received_at,
+                                      std::string_view what) {
+    const std::optional<std::int64_t> seconds = projections::ParseDigits(text, kUnixSecondsMax);
+    if (!seconds) return BadSignature(std::string(what) + " is not unix seconds");
+    const std::int64_t skew = received_at / kMicrosPerSecond - *seconds;
     if (skew > kSignatureWindowSeconds || skew < -kSignatureWindowSeconds) {
         return BadSignature(std::string(what) + " is outside the 300 s window");
     }
-    return std::nullopt;
+    return *seconds;
 }
 
 std::optional<Refusal> CheckConfiguredId(std::string_view value, std::string_view field,

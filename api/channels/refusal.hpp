@@ -65,20 +65,19 @@ private:
 // A-Z a-z 0-9 _ - | * ." otherwise.
 [[nodiscard]] Checked<std::string> RequireKey(std::string_view text, std::string_view field);
 
+// SPEC §1 currency: malformed "<field> must be an upper-case ISO 4217 code" otherwise.
+[[nodiscard]] Checked<std::string> RequireCurrency(std::string_view text, std::string_view field);
+
 // A platform number (transaction_id, refund_id, trade_no, out_biz_no): 1-128 visible ASCII.
 [[nodiscard]] bool IsValidPlatformId(std::string_view text);
 [[nodiscard]] Checked<std::string> RequirePlatformId(std::string_view text, std::string_view field);
 
-// An unsigned decimal integer of 1 to `digits_max` digits (no sign, no space), as in a
-// signed timestamp header; nullopt otherwise. REQUIRES: digits_max <= 18 (no overflow).
-[[nodiscard]] std::optional<std::int64_t> ParseDecimal(std::string_view text,
-                                                       std::size_t digits_max);
-
-// SPEC §1 signature window: bad_signature "<what> is outside the 300 s window" unless
-// `signed_at_seconds` is within kSignatureWindowSeconds of `received_at`, either way.
-[[nodiscard]] std::optional<Refusal> CheckSignatureWindow(std::int64_t signed_at_seconds,
-                                                          projections::TimeMicros received_at,
-                                                          std::string_view what);
+// SPEC §1 signature window for a signed timestamp header `what` (unix seconds): bad_signature
+// "<what> is not unix seconds" unless `text` is plain digits, "<what> is outside the 300 s
+// window" unless within kSignatureWindowSeconds of `received_at`, either way. The seconds.
+[[nodiscard]] Checked<std::int64_t> RequireSignedAt(std::string_view text,
+                                                    projections::TimeMicros received_at,
+                                                    std::string_view what);
 
 // SPEC §6 merchant and app ids: malformed "<field> is missing" when `value` is empty,
 // mismatch "<field> <value> is not the configured <field>" when it is not `configured`.

@@ -1,19 +1,14 @@
 #include "api/channels/wechat_v2_channel.hpp"
 
-#include "api/crypto.hpp"
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
+#include "api/crypto.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
 namespace {
 
 using projections::EventType;
-
-void ClaimOutTradeNo(ledger::Receipt& receipt, const PlatformFields& fields) {
-    const std::string_view claimed = FieldOr(fields, "out_trade_no");
-    if (projections::IsValidKey(claimed)) receipt.out_trade_no = std::string(claimed);
-}
 
 // return_code is the communication flag: FAIL records nothing, anything but SUCCESS is bad.
 std::optional<Refusal> CheckReturnCode(const PlatformFields& fields) {
@@ -52,9 +47,7 @@ Checked<NoticeEvent> PaymentEvent(const PlatformFields& fields,
     if (!total_fee) return total_fee.refusal();
     std::string currency{FieldOr(fields, "fee_type")};
     if (currency.empty()) currency = "CNY";  // providers.md §1.2: fee_type defaults to CNY.
-    if (!projections::IsValidCurrency(currency)) {
-        return Malformed("fee_type must be an upper-case ISO 4217 code");
-    }
+    if (auto checked = RequireCurrency(currency, "fee_type"); !checked) return checked.refusal();
     const Checked<projections::TimeMicros> time_end = RequireTime(
         fields, "time_end", received_at, projections::ParseShanghaiCompact, "yyyyMMddHHmmss");
     if (!time_end) return time_end.refusal();
@@ -114,7 +107,7 @@ ledger::Delivery WechatV2Channel::Verify(Incoming& incoming) const {
     ledger::Receipt receipt = BaseReceipt(incoming, source(), {"Content-Type", "User-Agent"});
     const Checked<PlatformFields> xml = ParseFlatXml(receipt.body, "xml");
     if (!xml) return Rejected(std::move(receipt), xml.refusal());
-    ClaimOutTradeNo(receipt, *xml);
+    ClaimOutTradeNo(receipt, FieldOr(*xml, "out_trade_no"));
     if (xml->contains("req_info")) {
         return VerifyRefund(std::move(receipt), *xml, incoming.received_at);
     }
@@ -189,7 +182,7 @@ ledger::Delivery WechatV2Channel::VerifyRefund(ledger::Receipt receipt,
     const Checked<PlatformFields> refund = OpenReqInfo(fields);
     if (!refund) return Rejected(std::move(receipt), refund.refusal());
     receipt.signature_verified = true;  // Only the API key's holder encrypts a req_info.
-    ClaimOutTradeNo(receipt, *refund);
+    ClaimOutTradeNo(receipt, FieldOr(*refund, "out_trade_no"));
     if (auto refused = CheckReturnCode(fields)) return Rejected(std::move(receipt), *refused);
     if (auto refused = CheckMerchant(fields)) return Rejected(std::move(receipt), *refused);
     const std::string_view status = FieldOr(*refund, "refund_status");

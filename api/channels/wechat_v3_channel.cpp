@@ -1,9 +1,9 @@
 #include "api/channels/wechat_v3_channel.hpp"
 
 #include "api/channels/json_input.hpp"
-#include "api/http/json_output.hpp"
 #include "api/channels/platform_channel.hpp"
 #include "api/channels/platform_crypto.hpp"
+#include "api/http/json_output.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
@@ -19,7 +19,6 @@ constexpr const char* kSerialHeader = "Wechatpay-Serial";
 constexpr const char* kSignatureTypeHeader = "Wechatpay-Signature-Type";
 constexpr std::string_view kSignatureType = "WECHATPAY2-SHA256-RSA2048";
 constexpr std::string_view kProbePrefix = "WECHATPAY/SIGNTEST/";
-constexpr std::size_t kTimestampDigitsMax = 12;
 
 std::string_view Header(const Incoming& incoming, const char* name) {
     const auto it = incoming.request.find(name);
@@ -90,11 +89,7 @@ Checked<projections::TimeMicros> SuccessTime(const json& resource,
 // amount.currency: CNY when absent for a payment; a refund without one takes its order's.
 Checked<std::string> Currency(const json& amount, const char* when_absent) {
     if (!amount.contains("currency")) return std::string(when_absent);
-    const std::string currency = Text(amount, "currency");
-    if (!projections::IsValidCurrency(currency)) {
-        return Malformed("amount.currency must be an upper-case ISO 4217 code");
-    }
-    return currency;
+    return RequireCurrency(Text(amount, "currency"), "amount.currency");
 }
 
 // SPEC §6 `wechat_v3` TRANSACTION.SUCCESS with trade_state SUCCESS.
@@ -213,11 +208,9 @@ std::optional<Refusal> WechatV3Channel::CheckSignature(const Incoming& incoming,
     if (timestamp.empty() || nonce.empty() || serial.empty() || signature.empty()) {
         return BadSignature("Wechatpay-Timestamp, -Nonce, -Serial and -Signature are required");
     }
-    const std::optional<std::int64_t> seconds = ParseDecimal(timestamp, kTimestampDigitsMax);
-    if (!seconds) return BadSignature("Wechatpay-Timestamp is not unix seconds");
-    if (auto stale = CheckSignatureWindow(*seconds, incoming.received_at, kTimestampHeader)) {
-        return stale;
-    }
+    const Checked<std::int64_t> signed_at =
+        RequireSignedAt(timestamp, incoming.received_at, kTimestampHeader);
+    if (!signed_at) return signed_at.refusal();
     const auto key = config_.platform_public_keys.find(std::string(serial));
     if (key == config_.platform_public_keys.end()) {
         return BadSignature("Wechatpay-Serial " + std::string(serial) +
@@ -277,8 +270,7 @@ ledger::Delivery WechatV3Channel::Verify(Incoming& incoming) const {
     if (!envelope) return Rejected(std::move(receipt), Malformed("body is not a JSON object"));
     const Checked<json> resource = Open(*envelope);
     if (!resource) return Rejected(std::move(receipt), resource.refusal());
-    const std::string claimed = Text(*resource, "out_trade_no");
-    if (projections::IsValidKey(claimed)) receipt.out_trade_no = claimed;
+    ClaimOutTradeNo(receipt, Text(*resource, "out_trade_no"));
     return Decide(std::move(receipt), *envelope, *resource, incoming.received_at);
 }
 

@@ -5,14 +5,14 @@
 #include <iostream>
 #include <thread>
 
-#include "api/routes/app.hpp"
+#include "api/cli/progress.hpp"
+#include "api/cli/simulate.hpp"
 #include "api/config.hpp"
 #include "api/http/json_output.hpp"
-#include "api/log.hpp"
 #include "api/http/peer_limits.hpp"
-#include "api/cli/progress.hpp"
 #include "api/http/server.hpp"
-#include "api/cli/simulate.hpp"
+#include "api/log.hpp"
+#include "api/routes/app.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
 #include "ledger/database.hpp"
@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
         if (*verify || *rebuild) return VerifyOrRebuild(config, static_cast<bool>(*rebuild));
         if (*simulate) return api::RunSimulate(config, simulate_options, simulate_url);
         if (!out_trade_no.empty() && !projections::IsValidKey(out_trade_no)) {
-            std::cerr << "payledger: --out-trade-no: not a valid out_trade_no\n";
+            std::cerr << "payledger: --out-trade-no: must be " << projections::kKeyRuleText << "\n";
             return kExitError;
         }
         return Events(config, after,

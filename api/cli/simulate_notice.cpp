@@ -4,13 +4,13 @@
 #include <stdexcept>
 
 #include "api/channels/alipay_form.hpp"
-#include "api/crypto.hpp"
 #include "api/channels/generic_channel.hpp"
-#include "api/http/json_output.hpp"
 #include "api/channels/platform_crypto.hpp"
-#include "api/cli/simulate.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
+#include "api/cli/simulate.hpp"
+#include "api/crypto.hpp"
+#include "api/http/json_output.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
@@ -275,7 +275,8 @@ SimulatedNotice BuildNotice(const Config& config, const SimulateOptions& input) 
                                    .count();
     }
     if (!projections::IsValidKey(options.out_trade_no)) {
-        throw std::invalid_argument("--out-trade-no: not a valid out_trade_no");
+        throw std::invalid_argument(std::string("--out-trade-no: must be ") +
+                                    projections::kKeyRuleText);
     }
     if (!projections::IsValidAmount(options.amount)) {
         throw std::invalid_argument("--amount: must be minor units, 1 to 10^13");

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 
@@ -91,6 +92,18 @@ class CommitterPgTest : public ::testing::Test {
 protected:
     void SetUp() override { PAYLEDGER_REQUIRE_DATABASE(db_); }
 
+    // Takes the writer lock in `hold` and sends `committer` to wait for it with a first
+    // delivery (ORD-PLUG), so that what is submitted next queues behind it. The plug's
+    // answer comes through the future once `hold` ends.
+    std::future<DeliveryResult> PlugWriterLock(Committer& committer, pqxx::work& hold) {
+        hold.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
+        auto plug = std::make_shared<std::promise<DeliveryResult>>();
+        std::future<DeliveryResult> answer = plug->get_future();
+        committer.Submit(Order("ORD-PLUG"), [plug](DeliveryResult r) { plug->set_value(r); });
+        testing::AwaitLockWaiters(db_, testing::kAdvisoryWaitersSql);
+        return answer;
+    }
+
     // Queues kBatchSize new orders as one batch (the writer lock is held elsewhere until all
     // are queued) and makes the answer of the one at kThrowingIndex run `fail` after the
     // commit. Then checks that nothing but that one answer was affected.
@@ -98,19 +111,15 @@ protected:
         Committer committer{{.url = db_.url(), .session = testing::PatientSession(db_.name())}};
         auto holder = db_.Connect();
         pqxx::work hold{*holder};
-        hold.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
-        // A first delivery takes the committer to the lock, so the next ones queue behind it
-        // and go in one batch.
-        std::promise<DeliveryResult> plug;
-        committer.Submit(Order("ORD-PLUG"), [&](DeliveryResult r) { plug.set_value(r); });
-        testing::AwaitLockWaiters(db_, testing::kAdvisoryWaitersSql);
+        // The next deliveries queue behind the plug and go in one batch.
+        std::future<DeliveryResult> plug = PlugWriterLock(committer, hold);
         Answers answers{kBatchSize};
         for (std::size_t i = 0; i < kBatchSize; ++i) {
             committer.Submit(Order("ORD-" + std::to_string(i)),
                              answers.For(i, i == kThrowingIndex ? fail : std::function<void()>{}));
         }
         hold.commit();
-        ASSERT_EQ(plug.get_future().get().outcome, Outcome::kAppended);
+        ASSERT_EQ(plug.get().outcome, Outcome::kAppended);
         answers.AwaitEveryDelivery();
         committer.Stop();  // Joins the committer: every answer it would give has been given.
 
@@ -159,10 +168,7 @@ TEST_F(CommitterPgTest, DeliveryOverTheByteBudgetIsAnsweredUnavailableAtOnce) {
 
     auto holder = db_.Connect();
     pqxx::work hold{*holder};
-    hold.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
-    std::promise<DeliveryResult> plug;
-    committer.Submit(Order("ORD-PLUG"), [&](DeliveryResult r) { plug.set_value(r); });
-    testing::AwaitLockWaiters(db_, testing::kAdvisoryWaitersSql);
+    std::future<DeliveryResult> plug = PlugWriterLock(committer, hold);
 
     Answers answers{fitting};
     for (std::size_t i = 0; i < fitting; ++i) {
@@ -183,7 +189,7 @@ TEST_F(CommitterPgTest, DeliveryOverTheByteBudgetIsAnsweredUnavailableAtOnce) {
     EXPECT_EQ(committer.stats().queue_full_refusals.load(), 1u);
 
     hold.commit();
-    ASSERT_EQ(plug.get_future().get().outcome, Outcome::kAppended);
+    ASSERT_EQ(plug.get().outcome, Outcome::kAppended);
     answers.AwaitEveryDelivery();
     committer.Stop();
     for (std::size_t i = 0; i < fitting; ++i) {
