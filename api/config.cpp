@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "api/platform_config.hpp"
+#include "api/channels/platform_config.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
@@ -34,15 +34,11 @@ void ParseListen(const std::string& text, const std::string& field, Config& conf
     if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
         throw ConfigError(field + ": must be host:port, got \"" + text + "\"");
     }
-    unsigned port = 0;
     const std::string port_text = text.substr(colon + 1);
-    const auto [end, error] =
-        std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (error != std::errc{} || end != port_text.data() + port_text.size() || port > 65535) {
-        throw ConfigError(field + ": invalid port \"" + port_text + "\"");
-    }
+    const std::optional<std::int64_t> port = projections::ParseDigits(port_text, 65535);
+    if (!port) throw ConfigError(field + ": invalid port \"" + port_text + "\"");
     config.listen_host = text.substr(0, colon);
-    config.listen_port = static_cast<unsigned short>(port);
+    config.listen_port = static_cast<unsigned short>(*port);
 }
 
 std::string ParseToken(const json& token, const std::string& field) {
@@ -85,9 +81,8 @@ std::vector<MerchantToken> ParseMerchantTokens(const json& tokens) {
         MerchantToken scoped{.token = ParseToken(*token, field + "[].token"), .accounts = {{}}};
         for (const json& account : *accounts) {
             if (!account.is_string() || !projections::IsValidKey(account.get<std::string>())) {
-                throw ConfigError(field +
-                                  "[].accounts: every account id must be 1-64 characters of "
-                                  "A-Z a-z 0-9 _ - | * .");
+                throw ConfigError(field + "[].accounts: every account id must be " +
+                                  projections::kKeyRuleText);
             }
             scoped.accounts->push_back(account.get<std::string>());
         }
@@ -96,15 +91,16 @@ std::vector<MerchantToken> ParseMerchantTokens(const json& tokens) {
     return out;
 }
 
-// A positive integer of at most `max` at root.limits.<key>, or `fallback` when absent.
-std::size_t ParseLimit(const json& limits, const char* key, std::size_t fallback,
-                       std::size_t max) {
+// An integer from `min` to `max` at root.limits.<key>, or `fallback` when absent.
+std::size_t ParseLimit(const json& limits, const char* key, std::size_t fallback, std::size_t max,
+                       std::size_t min = 1) {
     const auto it = limits.find(key);
     if (it == limits.end()) return fallback;
     const std::string field = std::string("limits.") + key;
-    if (!it->is_number_unsigned() || it->get<std::uint64_t>() < 1 ||
+    if (!it->is_number_unsigned() || it->get<std::uint64_t>() < min ||
         it->get<std::uint64_t>() > max) {
-        throw ConfigError(field + ": must be an integer from 1 to " + std::to_string(max));
+        throw ConfigError(field + ": must be an integer from " + std::to_string(min) + " to " +
+                          std::to_string(max));
     }
     return static_cast<std::size_t>(it->get<std::uint64_t>());
 }
@@ -159,16 +155,19 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
                        defaults.unverified_per_peer_per_minute, 1'000'000);
         config.limits.connections_per_peer =
             ParseLimit(*limits, "connections_per_peer", defaults.connections_per_peer, 1'000'000);
+        config.limits.write_queue_bytes_max =
+            ParseLimit(*limits, "write_queue_bytes_max", defaults.write_queue_bytes_max,
+                       std::size_t{1} << 40, kWriteQueueBytesMin);
     }
     ParsePlatformSections(root, base_dir, config);
     return config;
 }
 
 void CheckFileMode(const std::string& path, const std::string& field, FileKind kind) {
-    struct stat status{};
+    struct stat status {};
     if (stat(path.c_str(), &status) != 0) return;  // Reading it reports what is wrong.
-    const mode_t others = kind == FileKind::kSecret ? (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)
-                                                    : (S_IWGRP | S_IWOTH);
+    const mode_t others =
+        kind == FileKind::kSecret ? (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH) : (S_IWGRP | S_IWOTH);
     if ((status.st_mode & others) == 0) return;
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(status.st_mode & 07777));

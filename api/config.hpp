@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "api/platform_crypto.hpp"
+#include "api/channels/platform_crypto.hpp"
 
 namespace payledger::api {
 
@@ -57,7 +57,13 @@ struct AlipayConfig {
 struct Limits {
     std::size_t unverified_per_peer_per_minute = 120;  // SPEC §5 rate_limited.
     std::size_t connections_per_peer = 256;
+    // Not in SPEC §9 (left open there): the committer's queue in bytes (issue 11). Over it,
+    // deliveries answer 503 at once. 64 MiB holds 1 000 bodies of 64 KiB.
+    std::size_t write_queue_bytes_max = 64 * 1024 * 1024;
 };
+
+// limits.write_queue_bytes_max is at least this: room for several full requests.
+inline constexpr std::size_t kWriteQueueBytesMin = 1024 * 1024;
 
 // SPEC §9 `tokens.merchant`: a plain token may register orders for any account; one given as
 // an object only for the accounts it names.

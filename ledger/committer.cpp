@@ -2,26 +2,21 @@
 
 #include <utility>
 
+#include "ledger/failures.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::ledger {
 namespace {
-
-// SQLSTATEs that mean "not now" rather than "never": answer 503 and let the platform retry.
-bool IsTransient(const pqxx::sql_error& error) {
-    const std::string& state = error.sqlstate();
-    return state == "55P03"     // lock_not_available: lock_timeout on the writer lock.
-           || state == "57014"  // query_canceled: statement_timeout.
-           || state == "57P01"  // admin_shutdown.
-           || state == "57P02" || state == "57P03" || state.rfind("08", 0) == 0 ||
-           state == "53300";  // too_many_connections.
-}
 
 DeliveryResult InternalError(std::string message) {
     DeliveryResult result = Unavailable(std::move(message));
     result.internal_error = true;
     return result;
 }
+
+// A Pending's own structures, the event and the caller's `done` (which captures the request
+// headers, at most 16 KiB, but mostly far less): counted per delivery beside its texts.
+constexpr std::size_t kDeliveryOverheadBytes = 2 * 1024;
 
 }  // namespace
 
@@ -30,8 +25,18 @@ DeliveryResult Unavailable(std::string message) {
                           .message = std::move(message)};
 }
 
+std::size_t Committer::QueuedBytes(const Delivery& delivery) {
+    const Receipt& receipt = delivery.receipt;
+    std::size_t bytes = kDeliveryOverheadBytes + receipt.body.size() + receipt.headers.size() +
+                        receipt.peer.size() + delivery.message.size();
+    if (delivery.event) bytes += delivery.event->data.size();
+    return bytes;
+}
+
 Committer::Committer(Options options) : options_(std::move(options)) {
     PAYLEDGER_ASSERT(options_.batch_max >= 1);
+    PAYLEDGER_ASSERT(options_.queue_bytes_max >= 1);
+    PAYLEDGER_ASSERT(options_.batch_bytes_max >= 1);
     PAYLEDGER_ASSERT(options_.transaction_attempts_max >= 1);
     thread_ = std::thread([this] { Run(); });
 }
@@ -39,17 +44,25 @@ Committer::Committer(Options options) : options_(std::move(options)) {
 Committer::~Committer() { Stop(); }
 
 void Committer::Submit(Delivery delivery, Done done) {
+    const std::size_t bytes = QueuedBytes(delivery);
     const char* refusal = nullptr;
     {
         std::lock_guard lock{mutex_};
-        if (!stopping_ && queue_.size() < options_.queue_max) {
-            queue_.push_back(Pending{std::move(delivery), std::move(done)});
+        // The byte budget counts what is queued: a delivery that would take the queue past it
+        // is refused, whatever its own size (the budget is far above one request).
+        const bool fits =
+            queue_.size() < options_.queue_max && queue_bytes_ + bytes <= options_.queue_bytes_max;
+        if (!stopping_ && fits) {
+            queue_.push_back(Pending{std::move(delivery), std::move(done), bytes});
+            queue_bytes_ += bytes;
             stats_.queue_depth = queue_.size();
+            stats_.queue_bytes = queue_bytes_;
             ready_.notify_one();
             return;
         }
         // Read under the lock: Stop() sets it from another thread.
         refusal = stopping_ ? "the service is stopping" : "the write queue is full";
+        if (!stopping_) ++stats_.queue_full_refusals;
     }
     Answer(done, Unavailable(refusal));
 }
@@ -72,12 +85,20 @@ void Committer::Run() {
             std::unique_lock lock{mutex_};
             ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
             if (queue_.empty()) return;  // Stopping, and everything queued is written.
-            while (!queue_.empty() && batch.deliveries.size() < options_.batch_max) {
-                batch.deliveries.push_back(std::move(queue_.front().delivery));
-                batch.dones.push_back(std::move(queue_.front().done));
+            // A batch closes at batch_max deliveries or batch_bytes_max, but always holds one.
+            std::size_t batch_bytes = 0;
+            while (!queue_.empty() && batch.deliveries.size() < options_.batch_max &&
+                   (batch.deliveries.empty() ||
+                    batch_bytes + queue_.front().bytes <= options_.batch_bytes_max)) {
+                Pending& next = queue_.front();
+                batch_bytes += next.bytes;
+                queue_bytes_ -= next.bytes;
+                batch.deliveries.push_back(std::move(next.delivery));
+                batch.dones.push_back(std::move(next.done));
                 queue_.pop_front();
             }
             stats_.queue_depth = queue_.size();
+            stats_.queue_bytes = queue_bytes_;
         }
         // The transaction is over (committed or given up) before anyone is answered, so an
         // answer can neither re-run nor re-answer the batch.
@@ -118,28 +139,20 @@ std::vector<DeliveryResult> Committer::WriteWithRetries(const Batch& batch) {
     for (int attempt = 1; attempt <= options_.transaction_attempts_max; ++attempt) {
         try {
             return WriteOnce(batch, 0, batch.deliveries.size());
-        } catch (const pqxx::in_doubt_error& error) {
-            // The commit may or may not have happened: never retry it (libpqxx transactor).
-            // The platform's retry will find a duplicate or append.
-            connection_.reset();
-            failure = std::string("commit outcome unknown: ") + error.what();
-            break;
-        } catch (const pqxx::broken_connection& error) {
-            connection_.reset();  // Nothing was committed; reconnect and try again.
-            failure = std::string("database connection lost: ") + error.what();
-        } catch (const pqxx::transaction_rollback& error) {
-            failure = std::string("transaction rolled back: ") + error.what();
-        } catch (const pqxx::sql_error& error) {
-            if (IsTransient(error)) {
-                failure = std::string("database unavailable: ") + error.what();
-                break;
+        } catch (...) {
+            Failure classified = ClassifyFailure(std::current_exception());
+            if (classified.reconnect) connection_.reset();
+            failure = std::move(classified.message);
+            switch (classified.kind) {
+                case FailureKind::kRetryable:
+                    if (classified.retry_now) continue;  // Nothing was committed: again.
+                    break;
+                case FailureKind::kInDoubt:
+                    break;  // Never retried: the platform's retry finds a duplicate or appends.
+                case FailureKind::kInvariantBroken:
+                    // One delivery broke a rule the whole batch rolled back for.
+                    return WriteOneByOne(batch);
             }
-            return WriteOneByOne(batch);
-        } catch (const InvariantError&) {
-            return WriteOneByOne(batch);
-        } catch (const std::exception& error) {
-            connection_.reset();
-            failure = std::string("database error: ") + error.what();
             break;
         }
     }
@@ -148,24 +161,20 @@ std::vector<DeliveryResult> Committer::WriteWithRetries(const Batch& batch) {
 }
 
 std::vector<DeliveryResult> Committer::WriteOneByOne(const Batch& batch) {
-    // One delivery broke a rule that the whole batch rolled back for. Write each alone, so
-    // that the others are not failed with it.
+    // Write each delivery alone, so that the others are not failed with the one that broke
+    // a rule; that one is answered 500, a database that fails meanwhile 503.
     std::vector<DeliveryResult> results;
     results.reserve(batch.deliveries.size());
     for (std::size_t i = 0; i < batch.deliveries.size(); ++i) {
         DeliveryResult result;
         try {
             result = std::move(WriteOnce(batch, i, 1).front());
-        } catch (const pqxx::in_doubt_error& error) {
-            connection_.reset();
-            result = Unavailable(std::string("commit outcome unknown: ") + error.what());
-        } catch (const pqxx::broken_connection& error) {
-            connection_.reset();
-            result = Unavailable(std::string("database connection lost: ") + error.what());
-        } catch (const pqxx::sql_error& error) {
-            result = IsTransient(error) ? Unavailable(error.what()) : InternalError(error.what());
-        } catch (const std::exception& error) {
-            result = InternalError(error.what());
+        } catch (...) {
+            Failure classified = ClassifyFailure(std::current_exception());
+            if (classified.reconnect) connection_.reset();
+            result = classified.kind == FailureKind::kInvariantBroken
+                         ? InternalError(std::move(classified.message))
+                         : Unavailable(std::move(classified.message));
         }
         results.push_back(std::move(result));
     }

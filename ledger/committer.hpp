@@ -32,11 +32,16 @@ class Committer {
 public:
     using Done = std::function<void(DeliveryResult)>;
 
+    // SPEC §9 leaves it open; README `limits.write_queue_bytes_max`: 1 000 bodies of 64 KiB.
+    static constexpr std::size_t kQueueBytesMaxDefault = 64 * 1024 * 1024;
+
     struct Options {
         std::string url{};
         SessionSettings session{};
         std::size_t batch_max = 256;
         std::size_t queue_max = 10'000;
+        std::size_t queue_bytes_max = kQueueBytesMaxDefault;
+        std::size_t batch_bytes_max = 4 * 1024 * 1024;
         int transaction_attempts_max = 3;
     };
 
@@ -45,10 +50,14 @@ public:
     Committer(const Committer&) = delete;
     Committer& operator=(const Committer&) = delete;
 
-    // Queues `delivery`. When the queue is full or the committer is stopping, `done` runs at
-    // once, on the caller's thread, with kUnavailable (a throw from it is counted, never
-    // propagated).
+    // Queues `delivery` (moved in: its body is never copied). When the queue is full (in
+    // count or in bytes) or the committer is stopping, `done` runs at once, on the caller's
+    // thread, with kUnavailable (a throw from it is counted, never propagated).
     void Submit(Delivery delivery, Done done);
+
+    // What one queued delivery counts against queue_bytes_max: its variable-length texts
+    // plus a fixed allowance for the structures around them and the caller's `done`.
+    [[nodiscard]] static std::size_t QueuedBytes(const Delivery& delivery);
 
     // Writes what is queued, then stops the thread. Idempotent.
     void Stop();
@@ -59,7 +68,9 @@ public:
         std::atomic<std::uint64_t> failures{0};          // Batches answered unavailable.
         std::atomic<std::uint64_t> lock_wait_micros{0};  // Sum over batches.
         std::atomic<std::uint64_t> queue_depth{0};
-        std::atomic<std::uint64_t> answer_failures{0};  // `done` calls that threw.
+        std::atomic<std::uint64_t> queue_bytes{0};          // QueuedBytes of what is queued.
+        std::atomic<std::uint64_t> queue_full_refusals{0};  // Submits answered at once.
+        std::atomic<std::uint64_t> answer_failures{0};      // `done` calls that threw.
     };
     [[nodiscard]] const Stats& stats() const { return stats_; }
 
@@ -67,6 +78,7 @@ private:
     struct Pending {
         Delivery delivery;
         Done done;
+        std::size_t bytes = 0;  // QueuedBytes(delivery), counted once at Submit.
     };
 
     void Run();
@@ -88,6 +100,7 @@ private:
     std::mutex mutex_;
     std::condition_variable ready_;
     std::deque<Pending> queue_;                     // Guarded by mutex_.
+    std::size_t queue_bytes_ = 0;                   // Guarded by mutex_.
     bool stopping_ = false;                         // Guarded by mutex_.
     std::mutex join_mutex_;                         // Serialises Stop()'s join.
     std::unique_ptr<pqxx::connection> connection_;  // Only the committer thread uses it.

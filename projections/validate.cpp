@@ -111,11 +111,16 @@ bool IsValidCurrency(std::string_view text) {
 
 bool IsValidAmount(std::int64_t amount) { return amount >= 1 && amount <= kAmountMax; }
 
-std::optional<std::int64_t> ParseMinorUnits(std::string_view text) {
-    if (text.empty()) return std::nullopt;
+std::optional<std::int64_t> ParseDigits(std::string_view text, std::int64_t max) {
+    if (text.empty() || max < 0) return std::nullopt;
     std::int64_t value = 0;
-    if (!AccumulateDigits(text, kAmountMax, value)) return std::nullopt;
-    if (!IsValidAmount(value)) return std::nullopt;
+    if (!AccumulateDigits(text, max, value)) return std::nullopt;
+    return value;
+}
+
+std::optional<std::int64_t> ParseMinorUnits(std::string_view text) {
+    const std::optional<std::int64_t> value = ParseDigits(text, kAmountMax);
+    if (!value || !IsValidAmount(*value)) return std::nullopt;
     return value;
 }
 

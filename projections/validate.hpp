@@ -11,6 +11,13 @@ namespace payledger::projections {
 
 // SPEC §1: 1-64 characters of A-Z a-z 0-9 _ - | * . (out_trade_no and account_id).
 [[nodiscard]] bool IsValidKey(std::string_view text);
+// The rule IsValidKey checks, in words: every message that refuses a key says it so.
+inline constexpr const char* kKeyRuleText = "1-64 characters of A-Z a-z 0-9 _ - | * .";
+
+// Plain decimal digits (no sign, space or point), at least one, of a value at most `max`;
+// nullopt otherwise. The one integer parser of inputs: amounts, cursors, signed timestamps,
+// ports. REQUIRES: max >= 0.
+[[nodiscard]] std::optional<std::int64_t> ParseDigits(std::string_view text, std::int64_t max);
 
 // SPEC §1: an ISO 4217 alphabetic code, upper case (three letters A-Z).
 [[nodiscard]] bool IsValidCurrency(std::string_view text);

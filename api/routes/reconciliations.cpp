@@ -4,7 +4,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "api/json_output.hpp"
+#include "api/http/json_output.hpp"
 #include "ledger/reads.hpp"
 #include "ledger/reconcile/store.hpp"
 #include "projections/validate.hpp"

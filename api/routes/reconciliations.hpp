@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "api/http.hpp"
+#include "api/http/http.hpp"
 #include "ledger/connection_pool.hpp"
 
 namespace payledger::api {

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "api/generic_channel.hpp"
+#include "api/channels/generic_channel.hpp"
 
 namespace payledger::bench {
 namespace {

@@ -7,7 +7,6 @@
 #include "api/config.hpp"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -212,16 +211,19 @@ TEST(ParseConfig, ReadsLimitsAndScopedMerchantTokens) {
     const Config defaults = ParseConfig(ConfigWith(""), std::nullopt, std::nullopt);
     EXPECT_EQ(defaults.limits.unverified_per_peer_per_minute, 120u);
     EXPECT_EQ(defaults.limits.connections_per_peer, 256u);
+    EXPECT_EQ(defaults.limits.write_queue_bytes_max, 64u * 1024 * 1024);
 
     const Config config = ParseConfig(
         R"({"database_url": "postgresql://x/y",
-            "limits": {"unverified_per_peer_per_minute": 7, "connections_per_peer": 3},
+            "limits": {"unverified_per_peer_per_minute": 7, "connections_per_peer": 3,
+                       "write_queue_bytes_max": 2097152},
             "tokens": {"merchant": ["plain-merchant-token-01",
                                     {"token": "scoped-merchant-token-1",
                                      "accounts": ["shop-1", "shop-2"]}]}})",
         std::nullopt, std::nullopt);
     EXPECT_EQ(config.limits.unverified_per_peer_per_minute, 7u);
     EXPECT_EQ(config.limits.connections_per_peer, 3u);
+    EXPECT_EQ(config.limits.write_queue_bytes_max, 2097152u);
     ASSERT_EQ(config.merchant_tokens.size(), 2u);
     EXPECT_EQ(config.merchant_tokens[0], (MerchantToken{.token = "plain-merchant-token-01"}));
     EXPECT_EQ(config.merchant_tokens[1],
@@ -242,15 +244,17 @@ TEST(ParseConfig, InvalidLimitsAndScopedTokensNameTheField) {
     expect_error("{" + url + R"(, "limits": 5})", "limits");
     expect_error("{" + url + R"(, "limits": {"connections_per_peer": 0}})",
                  "limits.connections_per_peer");
+    expect_error("{" + url + R"(, "limits": {"write_queue_bytes_max": 65536}})",
+                 "limits.write_queue_bytes_max: must be an integer from 1048576");
     expect_error("{" + url + R"(, "limits": {"unverified_per_peer_per_minute": -1}})",
                  "limits.unverified_per_peer_per_minute");
     expect_error("{" + url + R"(, "limits": {"unverified_per_peer_per_minute": 1.5}})",
                  "limits.unverified_per_peer_per_minute");
     expect_error("{" + url + R"(, "tokens": {"merchant": [{"token": "scoped-merchant-token-1"}]}})",
                  "tokens.merchant[].accounts");
-    expect_error("{" + url +
-                     R"(, "tokens": {"merchant": [{"token": "short", "accounts": ["a"]}]}})",
-                 "tokens.merchant[].token");
+    expect_error(
+        "{" + url + R"(, "tokens": {"merchant": [{"token": "short", "accounts": ["a"]}]}})",
+        "tokens.merchant[].token");
     expect_error("{" + url +
                      R"(, "tokens": {"merchant": [{"token": "scoped-merchant-token-1",
                                                    "accounts": ["no spaces"]}]}})",
@@ -261,13 +265,13 @@ TEST(ParseConfig, InvalidLimitsAndScopedTokensNameTheField) {
 // scripts/run writes the development config with mode 0600 from its first byte.
 TEST(LoadConfig, RefusesAConfigFileOthersMayReadOrWrite) {
     namespace fs = std::filesystem;
-    const fs::path path = fs::temp_directory_path() / ("payledger-config-mode-" +
-                                                       std::to_string(::getpid()) + ".json");
+    const fs::path path = fs::temp_directory_path() /
+                          ("payledger-config-mode-" + std::to_string(::getpid()) + ".json");
     std::ofstream{path} << R"({"database_url": "postgresql://x/y"})";
     fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
     EXPECT_NO_THROW((void)LoadConfig(path.string()));
-    for (const auto extra : {fs::perms::group_read, fs::perms::others_read,
-                             fs::perms::group_write, fs::perms::others_write}) {
+    for (const auto extra : {fs::perms::group_read, fs::perms::others_read, fs::perms::group_write,
+                             fs::perms::others_write}) {
         fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write | extra);
         try {
             (void)LoadConfig(path.string());

@@ -5,7 +5,7 @@
 // Answer() is checked on hand-made DeliveryResults, one per outcome. Signature windows,
 // bad headers and malformed bodies are tables. Sign() is pinned to a published HMAC vector.
 
-#include "api/generic_channel.hpp"
+#include "api/channels/generic_channel.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "api/config.hpp"
-#include "api/http.hpp"
+#include "api/http/http.hpp"
 #include "ledger/writer.hpp"
 #include "projections/event.hpp"
 #include "projections/validate.hpp"
@@ -60,12 +60,15 @@ protected:
         return Make(body, GenericChannel::Sign(kSecret, now_ + skew_seconds, body));
     }
 
+    // Verify takes the request's body; the test keeps its own copy of `incoming`.
+    ledger::Delivery Verify(Incoming incoming) const { return channel_.Verify(incoming); }
+
     const std::int64_t now_ = NowSeconds();
     const GenericChannel channel_{GenericConfig{.secret = kSecret}};
 };
 
 TEST_F(GenericChannelTest, ValidPaymentIsHandedToTheLedgerWithEveryField) {
-    const ledger::Delivery delivery = channel_.Verify(Signed(kPaymentBody));
+    const ledger::Delivery delivery = Verify(Signed(kPaymentBody));
     ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
     ASSERT_TRUE(delivery.event.has_value());
     const projections::Event& event = *delivery.event;
@@ -87,7 +90,7 @@ TEST_F(GenericChannelTest, OmittedCurrencyIsCnyAndOmittedOccurredAtIsTheTimeOfRe
     const std::string body =
         R"({"event_type":"PAYMENT_SUCCEEDED","out_trade_no":"ORD-2","transaction_id":"TX-2",)"
         R"("amount":1})";
-    const ledger::Delivery delivery = channel_.Verify(Signed(body));
+    const ledger::Delivery delivery = Verify(Signed(body));
     ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
     ASSERT_TRUE(delivery.event.has_value());
     EXPECT_EQ(delivery.event->currency, "CNY");
@@ -101,7 +104,7 @@ TEST_F(GenericChannelTest, RefundWithoutCurrencyLeavesItForTheOrderToSupply) {
     const std::string body =
         R"({"event_type":"REFUND_SUCCEEDED","out_trade_no":"ORD-3","transaction_id":"RF-1",)"
         R"("amount":500})";
-    const ledger::Delivery delivery = channel_.Verify(Signed(body));
+    const ledger::Delivery delivery = Verify(Signed(body));
     ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
     ASSERT_TRUE(delivery.event.has_value());
     EXPECT_EQ(delivery.event->event_type, EventType::kRefundSucceeded);
@@ -112,7 +115,7 @@ TEST_F(GenericChannelTest, RefundWithoutCurrencyLeavesItForTheOrderToSupply) {
 
 TEST_F(GenericChannelTest, PaymentClosedNeedsNoAmountOrTransactionId) {
     const std::string body = R"({"event_type":"PAYMENT_CLOSED","out_trade_no":"ORD-4"})";
-    const ledger::Delivery delivery = channel_.Verify(Signed(body));
+    const ledger::Delivery delivery = Verify(Signed(body));
     ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
     ASSERT_TRUE(delivery.event.has_value());
     EXPECT_EQ(delivery.event->event_type, EventType::kPaymentClosed);
@@ -133,7 +136,7 @@ TEST_F(GenericChannelTest, TimestampsWithinThreeHundredSecondsEitherWayAreAccept
     };
     for (const auto& c : cases) {
         SCOPED_TRACE(c.skew_seconds);
-        const ledger::Delivery delivery = channel_.Verify(Signed(kPaymentBody, c.skew_seconds));
+        const ledger::Delivery delivery = Verify(Signed(kPaymentBody, c.skew_seconds));
         EXPECT_EQ(delivery.verdict, c.verdict) << delivery.message;
         EXPECT_EQ(delivery.event.has_value(), c.verdict == Outcome::kAppended);
     }
@@ -142,7 +145,7 @@ TEST_F(GenericChannelTest, TimestampsWithinThreeHundredSecondsEitherWayAreAccept
 TEST_F(GenericChannelTest, WrongSecretIsBadSignature) {
     const Incoming incoming =
         Make(kPaymentBody, GenericChannel::Sign("another-secret-0123456789", now_, kPaymentBody));
-    const ledger::Delivery delivery = channel_.Verify(incoming);
+    const ledger::Delivery delivery = Verify(incoming);
     EXPECT_EQ(delivery.verdict, Outcome::kBadSignature);
     EXPECT_FALSE(delivery.event.has_value());
     EXPECT_FALSE(delivery.message.empty());
@@ -159,7 +162,7 @@ TEST_F(GenericChannelTest, TamperedBodyIsBadSignature) {
     for (const std::string& body : bodies) {
         SCOPED_TRACE(body);
         const Incoming incoming = Make(body, GenericChannel::Sign(kSecret, now_, kPaymentBody));
-        EXPECT_EQ(channel_.Verify(incoming).verdict, Outcome::kBadSignature);
+        EXPECT_EQ(Verify(incoming).verdict, Outcome::kBadSignature);
     }
 }
 
@@ -185,7 +188,7 @@ TEST_F(GenericChannelTest, MissingOrUnreadableSignatureHeaderIsBadSignature) {
     };
     for (const auto& c : cases) {
         SCOPED_TRACE(c.name);
-        const ledger::Delivery delivery = channel_.Verify(Make(kPaymentBody, c.header));
+        const ledger::Delivery delivery = Verify(Make(kPaymentBody, c.header));
         EXPECT_EQ(delivery.verdict, Outcome::kBadSignature) << delivery.message;
         EXPECT_FALSE(delivery.event.has_value());
     }
@@ -194,7 +197,7 @@ TEST_F(GenericChannelTest, MissingOrUnreadableSignatureHeaderIsBadSignature) {
 TEST_F(GenericChannelTest, SignatureHeaderNameIsCaseInsensitive) {
     Incoming incoming = Make(kPaymentBody, std::nullopt);
     incoming.request.set("payledger-signature", GenericChannel::Sign(kSecret, now_, kPaymentBody));
-    EXPECT_EQ(channel_.Verify(incoming).verdict, Outcome::kAppended);
+    EXPECT_EQ(Verify(incoming).verdict, Outcome::kAppended);
 }
 
 TEST_F(GenericChannelTest, BadSignatureReceiptStillCarriesTheClaimedOutTradeNo) {
@@ -202,7 +205,7 @@ TEST_F(GenericChannelTest, BadSignatureReceiptStillCarriesTheClaimedOutTradeNo) 
         R"({"event_type":"PAYMENT_SUCCEEDED","out_trade_no":"ORD-CLAIMED","transaction_id":"X",)"
         R"("amount":1})";
     const ledger::Delivery delivery =
-        channel_.Verify(Make(body, GenericChannel::Sign("forger-secret-0123456789", now_, body)));
+        Verify(Make(body, GenericChannel::Sign("forger-secret-0123456789", now_, body)));
     EXPECT_EQ(delivery.verdict, Outcome::kBadSignature);
     EXPECT_EQ(delivery.receipt.out_trade_no, std::optional<std::string>("ORD-CLAIMED"));
     EXPECT_EQ(delivery.receipt.body, body);
@@ -268,7 +271,7 @@ TEST_F(GenericChannelTest, MalformedBodiesAreRefusedBeforeTheLedger) {
     };
     for (const auto& c : cases) {
         SCOPED_TRACE(c.name);
-        const ledger::Delivery delivery = channel_.Verify(Signed(c.body));
+        const ledger::Delivery delivery = Verify(Signed(c.body));
         EXPECT_EQ(delivery.verdict, Outcome::kMalformed) << delivery.message;
         EXPECT_FALSE(delivery.event.has_value());
         EXPECT_FALSE(delivery.message.empty());
@@ -283,7 +286,7 @@ TEST_F(GenericChannelTest, ReceiptKeepsTheRawBodyByteForByteAndTheSignatureHeade
         "\"event_type\":\"PAYMENT_CLOSED\"  }\r\n";
     const Incoming incoming = Signed(body);
     const std::string header = std::string(incoming.request["Payledger-Signature"]);
-    const ledger::Delivery delivery = channel_.Verify(incoming);
+    const ledger::Delivery delivery = Verify(incoming);
     ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
     EXPECT_EQ(delivery.receipt.body, body);
     EXPECT_EQ(delivery.receipt.body.size(), body.size());
@@ -294,7 +297,7 @@ TEST_F(GenericChannelTest, ReceiptKeepsTheRawBodyByteForByteAndTheSignatureHeade
 }
 
 TEST_F(GenericChannelTest, ReceiptOfAnUnsignedDeliveryKeepsItsBody) {
-    const ledger::Delivery delivery = channel_.Verify(Make(kPaymentBody, std::nullopt));
+    const ledger::Delivery delivery = Verify(Make(kPaymentBody, std::nullopt));
     EXPECT_EQ(delivery.verdict, Outcome::kBadSignature);
     EXPECT_EQ(delivery.receipt.body, kPaymentBody);
     EXPECT_EQ(delivery.receipt.out_trade_no, std::optional<std::string>("ORD-1"));

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "api/json_output.hpp"
+#include "api/http/json_output.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
 

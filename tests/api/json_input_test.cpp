@@ -6,7 +6,7 @@
 // checked against a table of well-formed and ill-formed byte sequences (overlong forms, surrogates,
 // truncations, stray continuation bytes, code points past U+10FFFF).
 
-#include "api/json_input.hpp"
+#include "api/channels/json_input.hpp"
 
 #include <gtest/gtest.h>
 

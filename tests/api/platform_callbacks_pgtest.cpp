@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/alipay_form.hpp"
-#include "api/json_output.hpp"
-#include "api/platform_crypto.hpp"
-#include "api/wechat_v2_xml.hpp"
+#include "api/channels/alipay_form.hpp"
+#include "api/http/json_output.hpp"
+#include "api/channels/platform_crypto.hpp"
+#include "api/channels/wechat_v2_xml.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
 #include "tests/api/platform_fixtures.hpp"

@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "api/alipay_channel.hpp"
-#include "api/alipay_form.hpp"
-#include "api/json_output.hpp"
-#include "api/wechat_v2_channel.hpp"
-#include "api/wechat_v2_xml.hpp"
-#include "api/wechat_v3_channel.hpp"
+#include "api/channels/alipay_channel.hpp"
+#include "api/channels/alipay_form.hpp"
+#include "api/http/json_output.hpp"
+#include "api/channels/wechat_v2_channel.hpp"
+#include "api/channels/wechat_v2_xml.hpp"
+#include "api/channels/wechat_v3_channel.hpp"
 #include "projections/decide.hpp"
 #include "projections/validate.hpp"
 #include "tests/api/platform_fixtures.hpp"
@@ -45,7 +45,8 @@ class PlatformChannelTest : public ::testing::Test {
 protected:
     ledger::Delivery Deliver(const Channel& channel, const SimulatedNotice& notice,
                              std::int64_t received_offset = 0) const {
-        return channel.Verify(ToIncoming(notice, now_ + received_offset));
+        Incoming incoming = ToIncoming(notice, now_ + received_offset);
+        return channel.Verify(incoming);
     }
 
     SimulatedNotice Notice(const std::string& channel, const std::string& kind = "payment",

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "api/config.hpp"
-#include "api/platform_crypto.hpp"
+#include "api/channels/platform_crypto.hpp"
 
 namespace payledger::api {
 namespace {

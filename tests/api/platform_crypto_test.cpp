@@ -5,7 +5,7 @@
 // refusals are tables; RSA keys are generated in the test (EVP_PKEY_Q_keygen), never stored.
 // An encrypted key file is refused without OpenSSL asking for a passphrase (stdin a pipe).
 
-#include "api/platform_crypto.hpp"
+#include "api/channels/platform_crypto.hpp"
 
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "api/json_output.hpp"
-#include "api/wechat_v2_xml.hpp"
+#include "api/http/json_output.hpp"
+#include "api/channels/wechat_v2_xml.hpp"
 
 namespace payledger::api {
 namespace {

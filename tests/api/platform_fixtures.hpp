@@ -9,10 +9,10 @@
 #include <string>
 
 #include "api/config.hpp"
-#include "api/http.hpp"
-#include "api/platform_crypto.hpp"
-#include "api/simulate.hpp"
-#include "api/wechat_v2_xml.hpp"
+#include "api/http/http.hpp"
+#include "api/channels/platform_crypto.hpp"
+#include "api/cli/simulate.hpp"
+#include "api/channels/wechat_v2_xml.hpp"
 
 namespace payledger::testing {
 

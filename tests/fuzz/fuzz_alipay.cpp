@@ -12,10 +12,10 @@
 #include <set>
 #include <string>
 
-#include "api/alipay_channel.hpp"
-#include "api/alipay_form.hpp"
-#include "api/json_output.hpp"
-#include "api/platform_crypto.hpp"
+#include "api/channels/alipay_channel.hpp"
+#include "api/channels/alipay_form.hpp"
+#include "api/http/json_output.hpp"
+#include "api/channels/platform_crypto.hpp"
 #include "tests/api/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 
@@ -72,7 +72,7 @@ bool RepeatsARawName(std::string_view body) {
 }
 
 ledger::Delivery VerifyBody(const std::string& body) {
-    const api::Incoming incoming = BodyOnly(body, "application/x-www-form-urlencoded");
+    api::Incoming incoming = BodyOnly(body, "application/x-www-form-urlencoded");
     ledger::Delivery delivery = Channel().Verify(incoming);
     CheckDelivery(delivery, projections::Source::kAlipay, body);
     CheckAnswers(Channel(), delivery);

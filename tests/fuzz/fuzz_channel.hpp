@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "api/channel.hpp"
-#include "api/http.hpp"
-#include "api/platform_channel.hpp"
+#include "api/channels/channel.hpp"
+#include "api/http/http.hpp"
+#include "api/channels/platform_channel.hpp"
 #include "ledger/storable_text.hpp"
 #include "projections/validate.hpp"
 #include "tests/fuzz/fuzz_check.hpp"

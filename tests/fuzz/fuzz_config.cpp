@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "api/config.hpp"
-#include "api/platform_crypto.hpp"
+#include "api/channels/platform_crypto.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 namespace payledger::fuzz {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "api/generic_channel.hpp"
+#include "api/channels/generic_channel.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 #include "tests/fuzz/fuzz_json_keys.hpp"
 
@@ -37,12 +37,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             kSignatureHeader,
             api::GenericChannel::Sign(kSecret, fuzz::kNowSeconds, incoming->request.body()));
     }
+    const std::string body = incoming->request.body();  // Verify moves it into the receipt.
     const ledger::Delivery delivery = channel.Verify(*incoming);
-    fuzz::CheckDelivery(delivery, projections::Source::kGeneric, incoming->request.body());
+    fuzz::CheckDelivery(delivery, projections::Source::kGeneric, body);
     fuzz::CheckAnswers(channel, delivery);
     if (signed_here) FUZZ_CHECK(delivery.verdict != projections::Outcome::kBadSignature);
     // SPEC §6: a signed body that repeats a key is malformed, never last-wins.
-    if (signed_here && fuzz::HasRepeatedKey(incoming->request.body())) {
+    if (signed_here && fuzz::HasRepeatedKey(body)) {
         FUZZ_CHECK(delivery.verdict == projections::Outcome::kMalformed);
     }
     return 0;

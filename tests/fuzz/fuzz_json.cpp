@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "api/json_input.hpp"
+#include "api/channels/json_input.hpp"
 #include "projections/event.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 #include "tests/fuzz/fuzz_json_keys.hpp"

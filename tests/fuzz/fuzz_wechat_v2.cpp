@@ -15,10 +15,10 @@
 #include <cstdint>
 #include <string>
 
-#include "api/json_output.hpp"
-#include "api/platform_crypto.hpp"
-#include "api/wechat_v2_channel.hpp"
-#include "api/wechat_v2_xml.hpp"
+#include "api/http/json_output.hpp"
+#include "api/channels/platform_crypto.hpp"
+#include "api/channels/wechat_v2_channel.hpp"
+#include "api/channels/wechat_v2_xml.hpp"
 #include "tests/api/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 
@@ -33,7 +33,7 @@ api::WechatV2Config Config(api::WechatV2SignType sign_type) {
 }
 
 ledger::Delivery VerifyBody(const api::WechatV2Channel& channel, const std::string& body) {
-    const api::Incoming incoming = BodyOnly(body, "text/xml");
+    api::Incoming incoming = BodyOnly(body, "text/xml");
     ledger::Delivery delivery = channel.Verify(incoming);
     CheckDelivery(delivery, projections::Source::kWechatV2, body);
     CheckAnswers(channel, delivery);

@@ -13,10 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "api/json_input.hpp"
-#include "api/json_output.hpp"
-#include "api/platform_crypto.hpp"
-#include "api/wechat_v3_channel.hpp"
+#include "api/channels/json_input.hpp"
+#include "api/http/json_output.hpp"
+#include "api/channels/platform_crypto.hpp"
+#include "api/channels/wechat_v3_channel.hpp"
 #include "tests/api/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 #include "tests/fuzz/fuzz_json_keys.hpp"
@@ -110,8 +110,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const bool signed_here = fuzz::Sign(*incoming);
 
     const api::WechatV3Channel& channel = fuzz::Channel();
+    const std::string body = incoming->request.body();  // Verify moves it into the receipt.
     const ledger::Delivery delivery = channel.Verify(*incoming);
-    fuzz::CheckDelivery(delivery, projections::Source::kWechatV3, incoming->request.body());
+    fuzz::CheckDelivery(delivery, projections::Source::kWechatV3, body);
     fuzz::CheckAnswers(channel, delivery);
     if (signed_here) {
         FUZZ_CHECK(!delivery.message.starts_with("Wechatpay-Signature does not verify"));
@@ -124,8 +125,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     // A signed envelope or sealed resource that repeats a JSON key is malformed, never
     // last-wins.
-    if (signed_here && (fuzz::HasRepeatedKey(incoming->request.body()) ||
-                        (sealed && fuzz::PlaintextRepeatsAKey(split.body)))) {
+    if (signed_here &&
+        (fuzz::HasRepeatedKey(body) || (sealed && fuzz::PlaintextRepeatsAKey(split.body)))) {
         FUZZ_CHECK(delivery.verdict == projections::Outcome::kMalformed ||
                    delivery.verdict == projections::Outcome::kBadSignature);
     }

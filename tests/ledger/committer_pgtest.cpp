@@ -4,13 +4,17 @@
 // twice, and the other deliveries of its batch are answered as usual. The batch is made
 // deterministic by holding the writer lock while it queues; the throw comes from the `done`
 // callback itself, the committer's own injection point. A throw from the full-queue and the
-// stopping answers, which run on the caller's thread, stays in the committer too.
+// stopping answers, which run on the caller's thread, stays in the committer too. The byte
+// budget (issue 11 point 2): with the committer held at the writer lock, 64 KiB deliveries
+// queue until the next would pass queue_bytes_max; that one is answered unavailable at once,
+// on the caller's thread, and nothing of it is stored; the queued ones are written after.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 
@@ -88,6 +92,18 @@ class CommitterPgTest : public ::testing::Test {
 protected:
     void SetUp() override { PAYLEDGER_REQUIRE_DATABASE(db_); }
 
+    // Takes the writer lock in `hold` and sends `committer` to wait for it with a first
+    // delivery (ORD-PLUG), so that what is submitted next queues behind it. The plug's
+    // answer comes through the future once `hold` ends.
+    std::future<DeliveryResult> PlugWriterLock(Committer& committer, pqxx::work& hold) {
+        hold.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
+        auto plug = std::make_shared<std::promise<DeliveryResult>>();
+        std::future<DeliveryResult> answer = plug->get_future();
+        committer.Submit(Order("ORD-PLUG"), [plug](DeliveryResult r) { plug->set_value(r); });
+        testing::AwaitLockWaiters(db_, testing::kAdvisoryWaitersSql);
+        return answer;
+    }
+
     // Queues kBatchSize new orders as one batch (the writer lock is held elsewhere until all
     // are queued) and makes the answer of the one at kThrowingIndex run `fail` after the
     // commit. Then checks that nothing but that one answer was affected.
@@ -95,19 +111,15 @@ protected:
         Committer committer{{.url = db_.url(), .session = testing::PatientSession(db_.name())}};
         auto holder = db_.Connect();
         pqxx::work hold{*holder};
-        hold.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
-        // A first delivery takes the committer to the lock, so the next ones queue behind it
-        // and go in one batch.
-        std::promise<DeliveryResult> plug;
-        committer.Submit(Order("ORD-PLUG"), [&](DeliveryResult r) { plug.set_value(r); });
-        testing::AwaitLockWaiters(db_, testing::kAdvisoryWaitersSql);
+        // The next deliveries queue behind the plug and go in one batch.
+        std::future<DeliveryResult> plug = PlugWriterLock(committer, hold);
         Answers answers{kBatchSize};
         for (std::size_t i = 0; i < kBatchSize; ++i) {
             committer.Submit(Order("ORD-" + std::to_string(i)),
                              answers.For(i, i == kThrowingIndex ? fail : std::function<void()>{}));
         }
         hold.commit();
-        ASSERT_EQ(plug.get_future().get().outcome, Outcome::kAppended);
+        ASSERT_EQ(plug.get().outcome, Outcome::kAppended);
         answers.AwaitEveryDelivery();
         committer.Stop();  // Joins the committer: every answer it would give has been given.
 
@@ -138,6 +150,60 @@ TEST_F(CommitterPgTest, AnswerThatFailsAnInvariantAfterTheCommitChangesNothingEl
 
 TEST_F(CommitterPgTest, AnswerThatThrowsAnyExceptionAfterTheCommitChangesNothingElse) {
     ExpectThrowingAnswerChangesNothing([] { throw std::runtime_error("the client is gone"); });
+}
+
+TEST_F(CommitterPgTest, DeliveryOverTheByteBudgetIsAnsweredUnavailableAtOnce) {
+    constexpr std::size_t kBodyBytes = 64 * 1024;
+    constexpr std::size_t kBudgetBytes = 1024 * 1024;
+    Committer committer{{.url = db_.url(),
+                         .session = testing::PatientSession(db_.name()),
+                         .queue_bytes_max = kBudgetBytes}};
+    const auto large = [&](const std::string& out_trade_no) {
+        Delivery delivery = Order(out_trade_no);
+        delivery.receipt.body = std::string(kBodyBytes, 'x');
+        return delivery;
+    };
+    const std::size_t fitting = kBudgetBytes / Committer::QueuedBytes(large("ORD-X"));
+    ASSERT_GE(fitting, 2u);
+
+    auto holder = db_.Connect();
+    pqxx::work hold{*holder};
+    std::future<DeliveryResult> plug = PlugWriterLock(committer, hold);
+
+    Answers answers{fitting};
+    for (std::size_t i = 0; i < fitting; ++i) {
+        committer.Submit(large("ORD-" + std::to_string(i)), answers.For(i));
+    }
+    EXPECT_EQ(committer.stats().queue_depth.load(), fitting);
+    EXPECT_LE(committer.stats().queue_bytes.load(), kBudgetBytes);
+    // One more would pass the budget: answered before Submit returns, while the lock is held.
+    bool answered_at_once = false;
+    DeliveryResult refused;
+    committer.Submit(large("ORD-OVER"), [&](DeliveryResult r) {
+        answered_at_once = true;
+        refused = std::move(r);
+    });
+    ASSERT_TRUE(answered_at_once);
+    EXPECT_EQ(refused.outcome, Outcome::kUnavailable);
+    EXPECT_EQ(refused.message, "the write queue is full");
+    EXPECT_EQ(committer.stats().queue_full_refusals.load(), 1u);
+
+    hold.commit();
+    ASSERT_EQ(plug.get().outcome, Outcome::kAppended);
+    answers.AwaitEveryDelivery();
+    committer.Stop();
+    for (std::size_t i = 0; i < fitting; ++i) {
+        ASSERT_EQ(answers.results()[i].size(), 1u) << i;
+        EXPECT_EQ(answers.results()[i][0].outcome, Outcome::kAppended) << i;
+    }
+    EXPECT_EQ(committer.stats().queue_bytes.load(), 0u);
+    // The refused delivery left nothing behind; the queued ones were stored whole.
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts WHERE out_trade_no = "
+                         "'ORD-OVER'"),
+              "0");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts WHERE length(body) = " +
+                         std::to_string(kBodyBytes)),
+              std::to_string(fitting));
 }
 
 TEST(CommitterTest, ThrowingAnswersOfRefusedDeliveriesStayInTheCommitter) {

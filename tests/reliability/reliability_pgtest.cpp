@@ -7,8 +7,9 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
+#include <poll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,17 +18,21 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
 
-#include "api/generic_channel.hpp"
+#include "api/channels/generic_channel.hpp"
+#include "api/cli/simulate.hpp"
+#include "api/config.hpp"
+#include "api/http/peer_limits.hpp"
 #include "ledger/database.hpp"
 #include "ledger/migrate.hpp"
 #include "ledger/verify.hpp"
 #include "ledger/writer.hpp"
-#include "api/peer_limits.hpp"
 #include "support/own_postgres.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"
@@ -306,13 +311,16 @@ std::string Request(const std::string& method, const std::string& target, const 
            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// The three platform sections with one RSA key of the test's (private half 0600, so that
+// serve accepts it as simulate_private_key and the test signs with it through simulate).
 json PlatformSections(const std::string& dir) {
     const std::string key = dir + "/hostile_rsa";
-    EXPECT_EQ(std::system(("openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out " +
-                           key + ".pem 2>/dev/null && openssl pkey -in " + key +
-                           ".pem -pubout -out " + key + "_pub.pem")
-                              .c_str()),
-              0);
+    EXPECT_EQ(
+        std::system(("openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out " + key +
+                     ".pem 2>/dev/null && chmod 600 " + key + ".pem && openssl pkey -in " + key +
+                     ".pem -pubout -out " + key + "_pub.pem")
+                        .c_str()),
+        0);
     return {{"wechat_v2",
              {{"appid", "wx0000000000000001"},
               {"mch_id", "1900000001"},
@@ -321,16 +329,59 @@ json PlatformSections(const std::string& dir) {
              {{"appid", "wx0000000000000002"},
               {"mchid", "1900000002"},
               {"api_v3_key", "0123456789abcdef0123456789abcdef"},
-              {"platform_public_keys", {{"ABCDEF0123", key + "_pub.pem"}}}}},
-            {"alipay", {{"app_id", "2021000000000001"}, {"alipay_public_key", key + "_pub.pem"}}}};
+              {"platform_public_keys", {{"ABCDEF0123", key + "_pub.pem"}}},
+              {"simulate_private_key", key + ".pem"}}},
+            {"alipay",
+             {{"app_id", "2021000000000001"},
+              {"alipay_public_key", key + "_pub.pem"},
+              {"simulate_private_key", key + ".pem"}}}};
 }
+
+constexpr const char* kScopedToken = "scoped-merchant-token-0001";
+constexpr const char* kSellerId = "2088000000000001";
+constexpr int kConnectionsPerPeer = 8;
+
+// The hostile test's server: the platform sections, alipay.seller_id, a merchant token
+// scoped to shop-1, and a small per-peer connection limit.
+json HostileConfig(const std::string& dir) {
+    json config = PlatformSections(dir);
+    config["alipay"]["seller_id"] = kSellerId;
+    config["tokens"] = {
+        {"merchant",
+         {testing::kMerchantToken, {{"token", kScopedToken}, {"accounts", {"shop-1"}}}}},
+        {"auditor", {testing::kAuditorToken}},
+        {"admin", {testing::kAdminToken}}};
+    config["limits"] = {{"connections_per_peer", kConnectionsPerPeer}};
+    return config;
+}
+
+// Signs like the platforms do, with the server's own sections (simulate's keys): a config
+// parsed from the same JSON; without seller_id, Alipay notices carry simulate's default
+// seller_id (not kSellerId).
+Config SigningConfig(const std::string& dir, const json& sections, bool with_seller_id) {
+    json signing = sections;
+    signing["database_url"] = "postgresql://unused/x";
+    if (!with_seller_id) signing["alipay"].erase("seller_id");
+    signing.erase("tokens");
+    signing.erase("limits");
+    return ParseConfig(signing.dump(), std::nullopt, std::nullopt, dir);
+}
+
+std::map<std::string, std::string> HeaderMap(const SimulatedNotice& notice) {
+    return {notice.headers.begin(), notice.headers.end()};
+}
+
+// Defined below, beside the connection helpers it uses.
+void BreakEveryIssue11Rule(const ServeProcess& server, TestDatabase& db, const std::string& dir,
+                           const json& sections);
 
 TEST(ReliabilityPgTest, HostileInputGetsOnly4xxAndAppendsNothing) {
     TestDatabase db;
     PAYLEDGER_REQUIRE_DATABASE(db);
     CreateOrders(db.url(), 1, 100);
     const std::string dir = testing::MakeTestTmpDir("payledger-hostile.");
-    ServeProcess server{db.url(), PlatformSections(dir)};
+    const json sections = HostileConfig(dir);
+    ServeProcess server{db.url(), sections};
 
     const std::string nested_json = std::string(20'000, '[') + std::string(20'000, ']');
     const std::string nested_xml = [] {
@@ -435,6 +486,8 @@ TEST(ReliabilityPgTest, HostileInputGetsOnly4xxAndAppendsNothing) {
     if (!kAddressSanitizer) {  // ASan keeps freed memory in its quarantine: RSS says nothing.
         EXPECT_LT(server.RssKiB() - rss_before, 32 * 1024) << "RSS grew by over 32 MiB";
     }
+    BreakEveryIssue11Rule(server, db, dir, sections);
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM ledger_events"), "1");
     std::system(("rm -rf " + dir).c_str());
 }
 
@@ -574,6 +627,163 @@ double CpuSeconds(pid_t pid) {
     return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// Issue 11 points 1-7 against the running server, each rule broken from a peer address of
+// its own (a fresh unverified budget), each refused with its status, nothing appended.
+void BreakEveryIssue11Rule(const ServeProcess& server, TestDatabase& db, const std::string& dir,
+                           const json& sections) {
+    const Config signing = SigningConfig(dir, sections, true);
+    const Config stranger_seller = SigningConfig(dir, sections, false);
+    const std::int64_t now = testing::UnixNow();
+    const auto notice = [&](const std::string& channel, const std::string& kind,
+                            std::int64_t amount, std::int64_t order_amount,
+                            const Config* config = nullptr) {
+        return BuildNotice(config ? *config : signing, {.channel = channel,
+                                                        .out_trade_no = "R-0",
+                                                        .kind = kind,
+                                                        .amount = amount,
+                                                        .order_amount = order_amount,
+                                                        .unix_seconds = now});
+    };
+    const auto post = [&](const char* source, const SimulatedNotice& n, const std::string& body) {
+        HttpClient client{server.port(), source};
+        return client.Post(n.target, body, HeaderMap(n));
+    };
+    const auto replace = [](std::string text, const std::string& from, const std::string& to) {
+        const std::size_t at = text.find(from);
+        EXPECT_NE(at, std::string::npos) << from;
+        if (at != std::string::npos) text.replace(at, from.size(), to);
+        return text;
+    };
+
+    // Point 5, strict parsing: a repeated JSON key in a signed generic body and in an order.
+    {
+        const std::string body =
+            "{\"event_type\":\"PAYMENT_SUCCEEDED\",\"out_trade_no\":\"R-0\",\"out_trade_no\":"
+            "\"R-0\",\"transaction_id\":\"T-9\",\"amount\":100}";
+        HttpClient client{server.port(), "127.0.0.11"};
+        const HttpResult r = client.Post(
+            "/v1/callbacks/generic", body,
+            {{"Payledger-Signature", GenericChannel::Sign(testing::kGenericSecret, now, body)}});
+        EXPECT_EQ(r.status, 400) << "generic repeated key: " << r.body;
+        const HttpResult order = client.Post(
+            "/v1/orders",
+            R"({"out_trade_no":"R-9","account_id":"shop-1","amount":1,"amount":2,"currency":"CNY"})",
+            {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}});
+        EXPECT_EQ(order.status, 400) << "order repeated key: " << order.body;
+    }
+    // A repeated XML element (v2), a repeated form field (Alipay), a v2 reference to a control
+    // character: each malformed, from addresses that have sent nothing unverified yet.
+    {
+        const SimulatedNotice v2 = notice("wechat_v2", "payment", 100, 0);
+        HttpResult r =
+            post("127.0.0.12", v2, replace(v2.body, "</xml>", "<total_fee>1</total_fee></xml>"));
+        EXPECT_EQ(r.status, 400) << "v2 repeated element: " << r.body;
+        r = post("127.0.0.13", v2, replace(v2.body, "</xml>", "<attach>a&#1;b</attach></xml>"));
+        EXPECT_EQ(r.status, 400) << "v2 control character reference: " << r.body;
+        const SimulatedNotice alipay = notice("alipay", "payment", 100, 0);
+        r = post("127.0.0.14", alipay, alipay.body + "&out_trade_no=R-0");
+        EXPECT_EQ(r.status, 400) << "alipay repeated field: " << r.body;
+    }
+    // WeChat v3 verifies before it parses or decrypts: a bad signature over a well-formed
+    // notice is 401 and its receipt names no order (the number is inside the resource).
+    {
+        SimulatedNotice v3 = notice("wechat_v3", "payment", 100, 0);
+        for (auto& [name, value] : v3.headers) {
+            if (name == "Wechatpay-Signature") value = std::string(344, 'A');
+        }
+        const HttpResult r = post("127.0.0.15", v3, v3.body);
+        EXPECT_EQ(r.status, 401) << "v3 bad signature: " << r.body;
+        EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts WHERE source = 'wechat_v3' "
+                            "AND outcome = 'bad_signature' AND out_trade_no IS NOT NULL"),
+                  "0");
+    }
+    // Point 6: a signed refund whose order total is not the order's (100) is a mismatch, in
+    // every channel; Alipay's seller_id must be the configured one.
+    const auto last_message = [&](const char* source) {
+        return db.Scalar(std::string("SELECT outcome || ': ' || message FROM callback_receipts "
+                                     "WHERE source = '") +
+                         source + "' ORDER BY id DESC LIMIT 1");
+    };
+    for (const char* channel : {"wechat_v2", "wechat_v3", "alipay"}) {
+        const SimulatedNotice refund = notice(channel, "refund", 50, 999);
+        const HttpResult r = post("127.0.0.16", refund, refund.body);
+        EXPECT_EQ(r.status, 422) << channel << " refund cross-check: " << last_message(channel);
+        EXPECT_EQ(last_message(channel).find("seller_id"), std::string::npos);
+    }
+    {
+        const SimulatedNotice payment = notice("alipay", "payment", 100, 0, &stranger_seller);
+        const HttpResult r = post("127.0.0.17", payment, payment.body);
+        EXPECT_EQ(r.status, 422) << "alipay seller_id: " << last_message("alipay");
+        EXPECT_NE(last_message("alipay").find("seller_id"), std::string::npos);
+    }
+    // Point 7: a token scoped to shop-1 may not register shop-2's orders: 403, no receipt.
+    {
+        HttpClient client{server.port(), "127.0.0.18"};
+        const HttpResult r = client.Post(
+            "/v1/orders",
+            R"({"out_trade_no":"R-SCOPED","account_id":"shop-2","amount":1,"currency":"CNY"})",
+            {{"Authorization", std::string("Bearer ") + kScopedToken}});
+        EXPECT_EQ(r.status, 403) << r.body;
+        EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts WHERE out_trade_no = "
+                            "'R-SCOPED'"),
+                  "0");
+    }
+    // Point 1: the rounds stored far more than 120 unverified deliveries from 127.0.0.1 in
+    // the last minute; the next is 429, never stored; a signed one is never limited.
+    {
+        const std::string before = db.Scalar("SELECT count(*) FROM callback_receipts");
+        HttpClient client{server.port()};
+        const HttpResult limited =
+            client.Post("/v1/callbacks/generic", "{}", {{"Payledger-Signature", "t=1,v1=00"}});
+        EXPECT_EQ(limited.status, 429) << limited.body;
+        EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts"), before);
+        const std::string body = "{\"event_type\":\"PAYMENT_CLOSED\"}";
+        const HttpResult signed_malformed = client.Post(
+            "/v1/callbacks/generic", body,
+            {{"Payledger-Signature", GenericChannel::Sign(testing::kGenericSecret, now, body)}});
+        EXPECT_EQ(signed_malformed.status, 400) << signed_malformed.body;
+    }
+    // Point 3: a peer's connections beyond limits.connections_per_peer are closed at accept.
+    {
+        std::vector<int> fds;
+        for (int i = 0; i < kConnectionsPerPeer; ++i) {
+            fds.push_back(ConnectFrom("127.0.0.19", server.port()));
+            ASSERT_GE(fds.back(), 0);
+        }
+        const int extra = ConnectFrom("127.0.0.19", server.port());
+        ASSERT_GE(extra, 0);
+        EXPECT_TRUE(ClosedByServer(extra, std::chrono::seconds{10}));
+        EXPECT_FALSE(ClosedByServer(fds[0], std::chrono::seconds{1}));
+        close(extra);
+        for (const int fd : fds) close(fd);
+    }
+    // Point 4: an order's receipts are paged: never more than a page, limit at most 1000,
+    // however many deliveries name the order (here 150 signed, malformed, never limited).
+    {
+        HttpClient client{server.port(), "127.0.0.20"};
+        const std::string body = "{\"event_type\":\"BOGUS\",\"out_trade_no\":\"R-0\"}";
+        const std::string signature = GenericChannel::Sign(testing::kGenericSecret, now, body);
+        for (int i = 0; i < 150; ++i) {
+            ASSERT_EQ(
+                client.Post("/v1/callbacks/generic", body, {{"Payledger-Signature", signature}})
+                    .status,
+                400);
+        }
+        EXPECT_EQ(client.Get("/v1/orders/R-0/receipts?limit=1001", testing::kAuditorToken).status,
+                  400);
+        const HttpResult page =
+            client.Get("/v1/orders/R-0/receipts?limit=2", testing::kAuditorToken);
+        ASSERT_EQ(page.status, 200) << page.body;
+        EXPECT_EQ(page.Json()["receipts"].size(), 2u);
+        const HttpResult first = client.Get("/v1/orders/R-0/receipts", testing::kAuditorToken);
+        ASSERT_EQ(first.status, 200);
+        const std::string stored =
+            db.Scalar("SELECT count(*) FROM callback_receipts WHERE out_trade_no = 'R-0'");
+        EXPECT_GT(std::stoi(stored), 100) << "the rounds should name R-0 in over a page";
+        EXPECT_EQ(first.Json()["receipts"].size(), 100u);
+    }
+}
+
 // Issue 11 point 1: a peer flooding 64 KiB deliveries without a valid signature is limited to
 // limits.unverified_per_peer_per_minute stored receipts (then 429, counted, never stored),
 // while valid callbacks from another address stay fast; a delivery that verifies is never
@@ -594,10 +804,10 @@ TEST(ReliabilityPgTest, AnUnverifiedFloodFromOnePeerIsLimitedAndValidCallbacksSt
         HttpClient client{server.port(), "127.0.0.2"};
         const std::string junk(65'000, 'x');  // Just under the 64 KiB request limit.
         for (int i = 0; i < kFlood; ++i) {
-            const HttpResult r = client.Post("/v1/callbacks/generic", junk,
-                                             {{"Payledger-Signature",
-                                               "t=" + std::to_string(testing::UnixNow()) +
-                                                   ",v1=" + std::string(64, '0')}});
+            const HttpResult r =
+                client.Post("/v1/callbacks/generic", junk,
+                            {{"Payledger-Signature", "t=" + std::to_string(testing::UnixNow()) +
+                                                         ",v1=" + std::string(64, '0')}});
             (r.status == 401 ? unauthorized : r.status == 429 ? limited : other)++;
         }
     });
@@ -611,9 +821,9 @@ TEST(ReliabilityPgTest, AnUnverifiedFloodFromOnePeerIsLimitedAndValidCallbacksSt
             "/v1/callbacks/generic", body,
             {{"Payledger-Signature",
               GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
-        latencies_ms.push_back(std::chrono::duration<double, std::milli>(
-                                   std::chrono::steady_clock::now() - started)
-                                   .count());
+        latencies_ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+                .count());
         ASSERT_EQ(r.status, 200) << r.body;
     }
     flooder.join();
@@ -660,6 +870,113 @@ TEST(ReliabilityPgTest, AnUnverifiedFloodFromOnePeerIsLimitedAndValidCallbacksSt
               std::to_string(kLimit + 2));
 }
 
+// Issue 11 point 2: the committer's queue is bounded in bytes. With the writer lock held by
+// the test, ~1 000 signed 64 KiB deliveries fill the default 64 MiB write queue; the ones
+// beyond it are answered 503 at once (while the lock is still held) and stored nowhere, and
+// the serve process's peak RSS (VmHWM) stays at most 256 MiB through the fill and the writes.
+TEST(ReliabilityPgTest, AFullWriteQueueOf64KiBBodiesAnswers503AtOnceAndStaysUnder256MiB) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DATABASE(db);
+    constexpr std::size_t kDeliveries =
+        1'010;  // Past 64 MiB of queue, within the 1 024 connections.
+    constexpr long kRssMaxKiB = 256 * 1024;
+    ServeProcess server{db.url(), {{"limits", {{"connections_per_peer", 2'000}}}}};
+    const long rss_idle = server.RssKiB();
+
+    // The test's own session: no idle-in-transaction timeout ends the hold early.
+    auto holder = db.Connect();
+    pqxx::work hold{*holder};
+    hold.exec_params("SELECT pg_advisory_xact_lock($1)", ledger::kWriterLockKey);
+
+    const auto body_for = [](std::size_t i) {
+        std::string body = "{\"event_type\":\"PAYMENT_SUCCEEDED\",\"out_trade_no\":\"RSS-" +
+                           std::to_string(i) +
+                           "\",\"transaction_id\":\"T-1\",\"amount\":100,\"pad\":\"";
+        body += std::string(65'000 - body.size(), 'x');
+        return body + "\"}";
+    };
+    const auto fill_started = std::chrono::steady_clock::now();
+    std::vector<int> fds;
+    std::vector<std::string> answers(kDeliveries);
+    for (std::size_t i = 0; i < kDeliveries; ++i) {
+        const std::string body = body_for(i);
+        const std::string signature =
+            GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body);
+        const std::string raw = Request("POST", "/v1/callbacks/generic", body,
+                                        "Payledger-Signature: " + signature + "\r\n");
+        const int fd = ConnectFrom("127.0.0.1", server.port());
+        ASSERT_GE(fd, 0) << "connection " << i;
+        std::size_t sent = 0;
+        while (sent < raw.size()) {
+            const ssize_t n = send(fd, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
+            ASSERT_GT(n, 0) << "sending delivery " << i;
+            sent += static_cast<std::size_t>(n);
+        }
+        fds.push_back(fd);
+    }
+    const auto fill_done = std::chrono::steady_clock::now();
+    // Reads whatever has arrived, for up to `within`; true when every answer is complete.
+    std::vector<bool> closed(kDeliveries, false);
+    const auto read_answers = [&](std::chrono::seconds within,
+                                  const std::function<bool()>& enough) {
+        const auto deadline = std::chrono::steady_clock::now() + within;
+        while (std::chrono::steady_clock::now() < deadline && !enough()) {
+            std::vector<pollfd> open;
+            std::vector<std::size_t> index;
+            for (std::size_t i = 0; i < kDeliveries; ++i) {
+                if (closed[i]) continue;
+                open.push_back(pollfd{.fd = fds[i], .events = POLLIN, .revents = 0});
+                index.push_back(i);
+            }
+            if (open.empty()) return;
+            if (poll(open.data(), open.size(), 100) <= 0) continue;
+            for (std::size_t k = 0; k < open.size(); ++k) {
+                if (open[k].revents == 0) continue;
+                char buffer[4096];
+                const ssize_t n = recv(open[k].fd, buffer, sizeof buffer, 0);
+                if (n <= 0) {
+                    closed[index[k]] = true;
+                } else {
+                    answers[index[k]].append(buffer, static_cast<std::size_t>(n));
+                }
+            }
+        }
+    };
+    const auto count = [&](const char* status_line, const char* text) {
+        return std::count_if(answers.begin(), answers.end(), [&](const std::string& answer) {
+            return answer.rfind(status_line, 0) == 0 && answer.find(text) != std::string::npos;
+        });
+    };
+    const auto queue_full = [&] { return count("HTTP/1.1 503", "the write queue is full"); };
+    // While the lock is held nothing can be written: every answer now is a refusal at once.
+    read_answers(std::chrono::seconds{3}, [&] { return queue_full() > 0; });
+    const long full_answers = queue_full();
+    const long rss_full = server.RssKiB();
+    EXPECT_GT(full_answers, 0) << "no delivery was refused for the byte budget";
+    EXPECT_LT(full_answers, static_cast<long>(kDeliveries / 10))
+        << "the queue held far less than 64 MiB";
+
+    hold.commit();  // Let the committer write what is queued.
+    read_answers(std::chrono::seconds{120}, [&] {
+        return std::all_of(closed.begin(), closed.end(), [](bool c) { return c; });
+    });
+    for (const int fd : fds) close(fd);
+    const long answered_404 = count("HTTP/1.1 404", "unknown_order");
+    const long answered_503 = count("HTTP/1.1 503", "");
+    EXPECT_EQ(answered_404 + answered_503, static_cast<long>(kDeliveries))
+        << "a delivery got another answer";
+    // 503s (the queue full, or a batch that waited past lock_timeout) are never stored.
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts"), std::to_string(answered_404));
+    std::printf(
+        "serve RSS %ld KiB idle, %ld KiB with the queue full; peak (VmHWM) %ld KiB; "
+        "%ld refused at once for the byte budget, %ld stored; sent in %.1f s\n",
+        rss_idle, rss_full, server.PeakRssKiB(), full_answers, answered_404,
+        std::chrono::duration<double>(fill_done - fill_started).count());
+    if (!kAddressSanitizer) {  // ASan keeps freed memory in its quarantine: RSS says nothing.
+        EXPECT_LE(server.PeakRssKiB(), kRssMaxKiB) << "peak RSS over 256 MiB";
+    }
+}
+
 TEST(PeerLimitsTest, UnverifiedLimiterIsASlidingWindowOfSixtySecondsPerAddress) {
     UnverifiedLimiter limiter{3};
     const auto t0 = UnverifiedLimiter::Clock::time_point{} + std::chrono::hours{1};
@@ -670,7 +987,7 @@ TEST(PeerLimitsTest, UnverifiedLimiterIsASlidingWindowOfSixtySecondsPerAddress) 
     EXPECT_FALSE(limiter.Admit("a", t0 + seconds{30}));  // Three in the last 60 s.
     EXPECT_TRUE(limiter.Admit("b", t0 + seconds{30}));   // Another address is not limited.
     EXPECT_FALSE(limiter.Admit("a", t0 + seconds{59}));
-    EXPECT_TRUE(limiter.Admit("a", t0 + seconds{60}));   // The first left the window.
+    EXPECT_TRUE(limiter.Admit("a", t0 + seconds{60}));  // The first left the window.
     EXPECT_FALSE(limiter.Admit("a", t0 + seconds{61}));
     EXPECT_TRUE(limiter.Admit("a", t0 + seconds{70}));
 }
@@ -789,9 +1106,11 @@ TEST(ReliabilityPgTest, ServeStartedWhileTheDatabaseIsDownWaitsForIt) {
     ASSERT_TRUE(server.has_value());
     HttpClient client{server->port()};
     EXPECT_EQ(client.Get("/readyz").status, 200);
-    const std::string order = R"({"out_trade_no":"W-1","account_id":"a","amount":5,"currency":"CNY"})";
-    EXPECT_EQ(client.Post("/v1/orders", order,
-                          {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}})
+    const std::string order =
+        R"({"out_trade_no":"W-1","account_id":"a","amount":5,"currency":"CNY"})";
+    EXPECT_EQ(client
+                  .Post("/v1/orders", order,
+                        {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}})
                   .status,
               201);
 }

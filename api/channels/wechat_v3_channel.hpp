@@ -1,0 +1,47 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "api/channels/channel.hpp"
+#include "api/config.hpp"
+
+namespace payledger::api {
+
+// SPEC §6 `wechat_v3` (providers.md §2): WeChat Pay APIv3 notifications. The headers sign
+// "<Wechatpay-Timestamp>\n<Wechatpay-Nonce>\n<raw body>\n" with SHA256withRSA under the
+// platform key that Wechatpay-Serial names; the JSON envelope carries the notice as an
+// AES-256-GCM `resource` under the APIv3 key. The signature is verified before the body is
+// parsed or decrypted, so an unverified delivery names no order. Answers: 204 on success, else
+// {"code":"FAIL","message":...} with the SPEC §5 status.
+class WechatV3Channel final : public Channel {
+public:
+    explicit WechatV3Channel(WechatV3Config config) : config_(std::move(config)) {}
+
+    [[nodiscard]] projections::Source source() const override {
+        return projections::Source::kWechatV3;
+    }
+    [[nodiscard]] ledger::Delivery Verify(Incoming& incoming) const override;
+    [[nodiscard]] Response Answer(const ledger::DeliveryResult& result) const override;
+
+private:
+    // nullopt when the headers hold a valid, fresh signature of the raw body. Reads nothing
+    // but the headers and the raw bytes (SPEC §6: verified before anything is parsed).
+    [[nodiscard]] std::optional<Refusal> CheckSignature(const Incoming& incoming,
+                                                        std::string_view body) const;
+    // The decrypted resource of a verified envelope.
+    [[nodiscard]] Checked<nlohmann::json> Open(const nlohmann::json& envelope) const;
+    [[nodiscard]] ledger::Delivery Decide(ledger::Receipt receipt, const nlohmann::json& envelope,
+                                          const nlohmann::json& resource,
+                                          projections::TimeMicros received_at) const;
+
+    WechatV3Config config_;
+};
+
+// providers.md §2.2: the signed message, three lines each ending in "\n".
+[[nodiscard]] std::string WechatV3SignatureMessage(std::string_view timestamp,
+                                                   std::string_view nonce, std::string_view body);
+
+}  // namespace payledger::api

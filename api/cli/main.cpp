@@ -1,0 +1,321 @@
+// payledger: the command line (SPEC §8).
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "api/cli/progress.hpp"
+#include "api/cli/simulate.hpp"
+#include "api/cli/reconcile_command.hpp"
+#include "api/cli/simulate_bill.hpp"
+#include "api/config.hpp"
+#include "api/http/json_output.hpp"
+#include "api/http/peer_limits.hpp"
+#include "api/http/server.hpp"
+#include "api/log.hpp"
+#include "api/routes/app.hpp"
+#include "ledger/audit.hpp"
+#include "ledger/committer.hpp"
+#include "ledger/connection_pool.hpp"
+#include "ledger/database.hpp"
+#include "ledger/migrate.hpp"
+#include "ledger/reads.hpp"
+#include "ledger/rebuild.hpp"
+#include "ledger/verify.hpp"
+#include "projections/validate.hpp"
+
+namespace {
+
+using namespace payledger;
+
+constexpr int kExitError = 2;
+constexpr std::size_t kReadPoolSize = 8;
+constexpr std::chrono::milliseconds kPoolWaitMax{2'000};
+constexpr std::chrono::milliseconds kShutdownGrace{25'000};
+
+api::Config LoadConfigOrEnv(const std::string& path) {
+    if (!path.empty()) return api::LoadConfig(path);
+    const char* url = std::getenv("PAYLEDGER_DATABASE_URL");
+    const char* listen = std::getenv("PAYLEDGER_LISTEN");
+    return api::ParseConfig("{}", url ? std::optional<std::string>(url) : std::nullopt,
+                            listen ? std::optional<std::string>(listen) : std::nullopt);
+}
+
+int Migrate(const api::Config& config, const std::string& grant_role) {
+    auto connection = ledger::Connect(config.database_url);
+    const std::vector<std::string> applied = ledger::Migrate(*connection);
+    for (const std::string& name : applied) std::cout << "applied " << name << "\n";
+    if (applied.empty()) std::cout << "schema is up to date\n";
+    if (!grant_role.empty()) {
+        ledger::GrantServiceRole(*connection, grant_role);
+        std::cout << "granted " << grant_role << " what serve needs\n";
+    }
+    return 0;
+}
+
+// SPEC §11: serve applies only the migrations it has the rights for. A role that may not
+// (the service's own, DML only) leaves them to `payledger migrate` as the tables' owner.
+bool MigrateForServe(pqxx::connection& connection) {
+    const std::vector<std::string> pending = ledger::PendingMigrations(connection);
+    if (pending.empty()) return true;
+    try {
+        for (const std::string& name : ledger::Migrate(connection)) {
+            api::LogJson("info", "{\"msg\":\"migration applied\",\"name\":\"" + name + "\"}");
+        }
+        return true;
+    } catch (const pqxx::insufficient_privilege&) {
+        std::cerr << "payledger: serve: " << pending.size() << " migration(s) pending ("
+                  << pending.front() << (pending.size() > 1 ? ", …" : "")
+                  << ") that this role may not apply: run `payledger migrate` as the tables' "
+                     "owner\n";
+        return false;
+    }
+}
+
+// SIGTERM or SIGINT while serve waits for its database at start (SPEC §8): stop waiting.
+volatile std::sig_atomic_t g_stop_waiting = 0;
+
+// Connects to the database, waiting for it while it is unreachable (SPEC §8: serve started
+// while the database is down waits for it). nullptr when a signal ended the wait.
+std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url) {
+    g_stop_waiting = 0;
+    const auto stop = [](int) { g_stop_waiting = 1; };
+    std::signal(SIGTERM, stop);
+    std::signal(SIGINT, stop);
+    std::chrono::milliseconds backoff{100};
+    std::unique_ptr<pqxx::connection> connection;
+    for (int attempt = 1; !g_stop_waiting; ++attempt) {
+        try {
+            connection = ledger::Connect(url);
+            break;
+        } catch (const pqxx::broken_connection& error) {
+            if (attempt == 1 || attempt % 10 == 0) {
+                api::LogJson("warning",
+                             api::Dump(nlohmann::json{{"msg", "waiting for the database"},
+                                                      {"attempt", attempt},
+                                                      {"error", error.what()}}));
+            }
+            // Waiting on an outside system, not synchronising threads: back off up to 2 s.
+            std::this_thread::sleep_for(backoff);
+            backoff = std::min(backoff * 2, std::chrono::milliseconds{2'000});
+        }
+    }
+    // The flag handler stays until Server::Start takes the signals over (SPEC §8: a SIGTERM
+    // while serve starts stops it cleanly); Serve passes on one that came meanwhile.
+    return connection;
+}
+
+int Serve(const api::Config& config) {
+    const std::size_t open_files = api::RaiseOpenFileLimit();
+    {
+        auto connection = ConnectWhenReachable(config.database_url);
+        if (connection == nullptr) {
+            api::LogJson("info", "{\"msg\":\"stopped while waiting for the database\"}");
+            return 0;
+        }
+        if (!MigrateForServe(*connection)) return kExitError;
+    }
+    ledger::ConnectionPool pool{config.database_url, kReadPoolSize, kPoolWaitMax};
+    ledger::Committer committer{
+        {.url = config.database_url, .queue_bytes_max = config.limits.write_queue_bytes_max}};
+    api::Metrics metrics;
+    api::App app{config, pool, committer, metrics};
+    const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    api::Server server{app,
+                       {.host = config.listen_host,
+                        .port = config.listen_port,
+                        .io_threads = cores,
+                        .worker_threads = std::max<std::size_t>(8, 2 * cores),
+                        .connections_per_peer = config.limits.connections_per_peer}};
+    server.Start();
+    if (g_stop_waiting) std::raise(SIGTERM);  // Came between the database wait and Start.
+    api::LogJson("info", "{\"msg\":\"listening\",\"address\":\"" + config.listen_host + ":" +
+                             std::to_string(server.port()) +
+                             "\",\"open_files_max\":" + std::to_string(open_files) + "}");
+    server.ServeUntilSignal(kShutdownGrace);
+    committer.Stop();
+    api::LogJson("info", "{\"msg\":\"stopped\"}");
+    return 0;
+}
+
+// Events in the ledger now, for the progress display only (on a terminal).
+std::int64_t EstimateEvents(const api::Config& config) {
+    if (!api::ProgressPrinter::Enabled()) return 0;
+    auto connection = ledger::Connect(config.database_url);
+    pqxx::read_transaction tx{*connection};
+    return tx.exec("SELECT count(*) FROM ledger_events")[0][0].as<std::int64_t>();
+}
+
+// SPEC §8: exit 0 when everything matches, 1 when anything differs.
+int VerifyOrRebuild(const api::Config& config, bool rebuild) {
+    api::ProgressPrinter progress{rebuild ? "rebuild" : "verify", EstimateEvents(config)};
+    const ledger::VerifyReport report =
+        rebuild ? ledger::Rebuild(config.database_url, progress.Callback())
+                : ledger::Verify(config.database_url, progress.Callback());
+    std::cout << ledger::FormatReport(report) << std::flush;
+    return report.ok() ? 0 : 1;
+}
+
+std::string ReadSmallFile(const std::string& path, const char* what) {
+    constexpr std::size_t kBytesMax = 64 * 1024;
+    std::ifstream file{path, std::ios::binary};
+    if (!file) throw std::runtime_error(std::string(what) + ": cannot read " + path);
+    std::string text(kBytesMax + 1, '\0');
+    file.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<std::size_t>(file.gcount()));
+    if (text.size() > kBytesMax)
+        throw std::runtime_error(std::string(what) + ": " + path + " is too large");
+    return text;
+}
+
+// SPEC §11: exit 0 when the chain, every event and the checkpoint hold, 1 when something is
+// broken (a bad checkpoint signature included), 2 on error.
+int RunAudit(const api::Config& config, const std::string& checkpoint_path,
+             const std::string& public_key_path) {
+    if (checkpoint_path.empty()) {
+        if (!public_key_path.empty()) {
+            std::cerr << "payledger: audit: --public-key needs --checkpoint\n";
+            return kExitError;
+        }
+        const ledger::AuditReport report = ledger::Audit(config.database_url);
+        std::cout << ledger::FormatAuditReport(report) << std::flush;
+        return report.ok() ? 0 : 1;
+    }
+    const auto checkpoint =
+        ledger::ParseCheckpointJson(ReadSmallFile(checkpoint_path, "--checkpoint"));
+    if (!checkpoint) {
+        std::cerr << "payledger: audit: " << checkpoint_path << " is not a checkpoint\n";
+        return kExitError;
+    }
+    std::optional<ledger::Ed25519Key> key;
+    if (!public_key_path.empty()) {
+        key = ledger::Ed25519Key::PublicFromPem(ReadSmallFile(public_key_path, "--public-key"));
+    } else if (config.audit_signing_key_pem) {
+        key = ledger::Ed25519Key::PrivateFromPem(*config.audit_signing_key_pem);
+    } else {
+        std::cerr << "payledger: audit: --checkpoint needs --public-key, or audit.signing_key "
+                     "in the config\n";
+        return kExitError;
+    }
+    const ledger::AuditReport report = ledger::Audit(config.database_url, &*checkpoint, &*key);
+    std::cout << ledger::FormatAuditReport(report) << std::flush;
+    return report.ok() ? 0 : 1;
+}
+
+// SPEC §11: the signed head of the chain, or with --public-key the key's public half (PEM).
+int RunCheckpoint(const api::Config& config, bool public_key) {
+    if (!config.audit_signing_key_pem) {
+        std::cerr << "payledger: checkpoint: no key is configured (audit.signing_key)\n";
+        return kExitError;
+    }
+    const auto key = ledger::Ed25519Key::PrivateFromPem(*config.audit_signing_key_pem);
+    if (public_key) {
+        std::cout << key.PublicPem() << std::flush;
+        return 0;
+    }
+    auto connection = ledger::Connect(config.database_url);
+    pqxx::read_transaction tx{*connection};
+    std::cout << ledger::CheckpointJson(ledger::SignHead(tx, key)) << "\n" << std::flush;
+    return 0;
+}
+
+int Events(const api::Config& config, std::int64_t after,
+           const std::optional<std::string>& out_trade_no) {
+    auto connection = ledger::Connect(config.database_url);
+    pqxx::read_transaction tx{*connection};
+    ledger::ForEachEvent(tx, after, out_trade_no, [](const projections::Event& event) {
+        std::cout << api::Dump(api::EventJson(event)) << '\n';
+        return static_cast<bool>(std::cout);
+    });
+    std::cout.flush();
+    return std::cout ? 0 : kExitError;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // A database host that does not answer must not hang a request for ever; a URL's own
+    // connect_timeout, or the caller's PGCONNECT_TIMEOUT, still wins.
+    setenv("PGCONNECT_TIMEOUT", "5", /*overwrite=*/0);
+    CLI::App cli{"payledger: an event-sourced payment ledger"};
+    cli.require_subcommand(1);
+    std::string config_path;
+    cli.add_option("--config", config_path, "JSON config file (SPEC §9)");
+
+    CLI::App* serve = cli.add_subcommand("serve", "migrate, then serve HTTP until SIGTERM");
+    CLI::App* migrate = cli.add_subcommand("migrate", "apply the schema migrations");
+    std::string grant_role;
+    migrate->add_option("--grant", grant_role,
+                        "then grant ROLE exactly what serve needs (SPEC §11)");
+    CLI::App* events = cli.add_subcommand("events", "the event history as NDJSON");
+    CLI::App* verify =
+        cli.add_subcommand("verify", "fold the events and compare with the projections");
+    CLI::App* rebuild = cli.add_subcommand("rebuild", "rebuild the projections online");
+    CLI::App* audit = cli.add_subcommand(
+        "audit", "recompute the receipt chain and check every event against it (SPEC §11)");
+    std::string checkpoint_path;
+    std::string public_key_path;
+    audit->add_option("--checkpoint", checkpoint_path, "a checkpoint to check the ledger against");
+    audit->add_option("--public-key", public_key_path,
+                      "the PEM public key that signed it (default: audit.signing_key's)");
+    CLI::App* checkpoint =
+        cli.add_subcommand("checkpoint", "print the signed head of the receipt chain (SPEC §11)");
+    bool print_public_key = false;
+    checkpoint->add_flag("--public-key", print_public_key, "print the public key (PEM) instead");
+    std::int64_t after = 0;
+    std::string out_trade_no;
+    events->add_option("--after", after, "only events with seq > SEQ")
+        ->check(CLI::NonNegativeNumber);
+    events->add_option("--out-trade-no", out_trade_no, "only this order's events");
+    CLI::App* simulate =
+        cli.add_subcommand("simulate", "build, sign and post a test notification (SPEC §8)");
+    api::SimulateOptions simulate_options;
+    std::string simulate_url;
+    simulate->add_option("channel", simulate_options.channel, "the channel to simulate")
+        ->required()
+        ->check(CLI::IsMember({"wechat_v2", "wechat_v3", "alipay", "generic"}));
+    simulate->add_option("--out-trade-no", simulate_options.out_trade_no, "the order")->required();
+    simulate->add_option("--amount", simulate_options.amount, "minor units (default 1999)")
+        ->check(CLI::Range(std::int64_t{1}, projections::kAmountMax));
+    simulate
+        ->add_option("--order-amount", simulate_options.order_amount,
+                     "a refund's order total in minor units (default --amount)")
+        ->check(CLI::Range(std::int64_t{1}, projections::kAmountMax));
+    simulate->add_option("--kind", simulate_options.kind, "payment (default), refund or close")
+        ->check(CLI::IsMember({"payment", "refund", "close"}));
+    simulate->add_option("--url", simulate_url, "the service (default http://<listen>)");
+    api::ReconcileCommand reconcile_command;
+    CLI::App* reconcile = api::AddReconcileCommand(cli, reconcile_command);
+    api::SimulateBillCommand simulate_bill_command;
+    CLI::App* simulate_bill = api::AddSimulateBillCommand(cli, simulate_bill_command);
+    for (CLI::App* command : {serve, migrate, events, simulate, verify, rebuild, reconcile,
+                              simulate_bill, audit, checkpoint}) {
+        command->add_option("--config", config_path, "JSON config file (SPEC §9)");
+    }
+    CLI11_PARSE(cli, argc, argv);
+
+    try {
+        const api::Config config = LoadConfigOrEnv(config_path);
+        if (*serve) return Serve(config);
+        if (*migrate) return Migrate(config, grant_role);
+        if (*verify || *rebuild) return VerifyOrRebuild(config, static_cast<bool>(*rebuild));
+        if (*audit) return RunAudit(config, checkpoint_path, public_key_path);
+        if (*checkpoint) return RunCheckpoint(config, print_public_key);
+        if (*simulate) return api::RunSimulate(config, simulate_options, simulate_url);
+        if (*reconcile) return api::RunReconcileCommand(config, reconcile_command);
+        if (*simulate_bill) return api::RunSimulateBillCommand(config, simulate_bill_command);
+        if (!out_trade_no.empty() && !projections::IsValidKey(out_trade_no)) {
+            std::cerr << "payledger: --out-trade-no: must be " << projections::kKeyRuleText << "\n";
+            return kExitError;
+        }
+        return Events(config, after,
+                      out_trade_no.empty() ? std::nullopt : std::optional(out_trade_no));
+    } catch (const api::ConfigError& error) {
+        std::cerr << "payledger: invalid config: " << error.what() << "\n";
+    } catch (const std::exception& error) {
+        std::cerr << "payledger: " << error.what() << "\n";
+    }
+    return kExitError;
+}

@@ -1,0 +1,81 @@
+#include "api/http/json_output.hpp"
+
+#include "ledger/chain.hpp"
+
+#include <openssl/evp.h>
+
+#include "api/channels/json_input.hpp"
+#include "projections/validate.hpp"
+
+namespace payledger::api {
+
+using nlohmann::json;
+
+std::string Base64Encode(std::string_view bytes) {
+    std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+    const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                        reinterpret_cast<const unsigned char*>(bytes.data()),
+                                        static_cast<int>(bytes.size()));
+    out.resize(static_cast<std::size_t>(written));
+    return out;
+}
+
+std::string Dump(const json& value) {
+    return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json EventJson(const projections::Event& event) {
+    const bool has_money = event.event_type != projections::EventType::kPaymentClosed;
+    json data = json::parse(event.data, nullptr, false);
+    if (data.is_discarded()) data = json::object();
+    return {{"seq", event.seq},
+            {"out_trade_no", event.out_trade_no},
+            {"event_type", projections::ToString(event.event_type)},
+            {"source", projections::ToString(event.source)},
+            {"account_id", event.account_id},
+            {"amount", has_money ? json(event.amount) : json(nullptr)},
+            {"currency", has_money ? json(event.currency) : json(nullptr)},
+            {"transaction_id", event.transaction_id ? json(*event.transaction_id) : json(nullptr)},
+            {"occurred_at", projections::FormatRfc3339(event.occurred_at)},
+            {"recorded_at", projections::FormatRfc3339(event.recorded_at)},
+            {"receipt_id", event.receipt_id},
+            {"data", std::move(data)}};
+}
+
+json ReceiptJson(const ledger::Receipt& receipt) {
+    json headers = json::parse(receipt.headers, nullptr, false);
+    if (headers.is_discarded()) headers = json::object();
+    json out = {
+        {"id", receipt.id},
+        {"source", projections::ToString(receipt.source)},
+        {"received_at", projections::FormatRfc3339(receipt.received_at)},
+        {"outcome", projections::ToString(receipt.outcome)},
+        {"seq", receipt.seq ? json(*receipt.seq) : json(nullptr)},
+        {"out_trade_no", receipt.out_trade_no ? json(*receipt.out_trade_no) : json(nullptr)},
+        {"peer", receipt.peer},
+        {"headers", std::move(headers)},
+        {"message", receipt.message},
+        {"body_sha256", ledger::Sha256Hex(receipt.body)},
+        {"chain", receipt.chain}};
+    if (IsValidUtf8(receipt.body)) {
+        out["body"] = receipt.body;
+    } else {
+        out["body_base64"] = Base64Encode(receipt.body);
+    }
+    return out;
+}
+
+json OrderJson(const projections::OrderRow& order) {
+    return {{"out_trade_no", order.out_trade_no},
+            {"account_id", order.account_id},
+            {"amount", order.amount},
+            {"currency", order.currency},
+            {"status", order.status},
+            {"transaction_id", order.transaction_id ? json(*order.transaction_id) : json(nullptr)},
+            {"paid_amount", order.paid_amount},
+            {"refunded_amount", order.refunded_amount},
+            {"anomalies", order.anomalies},
+            {"seq", order.seq}};
+}
+
+}  // namespace payledger::api

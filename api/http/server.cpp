@@ -1,0 +1,317 @@
+#include "api/http/server.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "api/log.hpp"
+
+namespace payledger::api {
+namespace {
+
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+
+constexpr std::uint32_t kHeaderBytesMax = 16 * 1024;
+
+projections::TimeMicros NowMicros() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
+
+// One connection. Only its strand touches the socket; handlers hold shared_from_this().
+class Server::Session : public std::enable_shared_from_this<Session> {
+public:
+    // `endpoint` is the peer's; its address holds one of the peer's connection slots, which
+    // the session gives back when it ends.
+    Session(tcp::socket socket, const tcp::endpoint& endpoint, Server& server)
+        : stream_(std::move(socket)),
+          server_(server),
+          peer_address_(endpoint.address().to_string()),
+          peer_(peer_address_ + ":" + std::to_string(endpoint.port())) {
+        ++server_.connections_;
+    }
+    ~Session() {
+        server_.peer_connections_.Close(peer_address_);
+        --server_.connections_;
+    }
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    void Run() {
+        net::dispatch(stream_.get_executor(),
+                      beast::bind_front_handler(&Session::Read, shared_from_this()));
+    }
+
+private:
+    void Read() {
+        parser_.emplace();
+        parser_->header_limit(kHeaderBytesMax);
+        parser_->body_limit(kRequestBodyBytesMax);
+        // Covers the whole request and keep-alive idling: a client trickling its header a
+        // byte at a time is cut off here.
+        stream_.expires_after(server_.options_.read_timeout);
+        http::async_read(stream_, buffer_, *parser_,
+                         beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+    }
+
+    void OnRead(beast::error_code ec, std::size_t /*bytes_transferred*/) {
+        if (ec == http::error::end_of_stream) return Close();
+        if (ec == http::error::body_limit) {
+            // The header is parsed: answer 413 without reading the body, then close.
+            keep_alive_ = false;
+            version_ = parser_->get().version();
+            return Write(
+                ErrorResponse(http::status::payload_too_large, projections::Outcome::kMalformed,
+                              "the request body is over 64 KiB"),
+                false);
+        }
+        if (ec == http::error::header_limit) {
+            keep_alive_ = false;
+            return Write(ErrorResponse(http::status::request_header_fields_too_large,
+                                       projections::Outcome::kMalformed,
+                                       "the request header is over 16 KiB"),
+                         false);
+        }
+        if (ec && ec.category() == beast::error_code{http::error::end_of_stream}.category()) {
+            keep_alive_ = false;  // Not HTTP we can parse: answer 400, then close.
+            return Write(ErrorResponse(http::status::bad_request, projections::Outcome::kMalformed,
+                                       "malformed HTTP request: " + ec.message()),
+                         false);
+        }
+        if (ec) return;  // Timeout, reset: dropping the last reference closes the socket.
+
+        Incoming incoming{.request = parser_->release(),
+                          .peer = peer_,
+                          .peer_address = peer_address_,
+                          .received_at = NowMicros(),
+                          .started = std::chrono::steady_clock::now()};
+        incoming.respond_stream = [self = shared_from_this()](
+                                      Response header, std::unique_ptr<BodyProducer> producer) {
+            net::post(self->stream_.get_executor(),
+                      [self, header = std::move(header),
+                       producer = std::shared_ptr<BodyProducer>(std::move(producer))]() mutable {
+                          self->WriteStream(std::move(header), std::move(producer));
+                      });
+        };
+        keep_alive_ = incoming.request.keep_alive();
+        version_ = incoming.request.version();
+        server_.RequestStarted();
+        net::post(server_.workers_,
+                  [self = shared_from_this(), incoming = std::move(incoming)]() mutable {
+                      self->server_.app_.Handle(std::move(incoming), [self](Response response) {
+                          net::post(self->stream_.get_executor(),
+                                    [self, response = std::move(response)]() mutable {
+                                        self->Write(std::move(response), true);
+                                    });
+                      });
+                  });
+    }
+
+    void Write(Response response, bool counted) {
+        response.version(version_);
+        response.keep_alive(keep_alive_ && !server_.draining_);
+        response_.emplace(std::move(response));
+        stream_.expires_after(server_.options_.write_timeout);
+        http::async_write(stream_, *response_,
+                          [self = shared_from_this(), counted](beast::error_code ec, std::size_t) {
+                              const bool close = !self->response_->keep_alive();
+                              self->response_.reset();
+                              self->OnWrite(ec, counted, close);
+                          });
+    }
+
+    void OnWrite(beast::error_code ec, bool counted, bool close) {
+        if (counted) server_.RequestFinished();
+        if (ec) return;
+        if (close) return Close();
+        Read();
+    }
+
+    // A chunked response: the header now, then each piece the producer makes on a worker.
+    void WriteStream(Response header, std::shared_ptr<BodyProducer> producer) {
+        serializer_.reset();  // It refers to the previous header.
+        stream_header_.emplace(header.result(), version_);
+        for (const auto& field : header) {
+            stream_header_->set(field.name_string(), field.value());
+        }
+        stream_header_->keep_alive(keep_alive_ && !server_.draining_);
+        stream_header_->chunked(true);
+        serializer_.emplace(*stream_header_);
+        stream_.expires_after(server_.options_.write_timeout);
+        http::async_write_header(
+            stream_, *serializer_,
+            [self = shared_from_this(), producer](beast::error_code ec, std::size_t) {
+                if (ec) return self->OnWrite(ec, true, true);
+                self->NextChunk(producer);
+            });
+    }
+
+    void NextChunk(std::shared_ptr<BodyProducer> producer) {
+        net::post(server_.workers_, [self = shared_from_this(), producer] {
+            std::optional<std::string> piece;
+            try {
+                piece = producer->Next();
+            } catch (const std::exception& error) {
+                LogJson("error", std::string("{\"msg\":\"stream failed\",\"error\":") +
+                                     nlohmann::json(error.what()).dump() + "}");
+            }
+            net::post(self->stream_.get_executor(),
+                      [self, producer, piece = std::move(piece)]() mutable {
+                          self->WriteChunk(producer, std::move(piece));
+                      });
+        });
+    }
+
+    void WriteChunk(std::shared_ptr<BodyProducer> producer, std::optional<std::string> piece) {
+        stream_.expires_after(server_.options_.write_timeout);
+        if (!piece) {
+            // The producer failed: cut the body short, so the client cannot mistake it for
+            // a complete export.
+            server_.RequestFinished();
+            beast::error_code ignored;
+            stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+            return;
+        }
+        if (piece->empty()) {
+            const bool close = !stream_header_->keep_alive();
+            return net::async_write(
+                stream_, http::make_chunk_last(),
+                [self = shared_from_this(), close](beast::error_code ec, std::size_t) {
+                    self->OnWrite(ec, true, close);
+                });
+        }
+        chunk_ = std::move(*piece);
+        net::async_write(stream_, http::make_chunk(net::buffer(chunk_)),
+                         [self = shared_from_this(), producer](beast::error_code ec, std::size_t) {
+                             if (ec) return self->OnWrite(ec, true, true);
+                             self->NextChunk(producer);
+                         });
+    }
+
+    void Close() {
+        beast::error_code ec;
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    }
+
+    beast::tcp_stream stream_;
+    Server& server_;
+    beast::flat_buffer buffer_{};
+    std::optional<http::request_parser<http::string_body>> parser_{};
+    std::optional<Response> response_{};
+    std::optional<http::response<http::empty_body>> stream_header_{};
+    std::optional<http::response_serializer<http::empty_body>> serializer_{};
+    std::string chunk_{};
+    const std::string peer_address_;
+    const std::string peer_;
+    bool keep_alive_ = false;
+    unsigned version_ = 11;
+};
+
+Server::Server(App& app, Options options)
+    : app_(app),
+      options_(std::move(options)),
+      peer_connections_(options_.connections_per_peer),
+      workers_(options_.worker_threads),
+      acceptor_(net::make_strand(io_)),
+      accept_backoff_(acceptor_.get_executor()) {}
+
+Server::~Server() { Shutdown(std::chrono::milliseconds{0}); }
+
+void Server::Start() {
+    // Before anything listens: a SIGTERM from now on is queued for ServeUntilSignal, never
+    // the default action that would kill the process mid-request.
+    signals_.emplace(io_, SIGINT, SIGTERM);
+    const tcp::endpoint endpoint{net::ip::make_address(options_.host), options_.port};
+    acceptor_.open(endpoint.protocol());
+    acceptor_.set_option(net::socket_base::reuse_address(true));
+    acceptor_.bind(endpoint);
+    acceptor_.listen(net::socket_base::max_listen_connections);
+    port_ = acceptor_.local_endpoint().port();
+    Accept();
+    for (std::size_t i = 0; i < options_.io_threads; ++i) {
+        threads_.emplace_back([this] { io_.run(); });
+    }
+}
+
+void Server::Accept() {
+    acceptor_.async_accept(net::make_strand(io_), [this](beast::error_code ec, tcp::socket socket) {
+        if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+        if (ec == net::error::no_descriptors || ec == net::error::no_buffer_space ||
+            ec.value() == ENFILE || ec == net::error::no_memory) {
+            // Out of file descriptors: accepting again at once would spin on the same error.
+            // The connection stays in the listen backlog until a descriptor is free.
+            return AcceptLater();
+        }
+        if (!ec) {
+            beast::error_code endpoint_error;
+            const tcp::endpoint peer = socket.remote_endpoint(endpoint_error);
+            if (endpoint_error || connections_ >= options_.connections_max ||
+                !peer_connections_.Open(peer.address().to_string())) {
+                // Over the limit (in all, or for this address): refuse rather than let one
+                // peer degrade everyone.
+                beast::error_code ignored;
+                socket.close(ignored);
+            } else {
+                std::make_shared<Session>(std::move(socket), peer, *this)->Run();
+            }
+        }
+        Accept();
+    });
+}
+
+void Server::AcceptLater() {
+    accept_backoff_.expires_after(std::chrono::milliseconds{50});
+    accept_backoff_.async_wait([this](beast::error_code ec) {
+        if (ec || !acceptor_.is_open()) return;
+        Accept();
+    });
+}
+
+void Server::RequestStarted() {
+    std::lock_guard lock{in_flight_mutex_};
+    ++requests_in_flight_;
+}
+
+void Server::RequestFinished() {
+    std::lock_guard lock{in_flight_mutex_};
+    if (--requests_in_flight_ == 0) in_flight_zero_.notify_all();
+}
+
+void Server::Shutdown(std::chrono::milliseconds grace) {
+    if (stopped_.exchange(true)) return;
+    draining_ = true;
+    std::promise<void> closed;
+    net::post(acceptor_.get_executor(), [this, &closed] {
+        beast::error_code ignored;
+        acceptor_.close(ignored);
+        accept_backoff_.cancel();
+        closed.set_value();
+    });
+    if (!threads_.empty()) closed.get_future().wait();
+    {
+        std::unique_lock lock{in_flight_mutex_};
+        in_flight_zero_.wait_for(lock, grace, [this] { return requests_in_flight_ == 0; });
+    }
+    io_.stop();
+    for (std::thread& thread : threads_) thread.join();
+    threads_.clear();
+    workers_.join();
+}
+
+void Server::ServeUntilSignal(std::chrono::milliseconds grace) {
+    if (!signals_) signals_.emplace(io_, SIGINT, SIGTERM);
+    std::promise<int> received;
+    signals_->async_wait(
+        [&received](beast::error_code ec, int signal) { received.set_value(ec ? 0 : signal); });
+    const int signal = received.get_future().get();
+    LogJson("info", "{\"msg\":\"shutting down\",\"signal\":" + std::to_string(signal) + "}");
+    Shutdown(grace);
+}
+
+}  // namespace payledger::api

@@ -1,0 +1,78 @@
+#pragma once
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/routes/app.hpp"
+#include "api/http/peer_limits.hpp"
+
+namespace payledger::api {
+
+namespace net = boost::asio;
+
+// The HTTP/1.1 server (Beast): asynchronous I/O on `io_threads` threads, a strand per
+// connection, and the application on a separate worker pool so that database work never
+// blocks a network thread (Vinnie Falco, beast#1077).
+class Server {
+public:
+    struct Options {
+        std::string host = "127.0.0.1";
+        unsigned short port = 8080;  // 0: any free port (tests).
+        std::size_t io_threads = 2;
+        std::size_t worker_threads = 8;
+        std::chrono::seconds read_timeout{15};  // A whole request, and keep-alive idling.
+        std::chrono::seconds write_timeout{15};
+        std::size_t connections_max = 1024;
+        std::size_t connections_per_peer = 256;  // SPEC §9 limits.connections_per_peer.
+    };
+
+    Server(App& app, Options options);
+    ~Server();
+
+    // Binds and starts serving. Throws boost::system::system_error when the address is taken.
+    void Start();
+    [[nodiscard]] unsigned short port() const { return port_; }
+
+    // Stops accepting, lets requests in flight finish (within `grace`), then stops the I/O
+    // threads. Blocks until done. Idempotent.
+    void Shutdown(std::chrono::milliseconds grace);
+
+    // Blocks until SIGINT or SIGTERM, then shuts down.
+    void ServeUntilSignal(std::chrono::milliseconds grace);
+
+private:
+    class Session;
+    void Accept();
+    // After an accept failed for want of file descriptors: wait, then accept again.
+    void AcceptLater();
+    void RequestStarted();
+    void RequestFinished();
+
+    App& app_;
+    const Options options_;
+    // Before io_: sessions that io_ still holds when it is destroyed give their slots back.
+    std::atomic<std::size_t> connections_{0};
+    ConnectionCounter peer_connections_;
+    net::io_context io_{};
+    std::optional<net::signal_set> signals_{};  // Made by Start, before it listens.
+    net::thread_pool workers_;
+    net::ip::tcp::acceptor acceptor_;
+    std::vector<std::thread> threads_;
+    unsigned short port_ = 0;
+    std::atomic<bool> stopped_{false};
+    std::atomic<bool> draining_{false};
+    net::steady_timer accept_backoff_;
+    std::mutex in_flight_mutex_;
+    std::condition_variable in_flight_zero_;
+    std::size_t requests_in_flight_ = 0;  // Guarded by in_flight_mutex_.
+};
+
+}  // namespace payledger::api

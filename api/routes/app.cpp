@@ -1,0 +1,285 @@
+#include "api/routes/app.hpp"
+
+#include <boost/url/parse.hpp>
+#include <nlohmann/json.hpp>
+
+#include "api/channels/alipay_channel.hpp"
+#include "api/channels/generic_channel.hpp"
+#include "api/channels/wechat_v2_channel.hpp"
+#include "api/channels/wechat_v3_channel.hpp"
+#include "api/crypto.hpp"
+#include "api/http/json_output.hpp"
+#include "api/log.hpp"
+#include "api/routes/reconciliations.hpp"
+#include "api/routes/route_helpers.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+using projections::Outcome;
+
+std::string BearerToken(const Request& request) {
+    const auto it = request.find(http::field::authorization);
+    if (it == request.end()) return {};
+    const std::string_view value = it->value();
+    constexpr std::string_view kPrefix = "Bearer ";
+    if (value.size() <= kPrefix.size() || value.substr(0, kPrefix.size()) != kPrefix) return {};
+    return std::string(value.substr(kPrefix.size()));
+}
+
+bool AnyTokenMatches(const std::vector<std::string>& tokens, const std::string& token) {
+    bool matched = false;
+    for (const std::string& candidate : tokens) {
+        matched |= ConstantTimeEquals(candidate, token);
+    }
+    return matched;
+}
+
+// The merchant token equal to `token`, or null; every candidate is compared in constant time.
+const MerchantToken* MatchingMerchantToken(const std::vector<MerchantToken>& tokens,
+                                           const std::string& token) {
+    const MerchantToken* matched = nullptr;
+    for (const MerchantToken& candidate : tokens) {
+        if (ConstantTimeEquals(candidate.token, token)) matched = &candidate;
+    }
+    return matched;
+}
+
+std::vector<std::string> Segments(const boost::urls::url_view& url) {
+    std::vector<std::string> segments;
+    for (const std::string segment : url.segments()) segments.push_back(segment);
+    return segments;
+}
+
+// Answers one request at most once. The handlers move their Respond on (into the committer's
+// callback), so Handle's catch-all cannot call it: a moved-from std::function throws
+// std::bad_function_call, and out of an Asio worker that is std::terminate. Both share this.
+class OnceRespond {
+public:
+    explicit OnceRespond(Respond respond) : respond_(std::move(respond)) {}
+
+    // True for the first caller only: it owns the answer (a response or a stream).
+    [[nodiscard]] bool Claim() { return !answered_.exchange(true); }
+
+    void operator()(Response response) {
+        if (Claim()) respond_(std::move(response));
+    }
+
+private:
+    std::atomic<bool> answered_{false};
+    Respond respond_;
+};
+
+// The request boundary of STYLE §3: classify once, log, count, answer if nothing was yet.
+void AnswerFailure(Metrics& metrics, OnceRespond& once, const std::exception_ptr& error) noexcept {
+    try {
+        once(FailureResponse(ledger::ClassifyFailure(error), metrics));
+    } catch (...) {
+        // The connection is lost with its response; the process goes on serving.
+    }
+}
+
+void LogDelivery(projections::Source source, const std::optional<std::string>& out_trade_no,
+                 const ledger::DeliveryResult& result, const Incoming& incoming) {
+    const auto latency = std::chrono::steady_clock::now() - incoming.started;
+    const json fields = {
+        {"msg", "delivery"},
+        {"channel", projections::ToString(source)},
+        {"out_trade_no", out_trade_no ? json(*out_trade_no) : json(nullptr)},
+        {"outcome", result.internal_error ? "internal_error"
+                                          : std::string(projections::ToString(result.outcome))},
+        {"seq", result.seq == 0 ? json(nullptr) : json(result.seq)},
+        {"receipt_id", result.receipt_id == 0 ? json(nullptr) : json(result.receipt_id)},
+        {"latency_ms", static_cast<double>(
+                           std::chrono::duration_cast<std::chrono::microseconds>(latency).count()) /
+                           1000.0},
+        {"peer", incoming.peer},
+        {"reason", result.message}};
+    LogJson(result.internal_error ? "error" : "info", Dump(fields));
+}
+
+}  // namespace
+
+App::App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
+         Metrics& metrics)
+    : config_(config),
+      pool_(pool),
+      committer_(committer),
+      metrics_(metrics),
+      unverified_(config_.limits.unverified_per_peer_per_minute) {
+    if (config_.generic) {
+        channels_["generic"] = std::make_unique<GenericChannel>(*config_.generic);
+    }
+    if (config_.wechat_v2) {
+        channels_["wechat/v2"] = std::make_unique<WechatV2Channel>(*config_.wechat_v2);
+    }
+    if (config_.wechat_v3) {
+        channels_["wechat/v3"] = std::make_unique<WechatV3Channel>(*config_.wechat_v3);
+    }
+    if (config_.alipay) channels_["alipay"] = std::make_unique<AlipayChannel>(*config_.alipay);
+}
+
+std::optional<Response> App::Authorize(const Request& request, Role role,
+                                       const MerchantToken** merchant_token) const {
+    const std::string token = BearerToken(request);
+    const MerchantToken* matched_merchant = MatchingMerchantToken(config_.merchant_tokens, token);
+    if (merchant_token != nullptr) *merchant_token = matched_merchant;
+    const bool merchant = matched_merchant != nullptr;
+    const bool auditor = AnyTokenMatches(config_.auditor_tokens, token);
+    const bool admin = AnyTokenMatches(config_.admin_tokens, token);
+    if (token.empty() || !(merchant || auditor || admin)) {
+        Response response = ErrorResponse(http::status::unauthorized, Outcome::kBadSignature,
+                                          "a valid bearer token is required");
+        response.set(http::field::www_authenticate, "Bearer");
+        return response;
+    }
+    bool allowed = false;
+    switch (role) {
+        case Role::kMerchant:
+            allowed = merchant;
+            break;
+        case Role::kAuditor:
+            allowed = auditor || admin;  // SPEC §5: an admin token may call auditor endpoints.
+            break;
+        case Role::kAdmin:
+            allowed = admin;
+            break;
+    }
+    if (allowed) return std::nullopt;
+    return ErrorResponse(http::status::forbidden, Outcome::kBadSignature,
+                         "this token's role may not call this endpoint");
+}
+
+void App::Handle(Incoming incoming, Respond respond) {
+    const auto started = incoming.started;
+    const auto once = std::make_shared<OnceRespond>(
+        [this, started, respond = std::move(respond)](Response response) {
+            metrics_.ObserveRequest(std::chrono::steady_clock::now() - started);
+            respond(std::move(response));
+        });
+    Respond timed = [once](Response response) { (*once)(std::move(response)); };
+    incoming.respond_stream = [once, stream = std::move(incoming.respond_stream)](
+                                  Response header, std::unique_ptr<BodyProducer> producer) {
+        if (once->Claim()) stream(std::move(header), std::move(producer));
+    };
+    try {
+        const boost::system::result<boost::urls::url_view> url =
+            boost::urls::parse_origin_form(incoming.request.target());
+        if (!url) return timed(BadRequest("the request target is not a valid path"));
+        const std::vector<std::string> segments = Segments(*url);
+        const http::verb method = incoming.request.method();
+        const auto is = [&](std::initializer_list<const char*> expected) {
+            if (segments.size() != expected.size()) return false;
+            std::size_t i = 0;
+            for (const char* part : expected) {
+                if (part[0] != '*' && segments[i] != part) return false;
+                ++i;
+            }
+            return true;
+        };
+
+        if (is({"healthz"}) || is({"readyz"}) || is({"metrics"})) {
+            if (method != http::verb::get) return timed(MethodNotAllowed("GET"));
+            if (segments[0] == "healthz") {
+                return timed(JsonResponse(http::status::ok, {{"status", "ok"}}));
+            }
+            if (segments[0] == "readyz") return timed(Ready());
+            return timed(MakeResponse(http::status::ok, "text/plain; version=0.0.4",
+                                      metrics_.Render(pool_, committer_)));
+        }
+        if (segments.size() >= 3 && segments[0] == "v1" && segments[1] == "callbacks") {
+            // Channels are keyed by the rest of the path: "generic", "wechat/v2", "alipay".
+            std::string path = segments[2];
+            for (std::size_t i = 3; i < segments.size(); ++i) path += "/" + segments[i];
+            const auto channel = channels_.find(path);
+            if (channel == channels_.end()) return timed(NotFound());
+            if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
+            return HandleCallback(*channel->second, std::move(incoming), std::move(timed));
+        }
+        if (is({"v1", "orders"})) {
+            if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
+            const MerchantToken* token = nullptr;
+            if (auto denied = Authorize(incoming.request, Role::kMerchant, &token)) {
+                return timed(std::move(*denied));
+            }
+            return HandleCreateOrder(*token, std::move(incoming), std::move(timed));
+        }
+        if (is({"v1", "admin", "verify"})) {
+            if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
+            if (auto denied = Authorize(incoming.request, Role::kAdmin)) {
+                return timed(std::move(*denied));
+            }
+            return timed(HandleAdminVerify());
+        }
+        const bool read = is({"v1", "orders", "*"}) || is({"v1", "orders", "*", "events"}) ||
+                          is({"v1", "orders", "*", "receipts"}) ||
+                          is({"v1", "accounts", "*", "balances"}) || is({"v1", "events"}) ||
+                          is({"v1", "receipts"}) || is({"v1", "reconciliations"}) ||
+                          is({"v1", "reconciliations", "*"});
+        if (!read) return timed(NotFound());
+        if (method != http::verb::get) return timed(MethodNotAllowed("GET"));
+        if (auto denied = Authorize(incoming.request, Role::kAuditor)) {
+            return timed(std::move(*denied));
+        }
+        if (segments[1] == "reconciliations") {  // SPEC §10, api/routes/reconciliations.cpp.
+            return timed(HandleReconciliations(pool_, incoming, segments));
+        }
+        if (segments.size() == 2) {
+            const auto accept = incoming.request.find(http::field::accept);
+            if (segments[1] == "events" && accept != incoming.request.end() &&
+                accept->value().find("application/x-ndjson") != std::string_view::npos) {
+                return HandleEventExport(std::move(incoming), std::move(timed));
+            }
+            return timed(HandleFeed(incoming, segments[1] == "events"));
+        }
+        return timed(HandleRead(incoming, segments));
+    } catch (...) {
+        // The one catch of the read handlers too: they let the database's exceptions come
+        // here, where they are classified once.
+        return AnswerFailure(metrics_, *once, std::current_exception());
+    }
+}
+
+void App::HandleCallback(const Channel& channel, Incoming incoming, Respond respond) {
+    ledger::Delivery delivery = channel.Verify(incoming);
+    Deliver(channel, std::move(delivery), std::move(incoming), std::move(respond));
+}
+
+void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming incoming,
+                  Respond respond) {
+    // SPEC §5: a delivery whose signature verifies is never limited, malformed or not.
+    const bool unverified =
+        !delivery.receipt.signature_verified &&
+        (delivery.verdict == Outcome::kMalformed || delivery.verdict == Outcome::kBadSignature);
+    const projections::Source source = channel.source();
+    if (unverified && !unverified_.Admit(incoming.peer_address)) {
+        // SPEC §3 invariant 3: nobody without a key fills the append-only tables. Counted,
+        // answered in the platform's failure form, never stored.
+        metrics_.CountDelivery(source, Outcome::kRateLimited);
+        return respond(channel.Answer(ledger::DeliveryResult{
+            .outcome = Outcome::kRateLimited,
+            .message = "too many unverified deliveries from this address; retry later"}));
+    }
+    // The callback runs on the committer's thread after the commit; it only formats.
+    std::optional<std::string> out_trade_no = delivery.receipt.out_trade_no;
+    committer_.Submit(
+        std::move(delivery), [this, &channel, source, out_trade_no = std::move(out_trade_no),
+                              incoming = std::move(incoming),
+                              respond = std::move(respond)](ledger::DeliveryResult result) {
+            metrics_.CountDelivery(source, result.outcome);
+            if (result.internal_error) metrics_.CountInternalError();
+            LogDelivery(source, out_trade_no, result, incoming);
+            Response response;
+            try {
+                response = channel.Answer(result);
+            } catch (...) {
+                // The delivery is stored as decided; only its answer failed (STYLE §3).
+                response =
+                    FailureResponse(ledger::ClassifyFailure(std::current_exception()), metrics_);
+            }
+            respond(std::move(response));
+        });
+}
+
+}  // namespace payledger::api

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/channels/channel.hpp"
+#include "api/channels/orders_channel.hpp"
+#include "api/config.hpp"
+#include "api/http/http.hpp"
+#include "api/http/metrics.hpp"
+#include "api/http/peer_limits.hpp"
+#include "ledger/committer.hpp"
+#include "ledger/connection_pool.hpp"
+
+namespace payledger::api {
+
+// The HTTP application: routes each request to its handler (SPEC §5) and authorizes it.
+// Handle runs on a worker thread and may block on the read pool; writes go to the committer,
+// whose callback answers after the commit. Thread-safe. The handlers live beside this file:
+// app.cpp (routing, authorization, deliveries), orders.cpp, reads.cpp, feeds.cpp, admin.cpp.
+class App {
+public:
+    App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
+        Metrics& metrics);
+
+    // Answers `incoming` exactly once, possibly from another thread: through `respond`, or
+    // through incoming.respond_stream for a streamed export. Never throws: a handler's
+    // exception is classified once (route_helpers.hpp FailureResponse), logged, and answered
+    // unless an answer was already sent.
+    void Handle(Incoming incoming, Respond respond);
+
+private:
+    // The write path of every channel: verify, then the per-peer limit of unverified
+    // deliveries, then the committer; answered in the channel's format after the commit.
+    void HandleCallback(const Channel& channel, Incoming incoming, Respond respond);
+    void Deliver(const Channel& channel, ledger::Delivery delivery, Incoming incoming,
+                 Respond respond);
+    void HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respond respond);
+    Response HandleRead(const Incoming& incoming, const std::vector<std::string>& segments);
+    Response HandleFeed(const Incoming& incoming, bool events);
+    // GET /v1/events with Accept: application/x-ndjson: every event after the cursor, up to
+    // the last one committed when the export starts, streamed without a page limit.
+    void HandleEventExport(Incoming incoming, Respond respond);
+    Response HandleAdminVerify();
+    Response Ready();
+    // nullopt when the bearer token holds `role` (or admin, for auditor endpoints).
+    // `merchant_token`, when given, receives the matching merchant token (or null).
+    std::optional<Response> Authorize(const Request& request, Role role,
+                                      const MerchantToken** merchant_token = nullptr) const;
+
+    Config config_;
+    ledger::ConnectionPool& pool_;
+    ledger::Committer& committer_;
+    Metrics& metrics_;
+    std::map<std::string, std::unique_ptr<Channel>> channels_;  // By path after callbacks/.
+    OrdersChannel orders_;
+    UnverifiedLimiter unverified_;
+    std::atomic<bool> verify_running_{false};
+    std::shared_ptr<std::atomic<int>> exports_active_ = std::make_shared<std::atomic<int>>(0);
+};
+
+}  // namespace payledger::api

@@ -1,0 +1,128 @@
+// GET /v1/events and /v1/receipts (SPEC §5), and the NDJSON event export. Database failures
+// are not caught here: App::Handle classifies them once.
+#include <boost/url/parse.hpp>
+#include <nlohmann/json.hpp>
+
+#include "api/http/json_output.hpp"
+#include "api/routes/app.hpp"
+#include "api/routes/route_helpers.hpp"
+#include "ledger/database.hpp"
+#include "ledger/reads.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+
+// Streamed exports each hold a database connection of their own: at most this many at once.
+constexpr int kExportsMax = 2;
+
+// One export slot of `active`, held until released or handed to an EventExport.
+class ExportSlot {
+public:
+    explicit ExportSlot(std::shared_ptr<std::atomic<int>> active) : active_(std::move(active)) {
+        taken_ = ++*active_ <= kExportsMax;
+        if (!taken_) --*active_;
+    }
+    ~ExportSlot() {
+        if (taken_) --*active_;
+    }
+    ExportSlot(const ExportSlot&) = delete;
+    ExportSlot& operator=(const ExportSlot&) = delete;
+
+    [[nodiscard]] bool taken() const { return taken_; }
+    // The slot now belongs to whoever decrements `active` (the export's destructor).
+    void Release() { taken_ = false; }
+
+private:
+    std::shared_ptr<std::atomic<int>> active_;
+    bool taken_ = false;
+};
+
+// The events after a cursor as NDJSON, a page per piece, up to the last seq committed when
+// the export started. Owns its connection and one export slot; one page in memory at a time.
+class EventExport final : public BodyProducer {
+public:
+    EventExport(const std::string& url, std::int64_t after,
+                std::shared_ptr<std::atomic<int>> active)
+        : connection_(ledger::Connect(url)), after_(after), active_(std::move(active)) {
+        pqxx::read_transaction tx{*connection_};
+        last_ = tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0].as<std::int64_t>();
+    }
+    ~EventExport() override { --*active_; }
+    EventExport(const EventExport&) = delete;
+    EventExport& operator=(const EventExport&) = delete;
+
+    std::string Next() override {
+        if (after_ >= last_) return {};
+        pqxx::read_transaction tx{*connection_};
+        std::string out;
+        for (const projections::Event& event :
+             ledger::ReadEventsAfter(tx, after_, ledger::kPageSizeMax)) {
+            if (event.seq > last_) break;
+            out += Dump(EventJson(event));
+            out += '\n';
+            after_ = event.seq;
+        }
+        if (out.empty()) after_ = last_;
+        return out;
+    }
+
+private:
+    std::unique_ptr<pqxx::connection> connection_;
+    std::int64_t after_ = 0;
+    std::int64_t last_ = 0;
+    std::shared_ptr<std::atomic<int>> active_;
+};
+
+}  // namespace
+
+void App::HandleEventExport(Incoming incoming, Respond respond) {
+    const boost::urls::url_view url =
+        boost::urls::parse_origin_form(incoming.request.target()).value();
+    std::int64_t after = 0;
+    for (const auto& param : url.params()) {
+        if (param.key != "after") continue;
+        const std::optional<std::int64_t> value = ParseCursor(param.value);
+        if (!value) return respond(BadRequest("after must be a non-negative integer"));
+        after = *value;
+    }
+    ExportSlot slot{exports_active_};
+    if (!slot.taken()) {
+        return respond(ErrorResponse(http::status::service_unavailable,
+                                     projections::Outcome::kUnavailable,
+                                     "too many exports at once; retry later"));
+    }
+    // A failure to connect throws to App::Handle; the slot is given back on the way.
+    auto producer = std::make_unique<EventExport>(config_.database_url, after, exports_active_);
+    slot.Release();  // The export gives it back when the stream ends.
+    Response header{http::status::ok, 11};
+    header.set(http::field::content_type, "application/x-ndjson");
+    incoming.respond_stream(std::move(header), std::move(producer));
+}
+
+Response App::HandleFeed(const Incoming& incoming, bool events) {
+    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, !events);
+    if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
+    const auto [after, limit, outcome] = std::get<PageQuery>(query);
+    ledger::ConnectionPool::Lease connection = pool_.Acquire();
+    pqxx::read_transaction tx{*connection};
+    json items = json::array();
+    std::int64_t next_after = after;
+    if (events) {
+        for (const projections::Event& event : ledger::ReadEventsAfter(tx, after, limit)) {
+            items.push_back(EventJson(event));
+            next_after = event.seq;
+        }
+    } else {
+        for (const ledger::Receipt& receipt :
+             ledger::ReadReceiptsAfter(tx, after, limit, outcome)) {
+            items.push_back(ReceiptJson(receipt));
+            next_after = receipt.id;
+        }
+    }
+    return JsonResponse(http::status::ok, {{events ? "events" : "receipts", std::move(items)},
+                                           {"next_after", next_after}});
+}
+
+}  // namespace payledger::api

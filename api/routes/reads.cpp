@@ -1,0 +1,68 @@
+// GET /v1/orders/{out_trade_no}[/events|/receipts] and /v1/accounts/{account_id}/balances
+// (SPEC §5). Database failures are not caught here: App::Handle classifies them once.
+#include "ledger/reads.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "api/channels/refusal.hpp"
+#include "api/http/json_output.hpp"
+#include "api/routes/app.hpp"
+#include "api/routes/route_helpers.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+
+Response Balances(pqxx::read_transaction& tx, const std::string& account_id) {
+    const std::vector<projections::BalanceRow> balances = ledger::ReadBalances(tx, account_id);
+    if (balances.empty()) return UnknownOrder("no order credits account " + account_id);
+    json rows = json::array();
+    for (const projections::BalanceRow& row : balances) {
+        rows.push_back({{"currency", row.currency}, {"balance", row.balance}});
+    }
+    return JsonResponse(http::status::ok, {{"account_id", account_id}, {"balances", rows}});
+}
+
+}  // namespace
+
+Response App::HandleRead(const Incoming& incoming, const std::vector<std::string>& segments) {
+    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false);
+    if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
+    const PageQuery page = std::get<PageQuery>(query);
+    const Checked<std::string> checked = RequireKey(segments[2], "the key");
+    if (!checked) return BadRequest(checked.refusal().message);
+    const std::string& key = *checked;
+
+    ledger::ConnectionPool::Lease connection = pool_.Acquire();
+    pqxx::read_transaction tx{*connection};
+    if (segments[1] == "accounts") return Balances(tx, key);
+    if (segments.size() == 3) {
+        const std::optional<projections::OrderRow> order = ledger::ReadOrder(tx, key);
+        if (!order) return UnknownOrder("no order " + key);
+        return JsonResponse(http::status::ok, OrderJson(*order));
+    }
+    json items = json::array();
+    json body = json::object();
+    if (segments[3] == "events") {  // At most one per event type: never more than four.
+        for (const projections::Event& event : ledger::ReadOrderEvents(tx, key)) {
+            items.push_back(EventJson(event));
+        }
+    } else {
+        // Paged like the feeds (SPEC §5): unverified deliveries can name any order, so an
+        // order's history is as long as strangers make it, and one page is the most that a
+        // response holds.
+        std::int64_t next_after = page.after;
+        for (const ledger::Receipt& receipt :
+             ledger::ReadOrderReceipts(tx, key, page.after, page.limit)) {
+            items.push_back(ReceiptJson(receipt));
+            next_after = receipt.id;
+        }
+        body["next_after"] = next_after;
+    }
+    if (items.empty() && !ledger::ReadOrder(tx, key)) return UnknownOrder("no order " + key);
+    body[segments[3]] = std::move(items);
+    return JsonResponse(http::status::ok, body);
+}
+
+}  // namespace payledger::api

@@ -1,0 +1,69 @@
+#include "ledger/failures.hpp"
+
+#include <pqxx/pqxx>
+
+#include "ledger/connection_pool.hpp"
+#include "projections/assert.hpp"
+
+namespace payledger::ledger {
+namespace {
+
+// SQLSTATEs that mean "not now" rather than "never": answer 503 and let the platform retry.
+bool IsTransient(const std::string& state) {
+    return state == "55P03"     // lock_not_available: lock_timeout on the writer lock.
+           || state == "57014"  // query_canceled: statement_timeout.
+           || state == "57P01"  // admin_shutdown.
+           || state == "57P02" || state == "57P03" || state.rfind("08", 0) == 0 ||
+           state == "53300";  // too_many_connections.
+}
+
+Failure Make(FailureKind kind, std::string message, bool retry_now = false,
+             bool reconnect = false) {
+    return Failure{.kind = kind,
+                   .retry_now = retry_now,
+                   .reconnect = reconnect,
+                   .message = std::move(message)};
+}
+
+}  // namespace
+
+Failure ClassifyFailure(const std::exception_ptr& error) noexcept {
+    try {
+        try {
+            std::rethrow_exception(error);
+        } catch (const pqxx::in_doubt_error& e) {
+            // The commit may or may not have happened: never retry it (libpqxx transactor).
+            // The platform's retry will find a duplicate or append.
+            return Make(FailureKind::kInDoubt, std::string("commit outcome unknown: ") + e.what(),
+                        false, true);
+        } catch (const pqxx::broken_connection& e) {
+            return Make(FailureKind::kRetryable,
+                        std::string("database connection lost: ") + e.what(), true, true);
+        } catch (const pqxx::transaction_rollback& e) {
+            return Make(FailureKind::kRetryable,
+                        std::string("transaction rolled back: ") + e.what(), true);
+        } catch (const pqxx::sql_error& e) {
+            if (IsTransient(e.sqlstate())) {
+                return Make(FailureKind::kRetryable,
+                            std::string("database unavailable: ") + e.what());
+            }
+            return Make(FailureKind::kInvariantBroken, e.what());
+        } catch (const pqxx::failure& e) {
+            return Make(FailureKind::kRetryable, std::string("database error: ") + e.what(), false,
+                        true);
+        } catch (const PoolExhausted& e) {
+            return Make(FailureKind::kRetryable, e.what());
+        } catch (const InvariantError& e) {
+            return Make(FailureKind::kInvariantBroken, e.what());
+        } catch (const std::exception& e) {
+            return Make(FailureKind::kInvariantBroken, e.what());
+        } catch (...) {
+            return Make(FailureKind::kInvariantBroken, "unknown exception");
+        }
+    } catch (...) {
+        // Building a message failed (out of memory): still a classification.
+        return Failure{};
+    }
+}
+
+}  // namespace payledger::ledger
