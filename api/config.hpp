@@ -86,6 +86,8 @@ struct Config {
     std::optional<WechatV3Config> wechat_v3{};
     std::optional<AlipayConfig> alipay{};
     Limits limits{};
+    // SPEC §11 `audit.signing_key`: the Ed25519 private key PEM (read and checked at start).
+    std::optional<std::string> audit_signing_key_pem{};
 };
 
 // SPEC §9 file modes. A secret file (the config, a private key) that users other than its

@@ -48,11 +48,18 @@ void AppendEvent(const projections::Event& event, std::string& out) {
 }  // namespace
 
 std::string ReceiptLine(const Receipt& receipt, const projections::Event* appended) {
-    return ReceiptLine(receipt, Sha256Hex(receipt.body), appended);
+    const std::string body_sha256 = Sha256Hex(receipt.body);
+    return ReceiptLine({.id = receipt.id,
+                        .source = receipt.source,
+                        .received_at = receipt.received_at,
+                        .outcome = receipt.outcome,
+                        .seq = receipt.seq,
+                        .out_trade_no = receipt.out_trade_no ? *receipt.out_trade_no : "",
+                        .body_sha256_hex = body_sha256},
+                       appended);
 }
 
-std::string ReceiptLine(const Receipt& receipt, std::string_view body_sha256_hex,
-                        const projections::Event* appended) {
+std::string ReceiptLine(const ReceiptLineFields& receipt, const projections::Event* appended) {
     PAYLEDGER_ASSERT((appended != nullptr) == (receipt.outcome == projections::Outcome::kAppended));
     std::string line;
     line.reserve(192);
@@ -66,9 +73,9 @@ std::string ReceiptLine(const Receipt& receipt, std::string_view body_sha256_hex
     line += '\t';
     if (receipt.seq) line += std::to_string(*receipt.seq);
     line += '\t';
-    line += receipt.out_trade_no.value_or("");
+    line += receipt.out_trade_no;
     line += '\t';
-    line += body_sha256_hex;
+    line += receipt.body_sha256_hex;
     line += '\t';
     if (appended != nullptr) AppendEvent(*appended, line);
     line += '\n';

@@ -17,16 +17,27 @@ namespace payledger::ledger {
 using ChainValue = std::array<unsigned char, 32>;
 inline constexpr ChainValue kChainStart{};
 
+// What a receipt's line is made of: its stored fields, by reference.
+struct ReceiptLineFields {
+    std::int64_t id = 0;
+    projections::Source source = projections::Source::kApi;
+    projections::TimeMicros received_at = 0;
+    projections::Outcome outcome = projections::Outcome::kMalformed;
+    std::optional<std::int64_t> seq{};
+    std::string_view out_trade_no{};     // Empty when null.
+    std::string_view body_sha256_hex{};  // Sha256Hex of the raw body.
+};
+
 // The line of one receipt (UTF-8, tab-separated, ending in "\n", null as the empty string):
 // id source received_at outcome seq out_trade_no body_sha256 event. `appended` is the event
 // the receipt appended (outcome appended) and nothing otherwise; its part is
 // seq,event_type,out_trade_no,account_id,amount,currency,transaction_id,occurred_at. Times are
-// RFC 3339 UTC with six fractional digits. Uses the receipt's id, outcome and seq as stored.
-[[nodiscard]] std::string ReceiptLine(const Receipt& receipt, const projections::Event* appended);
-
-// The same from the parts, for a receipt whose body's digest is already known.
-[[nodiscard]] std::string ReceiptLine(const Receipt& receipt, std::string_view body_sha256_hex,
+// RFC 3339 UTC with six fractional digits.
+[[nodiscard]] std::string ReceiptLine(const ReceiptLineFields& receipt,
                                       const projections::Event* appended);
+
+// The line of a stored receipt (its body's digest computed here).
+[[nodiscard]] std::string ReceiptLine(const Receipt& receipt, const projections::Event* appended);
 
 [[nodiscard]] ChainValue NextChain(const ChainValue& previous, std::string_view line);
 

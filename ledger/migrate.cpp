@@ -1,6 +1,7 @@
 #include "ledger/migrate.hpp"
 
 #include <set>
+#include <stdexcept>
 
 #include "ledger/database.hpp"
 #include "schema/migrations.hpp"
@@ -28,6 +29,45 @@ std::vector<std::string> Migrate(pqxx::connection& connection) {
     }
     tx.commit();
     return now_applied;
+}
+
+std::vector<std::string> PendingMigrations(pqxx::connection& connection) {
+    pqxx::read_transaction tx{connection};
+    std::set<std::string> applied;
+    if (!tx.exec("SELECT to_regclass('schema_migrations')")[0][0].is_null()) {
+        for (const pqxx::row& row : tx.exec("SELECT name FROM schema_migrations")) {
+            applied.insert(row[0].as<std::string>());
+        }
+    }
+    std::vector<std::string> pending;
+    for (const schema::Migration& migration : schema::Migrations()) {
+        if (applied.count(std::string{migration.name}) == 0) pending.emplace_back(migration.name);
+    }
+    return pending;
+}
+
+void GrantServiceRole(pqxx::connection& connection, const std::string& role) {
+    pqxx::work tx{connection};
+    if (tx.exec_params("SELECT 1 FROM pg_roles WHERE rolname = $1", role).empty()) {
+        throw std::invalid_argument("no role " + role + " exists (CREATE ROLE it first)");
+    }
+    const std::string grantee = tx.quote_name(role);
+    tx.exec("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM PUBLIC");
+    tx.exec("REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM PUBLIC");
+    tx.exec("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM " + grantee);
+    tx.exec("REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM " + grantee);
+    tx.exec("GRANT USAGE ON SCHEMA public TO " + grantee);
+    tx.exec("GRANT SELECT, INSERT ON callback_receipts, ledger_events, reconciliations TO " +
+            grantee);
+    tx.exec("GRANT SELECT, INSERT, UPDATE ON orders, balances TO " + grantee);
+    tx.exec("GRANT SELECT ON schema_migrations TO " + grantee);
+    // The writer reads the sequences' state and moves them with setval (SELECT, UPDATE);
+    // reconciliations takes ids with nextval (USAGE).
+    tx.exec(
+        "GRANT SELECT, UPDATE, USAGE ON SEQUENCE callback_receipts_id_seq, "
+        "ledger_events_seq_seq, reconciliations_id_seq TO " +
+        grantee);
+    tx.commit();
 }
 
 }  // namespace payledger::ledger

@@ -55,6 +55,7 @@ Receipt ReceiptFromRow(const pqxx::row& row) {
         .seq = Optional<std::int64_t>(row[7]),
         .out_trade_no = Optional<std::string>(row[8]),
         .message = row[9].as<std::string>(),
+        .chain = row[10].as<std::string>(),
     };
 }
 

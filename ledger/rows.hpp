@@ -22,6 +22,7 @@ struct Receipt {
     std::optional<std::int64_t> seq{};
     std::optional<std::string> out_trade_no{};
     std::string message{};
+    std::string chain{};  // Lower-case hex of the stored chain (SPEC §11); set when read.
     // In memory only, never stored: the sender's signature (WeChat v2 refunds: the req_info
     // decryption) verified. What the per-peer limit of unverified deliveries reads (SPEC §5).
     bool signature_verified = false;
@@ -34,7 +35,7 @@ inline constexpr const char* kEventColumns =
     "(extract(epoch FROM recorded_at) * 1000000)::bigint, receipt_id, data::text";
 inline constexpr const char* kReceiptColumns =
     "id, source, (extract(epoch FROM received_at) * 1000000)::bigint, peer, headers::text, "
-    "body, outcome, seq, out_trade_no, message";
+    "body, outcome, seq, out_trade_no, message, encode(chain, 'hex')";
 inline constexpr const char* kOrderColumns =
     "out_trade_no, account_id, amount, currency, status, transaction_id, paid_amount, "
     "refunded_amount, array_to_string(anomalies, ','), seq";

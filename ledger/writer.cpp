@@ -1,10 +1,12 @@
 #include "ledger/writer.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "ledger/chain.hpp"
 #include "ledger/database.hpp"
 #include "ledger/statements.hpp"
 #include "ledger/storable_text.hpp"
@@ -30,12 +32,14 @@ using projections::Outcome;
 // database (out_trade_no alone is not unique), so a few dozen keys made it a sequential
 // scan. LIMIT 4 (one event per type, projections::kEventsPerOrderMax) keeps the lateral
 // subquery from being flattened into a hash join: each key is an index range of at most 4.
+// The chain's head (SPEC §11) is the last receipt's: a backward probe of the primary key.
 constexpr const char* kReadStateSql = R"sql(
-SELECT s.next_seq, s.next_receipt_id, e.*
+SELECT s.next_seq, s.next_receipt_id, s.head, e.*
 FROM (SELECT (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
               FROM ledger_events_seq_seq) AS next_seq,
              (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
-              FROM callback_receipts_id_seq) AS next_receipt_id) AS s
+              FROM callback_receipts_id_seq) AS next_receipt_id,
+             (SELECT chain FROM callback_receipts ORDER BY id DESC LIMIT 1) AS head) AS s
 LEFT JOIN LATERAL (
     SELECT e.*
     FROM unnest($1::text[]) AS k(out_trade_no)
@@ -57,13 +61,14 @@ ORDER BY e.seq
 constexpr const char* kWriteSql = R"sql(
 WITH r AS (
     INSERT INTO callback_receipts
-        (id, source, received_at, peer, headers, body, outcome, seq, out_trade_no, message)
+        (id, source, received_at, peer, headers, body, outcome, seq, out_trade_no, message,
+         chain)
     SELECT id, source, 'epoch'::timestamptz + received_at * interval '1 microsecond', peer,
            headers::jsonb, substring($9::bytea FROM body_at + 1 FOR body_length), outcome, seq,
-           out_trade_no, message
+           out_trade_no, message, decode(chain, 'hex')
     FROM json_to_recordset($1::json) AS x(id bigint, source text, received_at bigint, peer text,
          headers text, body_at integer, body_length integer, outcome text, seq bigint,
-         out_trade_no text, message text)
+         out_trade_no text, message text, chain text)
     RETURNING 1
 ), e AS (
     INSERT INTO ledger_events
@@ -149,7 +154,7 @@ json AnomaliesLiteral(const OrderRow& row) { return row.anomalies; }
 // is the bytes [body_at, body_at + body_length) of the batch's bodies, which travel once, as
 // they are, in one binary parameter (no hex, no JSON string escaping).
 json ReceiptJson(const Receipt& received, const projections::PlannedDelivery& planned,
-                 std::size_t body_at) {
+                 std::size_t body_at, const ChainValue& chain) {
     const std::optional<std::int64_t> seq = planned.ReceiptSeq();
     return {{"id", planned.receipt_id},
             {"source", projections::ToString(received.source)},
@@ -161,7 +166,8 @@ json ReceiptJson(const Receipt& received, const projections::PlannedDelivery& pl
             {"outcome", projections::ToString(planned.outcome)},
             {"seq", seq ? json(*seq) : json(nullptr)},
             {"out_trade_no", Nullable(received.out_trade_no)},
-            {"message", WithoutNul(planned.message)}};
+            {"message", WithoutNul(planned.message)},
+            {"chain", ChainHex(chain)}};
 }
 
 json EventJson(const Event& event) {
@@ -204,9 +210,15 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     PAYLEDGER_ASSERT(!rows.empty());
     projections::LedgerState state{.next_seq = rows[0][0].as<std::int64_t>(),
                                    .next_receipt_id = rows[0][1].as<std::int64_t>()};
+    ChainValue chain = kChainStart;  // An empty ledger's.
+    if (!rows[0][2].is_null()) {
+        const pqxx::binarystring head{rows[0][2]};
+        PAYLEDGER_ASSERT(head.size() == chain.size());
+        std::copy(head.begin(), head.end(), chain.begin());
+    }
     for (const pqxx::row& row : rows) {
-        if (row[2].is_null()) continue;  // The LEFT JOIN's row when no event is stored.
-        Event event = EventFromRow(row, 2);
+        if (row[3].is_null()) continue;  // The LEFT JOIN's row when no event is stored.
+        Event event = EventFromRow(row, 3);
         state.events[event.out_trade_no].push_back(std::move(event));
     }
 
@@ -226,10 +238,28 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     PAYLEDGER_ASSERT(bodies_size <= static_cast<std::size_t>(INT32_MAX));  // substring()'s int.
     std::string bodies;
     bodies.reserve(bodies_size);
+    // SPEC §11: each receipt's chain, in id order, under the writer lock.
+    std::size_t appended = 0;
     for (std::size_t i = 0; i < deliveries.size(); ++i) {
-        receipts.push_back(ReceiptJson(deliveries[i].receipt, plan.deliveries[i], bodies.size()));
-        bodies += deliveries[i].receipt.body;
+        const Receipt& received = deliveries[i].receipt;
+        const projections::PlannedDelivery& planned = plan.deliveries[i];
+        const Event* event = nullptr;
+        if (planned.outcome == Outcome::kAppended) event = &plan.events.at(appended++);
+        const std::string body_sha256 = Sha256Hex(received.body);
+        chain = NextChain(
+            chain, ReceiptLine({.id = planned.receipt_id,
+                                .source = received.source,
+                                .received_at = received.received_at,
+                                .outcome = planned.outcome,
+                                .seq = planned.ReceiptSeq(),
+                                .out_trade_no = received.out_trade_no ? *received.out_trade_no
+                                                                      : std::string_view{},
+                                .body_sha256_hex = body_sha256},
+                               event));
+        receipts.push_back(ReceiptJson(received, planned, bodies.size(), chain));
+        bodies += received.body;
     }
+    PAYLEDGER_ASSERT(appended == plan.events.size());
     json events = json::array();
     for (const Event& event : plan.events) events.push_back(EventJson(event));
     json new_orders = json::array();

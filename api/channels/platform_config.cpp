@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "ledger/checkpoint.hpp"
+
 namespace payledger::api {
 namespace {
 
@@ -48,7 +50,8 @@ std::string ReadKeyFile(const std::string& path, const std::string& base_dir,
 
 PublicKey LoadPublicKey(const json& object, const std::string& field, const std::string& base_dir) {
     const std::string path = RequireString(object, field);
-    const std::optional<PublicKey> key = ParsePublicKey(ReadKeyFile(path, base_dir, field, FileKind::kPublic));
+    const std::optional<PublicKey> key =
+        ParsePublicKey(ReadKeyFile(path, base_dir, field, FileKind::kPublic));
     if (!key) {
         throw ConfigError(field + ": " + path +
                           " holds no RSA public key (PEM public key or certificate)");
@@ -60,7 +63,8 @@ std::optional<PrivateKey> LoadSimulateKey(const json& section, const std::string
                                           const std::string& base_dir) {
     if (!section.contains("simulate_private_key")) return std::nullopt;
     const std::string path = RequireString(section, field);
-    const std::optional<PrivateKey> key = ParsePrivateKey(ReadKeyFile(path, base_dir, field, FileKind::kSecret));
+    const std::optional<PrivateKey> key =
+        ParsePrivateKey(ReadKeyFile(path, base_dir, field, FileKind::kSecret));
     if (!key) throw ConfigError(field + ": " + path + " holds no RSA private key (PEM)");
     return key;
 }
@@ -159,6 +163,17 @@ AlipayConfig ParseAlipay(const json& section, const std::string& base_dir) {
 }  // namespace
 
 void ParsePlatformSections(const json& root, const std::string& base_dir, Config& config) {
+    if (root.contains("audit")) {
+        const json& audit = Section(root, "audit");
+        const std::string path = RequireString(audit, "audit.signing_key");
+        std::string pem = ReadKeyFile(path, base_dir, "audit.signing_key", FileKind::kSecret);
+        try {
+            (void)ledger::Ed25519Key::PrivateFromPem(pem);
+        } catch (const std::runtime_error& error) {
+            throw ConfigError("audit.signing_key: " + path + ": " + error.what());
+        }
+        config.audit_signing_key_pem = std::move(pem);
+    }
     if (root.contains("wechat_v2")) config.wechat_v2 = ParseWechatV2(Section(root, "wechat_v2"));
     if (root.contains("wechat_v3")) {
         config.wechat_v3 = ParseWechatV3(Section(root, "wechat_v3"), base_dir);

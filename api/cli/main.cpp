@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "api/http/server.hpp"
 #include "api/log.hpp"
 #include "api/routes/app.hpp"
+#include "ledger/audit.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
 #include "ledger/database.hpp"
@@ -41,12 +43,35 @@ api::Config LoadConfigOrEnv(const std::string& path) {
                             listen ? std::optional<std::string>(listen) : std::nullopt);
 }
 
-int Migrate(const api::Config& config) {
+int Migrate(const api::Config& config, const std::string& grant_role) {
     auto connection = ledger::Connect(config.database_url);
     const std::vector<std::string> applied = ledger::Migrate(*connection);
     for (const std::string& name : applied) std::cout << "applied " << name << "\n";
     if (applied.empty()) std::cout << "schema is up to date\n";
+    if (!grant_role.empty()) {
+        ledger::GrantServiceRole(*connection, grant_role);
+        std::cout << "granted " << grant_role << " what serve needs\n";
+    }
     return 0;
+}
+
+// SPEC §11: serve applies only the migrations it has the rights for. A role that may not
+// (the service's own, DML only) leaves them to `payledger migrate` as the tables' owner.
+bool MigrateForServe(pqxx::connection& connection) {
+    const std::vector<std::string> pending = ledger::PendingMigrations(connection);
+    if (pending.empty()) return true;
+    try {
+        for (const std::string& name : ledger::Migrate(connection)) {
+            api::LogJson("info", "{\"msg\":\"migration applied\",\"name\":\"" + name + "\"}");
+        }
+        return true;
+    } catch (const pqxx::insufficient_privilege&) {
+        std::cerr << "payledger: serve: " << pending.size() << " migration(s) pending ("
+                  << pending.front() << (pending.size() > 1 ? ", …" : "")
+                  << ") that this role may not apply: run `payledger migrate` as the tables' "
+                     "owner\n";
+        return false;
+    }
 }
 
 // SIGTERM or SIGINT while serve waits for its database at start (SPEC §8): stop waiting.
@@ -90,9 +115,7 @@ int Serve(const api::Config& config) {
             api::LogJson("info", "{\"msg\":\"stopped while waiting for the database\"}");
             return 0;
         }
-        for (const std::string& name : ledger::Migrate(*connection)) {
-            api::LogJson("info", "{\"msg\":\"migration applied\",\"name\":\"" + name + "\"}");
-        }
+        if (!MigrateForServe(*connection)) return kExitError;
     }
     ledger::ConnectionPool pool{config.database_url, kReadPoolSize, kPoolWaitMax};
     ledger::Committer committer{
@@ -135,6 +158,69 @@ int VerifyOrRebuild(const api::Config& config, bool rebuild) {
     return report.ok() ? 0 : 1;
 }
 
+std::string ReadSmallFile(const std::string& path, const char* what) {
+    constexpr std::size_t kBytesMax = 64 * 1024;
+    std::ifstream file{path, std::ios::binary};
+    if (!file) throw std::runtime_error(std::string(what) + ": cannot read " + path);
+    std::string text(kBytesMax + 1, '\0');
+    file.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<std::size_t>(file.gcount()));
+    if (text.size() > kBytesMax)
+        throw std::runtime_error(std::string(what) + ": " + path + " is too large");
+    return text;
+}
+
+// SPEC §11: exit 0 when the chain, every event and the checkpoint hold, 1 when something is
+// broken (a bad checkpoint signature included), 2 on error.
+int RunAudit(const api::Config& config, const std::string& checkpoint_path,
+             const std::string& public_key_path) {
+    if (checkpoint_path.empty()) {
+        if (!public_key_path.empty()) {
+            std::cerr << "payledger: audit: --public-key needs --checkpoint\n";
+            return kExitError;
+        }
+        const ledger::AuditReport report = ledger::Audit(config.database_url);
+        std::cout << ledger::FormatAuditReport(report) << std::flush;
+        return report.ok() ? 0 : 1;
+    }
+    const auto checkpoint =
+        ledger::ParseCheckpointJson(ReadSmallFile(checkpoint_path, "--checkpoint"));
+    if (!checkpoint) {
+        std::cerr << "payledger: audit: " << checkpoint_path << " is not a checkpoint\n";
+        return kExitError;
+    }
+    std::optional<ledger::Ed25519Key> key;
+    if (!public_key_path.empty()) {
+        key = ledger::Ed25519Key::PublicFromPem(ReadSmallFile(public_key_path, "--public-key"));
+    } else if (config.audit_signing_key_pem) {
+        key = ledger::Ed25519Key::PrivateFromPem(*config.audit_signing_key_pem);
+    } else {
+        std::cerr << "payledger: audit: --checkpoint needs --public-key, or audit.signing_key "
+                     "in the config\n";
+        return kExitError;
+    }
+    const ledger::AuditReport report = ledger::Audit(config.database_url, &*checkpoint, &*key);
+    std::cout << ledger::FormatAuditReport(report) << std::flush;
+    return report.ok() ? 0 : 1;
+}
+
+// SPEC §11: the signed head of the chain, or with --public-key the key's public half (PEM).
+int RunCheckpoint(const api::Config& config, bool public_key) {
+    if (!config.audit_signing_key_pem) {
+        std::cerr << "payledger: checkpoint: no key is configured (audit.signing_key)\n";
+        return kExitError;
+    }
+    const auto key = ledger::Ed25519Key::PrivateFromPem(*config.audit_signing_key_pem);
+    if (public_key) {
+        std::cout << key.PublicPem() << std::flush;
+        return 0;
+    }
+    auto connection = ledger::Connect(config.database_url);
+    pqxx::read_transaction tx{*connection};
+    std::cout << ledger::CheckpointJson(ledger::SignHead(tx, key)) << "\n" << std::flush;
+    return 0;
+}
+
 int Events(const api::Config& config, std::int64_t after,
            const std::optional<std::string>& out_trade_no) {
     auto connection = ledger::Connect(config.database_url);
@@ -160,10 +246,24 @@ int main(int argc, char** argv) {
 
     CLI::App* serve = cli.add_subcommand("serve", "migrate, then serve HTTP until SIGTERM");
     CLI::App* migrate = cli.add_subcommand("migrate", "apply the schema migrations");
+    std::string grant_role;
+    migrate->add_option("--grant", grant_role,
+                        "then grant ROLE exactly what serve needs (SPEC §11)");
     CLI::App* events = cli.add_subcommand("events", "the event history as NDJSON");
     CLI::App* verify =
         cli.add_subcommand("verify", "fold the events and compare with the projections");
     CLI::App* rebuild = cli.add_subcommand("rebuild", "rebuild the projections online");
+    CLI::App* audit = cli.add_subcommand(
+        "audit", "recompute the receipt chain and check every event against it (SPEC §11)");
+    std::string checkpoint_path;
+    std::string public_key_path;
+    audit->add_option("--checkpoint", checkpoint_path, "a checkpoint to check the ledger against");
+    audit->add_option("--public-key", public_key_path,
+                      "the PEM public key that signed it (default: audit.signing_key's)");
+    CLI::App* checkpoint =
+        cli.add_subcommand("checkpoint", "print the signed head of the receipt chain (SPEC §11)");
+    bool print_public_key = false;
+    checkpoint->add_flag("--public-key", print_public_key, "print the public key (PEM) instead");
     std::int64_t after = 0;
     std::string out_trade_no;
     events->add_option("--after", after, "only events with seq > SEQ")
@@ -190,8 +290,8 @@ int main(int argc, char** argv) {
     CLI::App* reconcile = api::AddReconcileCommand(cli, reconcile_command);
     api::SimulateBillCommand simulate_bill_command;
     CLI::App* simulate_bill = api::AddSimulateBillCommand(cli, simulate_bill_command);
-    for (CLI::App* command :
-         {serve, migrate, events, simulate, verify, rebuild, reconcile, simulate_bill}) {
+    for (CLI::App* command : {serve, migrate, events, simulate, verify, rebuild, reconcile,
+                              simulate_bill, audit, checkpoint}) {
         command->add_option("--config", config_path, "JSON config file (SPEC §9)");
     }
     CLI11_PARSE(cli, argc, argv);
@@ -199,8 +299,10 @@ int main(int argc, char** argv) {
     try {
         const api::Config config = LoadConfigOrEnv(config_path);
         if (*serve) return Serve(config);
-        if (*migrate) return Migrate(config);
+        if (*migrate) return Migrate(config, grant_role);
         if (*verify || *rebuild) return VerifyOrRebuild(config, static_cast<bool>(*rebuild));
+        if (*audit) return RunAudit(config, checkpoint_path, public_key_path);
+        if (*checkpoint) return RunCheckpoint(config, print_public_key);
         if (*simulate) return api::RunSimulate(config, simulate_options, simulate_url);
         if (*reconcile) return api::RunReconcileCommand(config, reconcile_command);
         if (*simulate_bill) return api::RunSimulateBillCommand(config, simulate_bill_command);

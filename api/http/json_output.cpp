@@ -1,5 +1,7 @@
 #include "api/http/json_output.hpp"
 
+#include "ledger/chain.hpp"
+
 #include <openssl/evp.h>
 
 #include "api/channels/json_input.hpp"
@@ -52,7 +54,9 @@ json ReceiptJson(const ledger::Receipt& receipt) {
         {"out_trade_no", receipt.out_trade_no ? json(*receipt.out_trade_no) : json(nullptr)},
         {"peer", receipt.peer},
         {"headers", std::move(headers)},
-        {"message", receipt.message}};
+        {"message", receipt.message},
+        {"body_sha256", ledger::Sha256Hex(receipt.body)},
+        {"chain", receipt.chain}};
     if (IsValidUtf8(receipt.body)) {
         out["body"] = receipt.body;
     } else {

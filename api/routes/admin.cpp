@@ -1,10 +1,11 @@
-// POST /v1/admin/verify and GET /readyz (SPEC §5).
+// POST /v1/admin/verify, GET /v1/audit/checkpoint (SPEC §11) and GET /readyz (SPEC §5).
 #include <nlohmann/json.hpp>
 
 #include "api/http/json_output.hpp"
 #include "api/log.hpp"
 #include "api/routes/app.hpp"
 #include "api/routes/route_helpers.hpp"
+#include "ledger/checkpoint.hpp"
 #include "ledger/verify.hpp"
 
 namespace payledger::api {
@@ -52,6 +53,20 @@ Response App::HandleAdminVerify() {
     }
     return JsonResponse(http::status::ok,
                         {{"ok", report.ok()}, {"projections", std::move(projections)}});
+}
+
+Response App::HandleAuditCheckpoint() {
+    if (!config_.audit_signing_key_pem) {
+        return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                             "no checkpoint signing key is configured (audit.signing_key)");
+    }
+    // Checked at start (the config refuses another key); parsed per call, which is cheap.
+    const auto key = ledger::Ed25519Key::PrivateFromPem(*config_.audit_signing_key_pem);
+    ledger::ConnectionPool::Lease connection = pool_.Acquire();
+    pqxx::read_transaction tx{*connection};
+    const ledger::Checkpoint checkpoint = ledger::SignHead(tx, key);
+    tx.commit();
+    return MakeResponse(http::status::ok, "application/json", ledger::CheckpointJson(checkpoint));
 }
 
 Response App::Ready() {

@@ -212,6 +212,13 @@ void App::Handle(Incoming incoming, Respond respond) {
             }
             return timed(HandleAdminVerify());
         }
+        if (is({"v1", "audit", "checkpoint"})) {  // SPEC §11.
+            if (method != http::verb::get) return timed(MethodNotAllowed("GET"));
+            if (auto denied = Authorize(incoming.request, Role::kAuditor)) {
+                return timed(std::move(*denied));
+            }
+            return timed(HandleAuditCheckpoint());
+        }
         const bool read = is({"v1", "orders", "*"}) || is({"v1", "orders", "*", "events"}) ||
                           is({"v1", "orders", "*", "receipts"}) ||
                           is({"v1", "accounts", "*", "balances"}) || is({"v1", "events"}) ||

@@ -47,6 +47,7 @@ private:
     // the last one committed when the export starts, streamed without a page limit.
     void HandleEventExport(Incoming incoming, Respond respond);
     Response HandleAdminVerify();
+    Response HandleAuditCheckpoint();
     Response Ready();
     // nullopt when the bearer token holds `role` (or admin, for auditor endpoints).
     // `merchant_token`, when given, receives the matching merchant token (or null).

@@ -48,6 +48,8 @@ FROM (SELECT i, i::bigint * :paid / :orders AS r
       FROM generate_series(1, :orders) AS i) AS p
 WHERE r > (i - 1)::bigint * :paid / :orders;
 
+-- Receipts first without their chain (NOT NULL again below, before the commit).
+ALTER TABLE callback_receipts ALTER COLUMN chain DROP NOT NULL;
 INSERT INTO callback_receipts (id, source, received_at, peer, headers, body, outcome, seq,
                                out_trade_no, message)
 SELECT receipt_id, source, recorded_at, '127.0.0.1:40000',
@@ -66,6 +68,16 @@ SELECT receipt_id, source, recorded_at, '127.0.0.1:40000',
                   END::text, 'UTF8'),
        'appended', seq, out_trade_no, ''
 FROM ledger_events;
+
+-- The receipt chain (SPEC §11), as the writer would have computed it: in replica mode the
+-- append-only trigger does not fire, and the column is NOT NULL again before the commit.
+UPDATE callback_receipts AS c
+SET chain = x.chain
+FROM (SELECT r.id, payledger_chain(payledger_receipt_line(r, e)) OVER (ORDER BY r.id) AS chain
+      FROM callback_receipts AS r
+      LEFT JOIN ledger_events AS e ON r.outcome = 'appended' AND e.receipt_id = r.id) AS x
+WHERE c.id = x.id;
+ALTER TABLE callback_receipts ALTER COLUMN chain SET NOT NULL;
 
 \ir project_ledger.sql
 

@@ -3,7 +3,8 @@
 # every platform, so that `payledger simulate` works right away. $1 is the folder for the key
 # files (.data/, never committed): it writes fresh RSA key pairs under $1/keys/ — the WeChat
 # Pay v3 platform key and the Alipay key, whose private halves only `simulate` uses
-# (wechat_v3.simulate_private_key, alipay.simulate_private_key). The database URL comes from
+# (wechat_v3.simulate_private_key, alipay.simulate_private_key), and the Ed25519 key that
+# signs checkpoints (audit.signing_key). The database URL comes from
 # PAYLEDGER_DATABASE_URL at run time.
 set -euo pipefail
 DATA_DIR="$(cd "${1:?usage: dev_config.sh DATA_DIR}" && pwd)"
@@ -23,6 +24,8 @@ keypair() {
 
 keypair wechat_v3_platform
 keypair alipay
+# The checkpoint signing key (SPEC §11 audit.signing_key): Ed25519.
+(umask 077 && openssl genpkey -algorithm ed25519 -out "$KEY_DIR/audit_signing_key.pem")
 # A certificate serial as WeChat Pay sends it in Wechatpay-Serial: upper-case hex.
 V3_SERIAL="$(openssl rand -hex 20 | tr 'a-f' 'A-F')"
 
@@ -36,6 +39,7 @@ cat <<JSON
     "admin": ["admin-$(rand)"]
   },
   "generic": {"secret": "generic-$(rand)"},
+  "audit": {"signing_key": "$KEY_DIR/audit_signing_key.pem"},
   "wechat_v2": {
     "appid": "wx$(openssl rand -hex 8)",
     "mch_id": "1900000001",

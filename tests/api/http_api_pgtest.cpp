@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "api/http/json_output.hpp"
+#include "ledger/checkpoint.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
 
@@ -350,9 +351,9 @@ TEST(HttpApiScopedTokenTest, AScopedMerchantTokenRegistersOrdersOnlyForItsAccoun
 TEST_F(HttpApiPgTest, AnOrdersReceiptsArePaged) {
     ASSERT_EQ(service_->CreateOrder(*client_, "ORD-1", "acct", 100).status, 201);
     for (int i = 0; i < 5; ++i) {  // Forged deliveries that name ORD-1: stored, never applied.
-        const HttpResult forged = service_->PostGeneric(
-            *client_, testing::GenericPayment("ORD-1", "TX", 100), std::nullopt,
-            "a-wrong-secret-of-16-characters");
+        const HttpResult forged =
+            service_->PostGeneric(*client_, testing::GenericPayment("ORD-1", "TX", 100),
+                                  std::nullopt, "a-wrong-secret-of-16-characters");
         ASSERT_EQ(forged.status, 401) << forged.body;
     }
     std::vector<std::int64_t> ids;
@@ -429,6 +430,53 @@ TEST(HttpApiNoDatabaseTest, EveryChannelAnswers503WhileTheDatabaseIsDown) {
     EXPECT_EQ(ready.body.find("nobody"), std::string::npos) << ready.body;
     EXPECT_EQ(client.Get("/healthz").status, 200);
     EXPECT_EQ(client.Get("/v1/orders/ORD-1", kAuditorToken).status, 503);
+}
+
+}  // namespace
+}  // namespace payledger::api
+
+namespace payledger::api {
+namespace {
+
+// RFC 8032's first test key (tests/ledger/checkpoint_test.cpp).
+constexpr const char* kCheckpointKeyPem =
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MC4CAQAwBQYDK2VwBCIEIJ1hsZ3v/VpguoRK9JLsLMREScVpezJpGXA7rAMcrn9g\n"
+    "-----END PRIVATE KEY-----\n";
+
+TEST_F(HttpApiPgTest, AuditCheckpointWithoutAKeyIsUnavailable) {
+    const HttpResult result = Audit("/v1/audit/checkpoint");
+    ExpectError(result, 503, "unavailable");
+    EXPECT_NE(result.body.find("audit.signing_key"), std::string::npos) << result.body;
+    EXPECT_EQ(client_->Get("/v1/audit/checkpoint", kMerchantToken).status, 403);
+}
+
+TEST_F(HttpApiPgTest, AuditCheckpointSignsTheHeadOfTheChain) {
+    api::Config config = testing::TestConfig(db_.url());
+    config.audit_signing_key_pem = kCheckpointKeyPem;
+    TestService keyed{config, db_.name()};
+    HttpClient client{keyed.port()};
+    const HttpResult empty = client.Get("/v1/audit/checkpoint", kAuditorToken);
+    ASSERT_EQ(empty.status, 200) << empty.body;
+    EXPECT_EQ(empty.Json().at("receipt_id"), 0);
+    EXPECT_EQ(empty.Json().at("chain"), std::string(64, '0'));
+
+    const HttpResult created = client.Post(
+        "/v1/orders",
+        R"({"out_trade_no":"ORD-CP","account_id":"acct-1","amount":100,"currency":"CNY"})",
+        {{"Authorization", std::string("Bearer ") + kMerchantToken}});
+    ASSERT_EQ(created.status, 201) << created.body;
+    const HttpResult head = client.Get("/v1/audit/checkpoint", kAuditorToken);
+    ASSERT_EQ(head.status, 200) << head.body;
+    const auto checkpoint = ledger::ParseCheckpointJson(head.body);
+    ASSERT_TRUE(checkpoint.has_value()) << head.body;
+    EXPECT_EQ(std::to_string(checkpoint->receipt_id),
+              db_.Scalar("SELECT max(id) FROM callback_receipts"));
+    EXPECT_EQ(
+        checkpoint->chain,
+        db_.Scalar("SELECT encode(chain, 'hex') FROM callback_receipts ORDER BY id DESC LIMIT 1"));
+    const auto key = ledger::Ed25519Key::PrivateFromPem(kCheckpointKeyPem);
+    EXPECT_TRUE(ledger::Ed25519Key::PublicFromPem(key.PublicPem()).Verifies(*checkpoint));
 }
 
 }  // namespace

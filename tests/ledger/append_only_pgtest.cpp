@@ -73,8 +73,8 @@ TEST_F(AppendOnlyPgTest, UpdateDeleteAndTruncateOfReceiptsAreRefused) {
 
 TEST_F(AppendOnlyPgTest, TheUniqueKeyRefusesASecondEventOfOneType) {
     const std::string error = Refusal(
-        "WITH r AS (INSERT INTO callback_receipts (source, received_at, peer, body, outcome) "
-        "VALUES ('api', now(), 'test', '', 'malformed') RETURNING id) "
+        "WITH r AS (INSERT INTO callback_receipts (source, received_at, peer, body, outcome, "
+        "chain) VALUES ('api', now(), 'test', '', 'malformed', sha256('')) RETURNING id) "
         "INSERT INTO ledger_events (out_trade_no, event_type, source, account_id, amount, "
         "currency, occurred_at, receipt_id) "
         "SELECT 'ORD-1', 'ORDER_CREATED', 'api', 'acct', 100, 'CNY', now(), id FROM r");

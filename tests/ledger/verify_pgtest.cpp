@@ -208,8 +208,8 @@ TEST_F(VerifyPgTest, FailedRebuildLeavesTheLiveProjectionsUntouched) {
     db_.Scalar("UPDATE balances SET balance = 7 WHERE account_id = 'acct-3' RETURNING 1");
     // An event whose order has no ORDER_CREATED cannot be folded: the build must fail.
     db_.Scalar(
-        "WITH r AS (INSERT INTO callback_receipts (source, received_at, peer, body, outcome) "
-        "VALUES ('generic', now(), 'test', '', 'malformed') RETURNING id) "
+        "WITH r AS (INSERT INTO callback_receipts (source, received_at, peer, body, outcome, "
+        "chain) VALUES ('generic', now(), 'test', '', 'malformed', sha256('')) RETURNING id) "
         "INSERT INTO ledger_events (out_trade_no, event_type, source, account_id, "
         "occurred_at, receipt_id) SELECT 'ORPHAN', 'PAYMENT_CLOSED', 'generic', 'x', now(), id "
         "FROM r RETURNING 1");

@@ -110,9 +110,9 @@ protected:
                                  std::to_string(first + n) + ") AS i";
         tx.exec0(
             "INSERT INTO callback_receipts (id, source, received_at, peer, body, outcome, seq, "
-            "out_trade_no) SELECT " +
+            "out_trade_no, chain) SELECT " +
             id + ", 'api', now(), '127.0.0.1:9', convert_to('load', 'UTF8'), 'appended', " + seq +
-            ", 'LOAD-' || i " + rows);
+            ", 'LOAD-' || i, sha256(convert_to('load' || i, 'UTF8')) " + rows);
         tx.exec0(
             "INSERT INTO ledger_events (seq, out_trade_no, event_type, source, account_id, "
             "amount, currency, occurred_at, receipt_id) SELECT " +
