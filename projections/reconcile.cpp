@@ -30,9 +30,11 @@ std::string_view ToString(Category category) {
 }
 
 Category ClassifyEntry(const Side& bill, bool pending, const LedgerFacts& ledger) {
+    // An entry for an order the ledger never registered is unknown_order, pending or not:
+    // a refund of an unknown order is a difference to look at, never something to wait for.
+    if (!ledger.order) return Category::kUnknownOrder;
     // The bill does not claim a pending refund settled: nothing to compare yet.
     if (pending) return Category::kPending;
-    if (!ledger.order) return Category::kUnknownOrder;
     if (!ledger.event) return Category::kMissingInLedger;
     // Another platform id is another payment or refund, whatever the amounts say.
     if (ledger.event->id != bill.id) return Category::kTransactionMismatch;

@@ -38,7 +38,7 @@ struct LedgerFacts {
     std::optional<Side> event{};  // The event of the entry's type, from any source and day.
 };
 
-// SPEC §10 for a bill entry: pending (a refund not yet successful), unknown_order, then
+// SPEC §10 for a bill entry: unknown_order, then pending (a refund not yet successful), then
 // missing_in_ledger, transaction_mismatch, amount_mismatch (amount or currency), matched.
 [[nodiscard]] Category ClassifyEntry(const Side& bill, bool pending, const LedgerFacts& ledger);
 

@@ -36,8 +36,12 @@ int RunReconcileCommand(const Config& config, const ReconcileCommand& command) {
     if (config.wechat_v3) options.wechat_mch_ids.push_back(config.wechat_v3->mchid);
     try {
         const reconcile::ReconcileReport report =
-            reconcile::Reconcile(config.database_url, options, std::cout);
+            reconcile::Reconcile(config.database_url, options, std::cout, &std::cerr);
         std::cerr << "payledger: reconciliation " << report.id << " recorded\n";
+        if (!report.failure.empty()) {
+            std::cerr << "payledger: reconcile: " << report.failure << "\n";
+            return 2;
+        }
         return report.ok ? 0 : 1;
     } catch (const reconcile::BillError& error) {
         std::cerr << "payledger: reconcile: " << error.what() << "; nothing recorded\n";

@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "projections/assert.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::ledger::reconcile {
@@ -34,19 +35,52 @@ std::vector<std::string_view> SplitFields(std::string_view line) {
     }
 }
 
-// "#起始日期：[2026年11月30日 00:00:00]   终止日期：[…]" -> "2026-11-30".
-std::optional<std::string> StartDate(std::string_view line) {
-    constexpr std::string_view kPrefix = "#起始日期：[";
-    if (line.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
-    line.remove_prefix(kPrefix.size());
-    // yyyy年MM月dd日: the CJK characters are three bytes each in UTF-8.
-    const std::size_t year_end = line.find("年");
-    const std::size_t month_end = line.find("月");
-    const std::size_t day_end = line.find("日");
-    if (year_end != 4 || month_end != 9 || day_end != 14) return std::string{};
-    const std::string text = std::string(line.substr(0, 4)) + "-" + std::string(line.substr(7, 2)) +
-                             "-" + std::string(line.substr(12, 2));
-    return text;
+// "yyyy年MM月dd日 HH:mm:ss" -> its time, Asia/Shanghai; nullopt when malformed. The CJK
+// characters are three bytes each in UTF-8.
+std::optional<projections::TimeMicros> BillTime(std::string_view text) {
+    if (text.size() != 26 || text.substr(4, 3) != "年" || text.substr(9, 3) != "月" ||
+        text.substr(14, 3) != "日" || text[17] != ' ') {
+        return std::nullopt;
+    }
+    const std::string dashed = std::string(text.substr(0, 4)) + "-" +
+                               std::string(text.substr(7, 2)) + "-" +
+                               std::string(text.substr(12, 2)) + " " +
+                               std::string(text.substr(18));
+    return projections::ParseShanghaiDashed(dashed);
+}
+
+// "#起始日期：[2026年11月30日 00:00:00]   终止日期：[2026年12月01日 00:00:00]": nullopt when the
+// line is not the dates line; otherwise checks that it names exactly `date`'s Shanghai day,
+// [date 00:00:00, date+1 00:00:00) (a monthly bill is not a daily one). Throws BillError.
+bool CheckDates(std::string_view line, const std::string& date, std::int64_t line_number) {
+    constexpr std::string_view kStart = "#起始日期：[";
+    constexpr std::string_view kEnd = "终止日期：[";
+    if (line.substr(0, kStart.size()) != kStart) return false;
+    const std::optional<projections::TimeMicros> day =
+        projections::ParseShanghaiDashed(date + " 00:00:00");
+    PAYLEDGER_ASSERT(day.has_value());  // Reconcile checked --date.
+    constexpr projections::TimeMicros kDayMicros = 86'400'000'000;
+    line.remove_prefix(kStart.size());
+    const std::size_t start_close = line.find(']');
+    const std::size_t end_open = line.find(kEnd);
+    std::optional<projections::TimeMicros> start, end;
+    if (start_close != std::string_view::npos && end_open != std::string_view::npos &&
+        end_open > start_close && !line.empty() && line.back() == ']') {
+        start = BillTime(line.substr(0, start_close));
+        const std::size_t end_at = end_open + kEnd.size();
+        end = BillTime(line.substr(end_at, line.size() - 1 - end_at));
+    }
+    if (!start || !end) {
+        throw BillError(At(line_number) +
+                        "the dates line is not #起始日期：[yyyy年MM月dd日 HH:mm:ss]   "
+                        "终止日期：[yyyy年MM月dd日 HH:mm:ss]");
+    }
+    if (*start != *day || *end != *day + kDayMicros) {
+        throw BillError(At(line_number) + "the bill's #起始日期 and 终止日期 must be --date " +
+                        date + " 00:00:00 and the next day's 00:00:00: not a daily bill of " +
+                        date);
+    }
+    return true;
 }
 
 // "#交易合计：1笔，退款合计：1笔" -> {1, 1}.
@@ -112,6 +146,7 @@ BillEntry Entry(const Columns& columns, const std::vector<std::string_view>& fie
     const std::string_view refund_no = fields[columns.refund_no];
     entry.platform_id =
         std::string(refund && !refund_no.empty() ? refund_no : fields[columns.trade_no]);
+    entry.payment_id = std::string(fields[columns.trade_no]);
     std::string_view amount = fields[columns.amount];
     // A refund's amount is negative; SPEC §10 takes its absolute value. A payment's is not.
     if (refund && !amount.empty() && amount.front() == '-') amount.remove_prefix(1);
@@ -126,8 +161,14 @@ BillEntry Entry(const Columns& columns, const std::vector<std::string_view>& fie
         throw BillError(At(line_number) + "商户订单号 \"" + entry.out_trade_no +
                         "\" is not a valid out_trade_no (SPEC §1)");
     }
-    if (entry.platform_id.empty() || entry.platform_id.size() > 128) {
-        throw BillError(At(line_number) + "支付宝交易号 must be 1-128 bytes");
+    if (!IsPlatformId(entry.platform_id)) {
+        throw BillError(At(line_number) +
+                        (refund && !refund_no.empty() ? "退款批次号/请求号" : "支付宝交易号") +
+                        " must be 1-64 characters of printable ASCII without spaces");
+    }
+    if (!IsPlatformId(entry.payment_id)) {
+        throw BillError(At(line_number) +
+                        "支付宝交易号 must be 1-64 characters of printable ASCII without spaces");
     }
     const std::optional<projections::TimeMicros> time =
         projections::ParseShanghaiDashed(fields[columns.finished_at]);
@@ -146,7 +187,7 @@ BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const Ent
     std::string raw;
     std::optional<bool> utf8;  // Decided by the first line: a BOM means UTF-8.
     std::optional<Columns> columns;
-    std::optional<std::string> start_date;
+    bool dates_seen = false;
     std::optional<std::pair<std::int64_t, std::int64_t>> footer;
     std::int64_t rows = 0, payments = 0, refunds = 0;
     while (lines.Next(raw)) {
@@ -155,6 +196,9 @@ BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const Ent
         if (!utf8) utf8 = raw.rfind(kUtf8Bom, 0) == 0;
         if (*utf8) {
             text = number == 1 ? raw.substr(kUtf8Bom.size()) : raw;
+            if (!IsValidUtf8(text)) {
+                throw BillError(At(number) + "is not UTF-8 text (the bill starts with a BOM)");
+            }
         } else {
             std::optional<std::string> decoded = gbk.Decode(raw);
             if (!decoded) {
@@ -166,13 +210,8 @@ BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const Ent
         }
         if (Trim(text).empty()) continue;
         if (text.front() == '#') {
-            if (std::optional<std::string> found = StartDate(text)) {
-                if (*found != date) {
-                    throw BillError(At(number) + "the bill's #起始日期 is " +
-                                    (found->empty() ? std::string("unreadable") : *found) +
-                                    ", not --date " + date);
-                }
-                start_date = std::move(found);
+            if (CheckDates(Trim(text), date, number)) {
+                dates_seen = true;
             } else if (auto counts = FooterCounts(text, number)) {
                 footer = counts;
             }
@@ -203,7 +242,7 @@ BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const Ent
         each(entry);
     }
     if (!columns) throw BillError("not an Alipay business detail bill: no header line");
-    if (!start_date) throw BillError("the bill has no #起始日期 line");
+    if (!dates_seen) throw BillError("the bill has no #起始日期 line");
     if (!footer) {
         throw BillError("the bill is incomplete: no #交易合计：N笔，退款合计：M笔 footer");
     }

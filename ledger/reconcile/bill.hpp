@@ -2,8 +2,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "projections/event.hpp"
 
@@ -24,6 +26,16 @@ public:
 
 // Lines longer than this are refused: a receipt's body is at most 64 KiB (SPEC §3).
 inline constexpr std::size_t kBillLineBytesMax = 64 * 1024;
+// The bill file as given: it is stored whole in one bytea (PostgreSQL's limit is 1 GB), and
+// a 200 000-row statement is about 60 MiB.
+inline constexpr std::size_t kBillBytesMax = 256 * 1024 * 1024;
+// The statement after gzip or zip: a small compressed file must not expand without end.
+inline constexpr std::uint64_t kBillDecompressedBytesMax = 1024ull * 1024 * 1024;
+// Lines of a statement, blank ones included, so that a file of line ends cannot run for hours.
+inline constexpr std::int64_t kBillLinesMax = 5'000'000;
+// A platform's id (trade, refund or payment number): printable ASCII without spaces (the
+// output lines are separated by spaces), 1 to 64 characters.
+inline constexpr std::size_t kPlatformIdLengthMax = 64;
 
 // One detail row of a bill that is a payment or a refund (SPEC §10 "Entries").
 struct BillEntry {
@@ -31,6 +43,9 @@ struct BillEntry {
     projections::EventType event_type = projections::EventType::kPaymentSucceeded;
     std::string out_trade_no{};
     std::string platform_id{};  // Payment: the platform's trade number; refund: its refund's.
+    // The payment's trade number (WeChat 微信订单号, Alipay 支付宝交易号): for a refund, what
+    // SPEC §6 checks against the stored payment before --apply; for a payment, platform_id.
+    std::string payment_id{};
     std::int64_t amount = 0;    // Fen.
     std::string currency{};
     projections::TimeMicros occurred_at = 0;  // The row's time, Asia/Shanghai on the wire.
@@ -56,5 +71,12 @@ struct BillTotals {
 // Yuan with at most two decimals into fen by SPEC §1's rules (projections::ParseMajorUnits),
 // zero included ("0.00" -> 0, as bills write absent amounts). nullopt when malformed.
 [[nodiscard]] std::optional<std::int64_t> ParseYuanOrZero(std::string_view text);
+
+// True for a platform id: 1 to kPlatformIdLengthMax characters of printable ASCII, no space.
+[[nodiscard]] bool IsPlatformId(std::string_view text);
+
+// True when `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF).
+[[nodiscard]] bool IsValidUtf8(std::string_view text);
 
 }  // namespace payledger::ledger::reconcile

@@ -22,7 +22,8 @@ constexpr std::size_t kReadChunkBytes = 64 * 1024;
 // zlib's gzread reads gzip and, transparently, a file that is not gzip.
 class GzipStream final : public ByteStream {
 public:
-    explicit GzipStream(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
+    GzipStream(const std::string& path, std::uint64_t bytes_max)
+        : path_(path), bytes_max_(bytes_max), file_(gzopen(path.c_str(), "rb")) {
         if (file_ == nullptr) throw BillError(path + ": cannot open: " + std::strerror(errno));
         gzbuffer(file_, kReadChunkBytes);
     }
@@ -49,18 +50,26 @@ public:
                                 (message ? message : "error"));
             }
         }
+        read_ += static_cast<std::uint64_t>(got);
+        if (read_ > bytes_max_) {
+            throw BillError(path_ + ": the statement is larger than " +
+                            std::to_string(bytes_max_) + " bytes once decompressed");
+        }
         return static_cast<std::size_t>(got);
     }
 
 private:
     std::string path_;
+    std::uint64_t bytes_max_;
+    std::uint64_t read_ = 0;
     gzFile file_;
 };
 
 class ZipEntryStream final : public ByteStream {
 public:
-    ZipEntryStream(const std::string& path, zip_t* archive, zip_file_t* file)
-        : path_(path), archive_(archive), file_(file) {}
+    ZipEntryStream(const std::string& path, zip_t* archive, zip_file_t* file,
+                   std::uint64_t bytes_max)
+        : path_(path), archive_(archive), file_(file), bytes_max_(bytes_max) {}
     ~ZipEntryStream() override {
         zip_fclose(file_);
         zip_discard(archive_);
@@ -75,6 +84,12 @@ public:
             throw BillError(path_ + ": cannot read the zip entry: " +
                             zip_error_strerror(zip_file_get_error(file_)));
         }
+        // The entry's stated size was checked at open; count what it really yields too.
+        read_ += static_cast<std::uint64_t>(got);
+        if (read_ > bytes_max_) {
+            throw BillError(path_ + ": the zip entry is larger than " +
+                            std::to_string(bytes_max_) + " bytes once decompressed");
+        }
         return static_cast<std::size_t>(got);
     }
 
@@ -82,6 +97,8 @@ private:
     std::string path_;
     zip_t* archive_;
     zip_file_t* file_;
+    std::uint64_t bytes_max_;
+    std::uint64_t read_ = 0;
 };
 
 bool EndsWith(std::string_view text, std::string_view suffix) {
@@ -90,8 +107,8 @@ bool EndsWith(std::string_view text, std::string_view suffix) {
 
 }  // namespace
 
-std::unique_ptr<ByteStream> OpenTextOrGzip(const std::string& path) {
-    return std::make_unique<GzipStream>(path);
+std::unique_ptr<ByteStream> OpenTextOrGzip(const std::string& path, std::uint64_t bytes_max) {
+    return std::make_unique<GzipStream>(path, bytes_max);
 }
 
 bool LooksLikeZip(const std::string& path) {
@@ -102,7 +119,8 @@ bool LooksLikeZip(const std::string& path) {
     return file.gcount() == 4 && std::string_view(magic, 4) == std::string_view("PK\3\4", 4);
 }
 
-std::unique_ptr<ByteStream> OpenZipEntry(const std::string& path, std::string_view name_suffix) {
+std::unique_ptr<ByteStream> OpenZipEntry(const std::string& path, std::string_view name_suffix,
+                                         std::uint64_t bytes_max) {
     int code = 0;
     // ZIP_CHECKCONS: a truncated archive (its central directory cut off or inconsistent) is
     // refused at open rather than read half-way.
@@ -136,13 +154,25 @@ std::unique_ptr<ByteStream> OpenZipEntry(const std::string& path, std::string_vi
         zip_discard(archive);
         throw BillError(path + ": no entry of the zip archive ends in " + std::string(name_suffix));
     }
+    zip_stat_t stat;
+    zip_stat_init(&stat);
+    if (zip_stat_index(archive, *found, 0, &stat) != 0 || (stat.valid & ZIP_STAT_SIZE) == 0) {
+        const std::string message = zip_strerror(archive);
+        zip_discard(archive);
+        throw BillError(path + ": cannot read the zip entry's size: " + message);
+    }
+    if (stat.size > bytes_max) {
+        zip_discard(archive);
+        throw BillError(path + ": the zip entry is larger than " + std::to_string(bytes_max) +
+                        " bytes once decompressed (" + std::to_string(stat.size) + ")");
+    }
     zip_file_t* file = zip_fopen_index(archive, *found, 0);
     if (file == nullptr) {
         const std::string message = zip_strerror(archive);
         zip_discard(archive);
         throw BillError(path + ": cannot open the zip entry: " + message);
     }
-    return std::make_unique<ZipEntryStream>(path, archive, file);
+    return std::make_unique<ZipEntryStream>(path, archive, file, bytes_max);
 }
 
 bool LineReader::Next(std::string& line) {
@@ -155,6 +185,10 @@ bool LineReader::Next(std::string& line) {
             if (!line.empty() && line.back() == '\r') line.pop_back();
             start_ = newline == std::string::npos ? buffer_.size() : newline + 1;
             ++line_number_;
+            if (line_number_ > lines_max_) {
+                throw BillError("the statement has more than " + std::to_string(lines_max_) +
+                                " lines (blank ones included)");
+            }
             if (line.size() > kBillLineBytesMax) {
                 throw BillError("line " + std::to_string(line_number_) + " is longer than " +
                                 std::to_string(kBillLineBytesMax) + " bytes");

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -21,13 +22,19 @@ struct ReconcileOptions {
     bool apply = false;
     // WeChat: the merchant ids a bill may name (wechat_v2.mch_id, wechat_v3.mchid).
     std::vector<std::string> wechat_mch_ids{};
+    // Runs after the entries are classified and before anything is applied: what a callback
+    // committing at that moment does (tests). Empty in the command.
+    std::function<void()> before_apply{};
 };
 
 struct ReconcileReport {
     std::int64_t id = 0;  // reconciliations.id of the stored run.
     std::int64_t rows = 0;
     std::array<std::int64_t, projections::kCategoryCount> counts{};  // By Category.
-    bool ok = false;  // Nothing but matched, pending and applied.
+    bool ok = false;  // Nothing but matched, pending and applied, and nothing failed.
+    // Why --apply stopped part-way or the run could not be stored whole; empty when neither.
+    // The run is stored all the same (with what was applied), and `reconcile` exits 2.
+    std::string failure{};
 };
 
 // [D 00:00+08, D+1 00:00+08) of "YYYY-MM-DD" in microseconds, or nullopt when malformed.
@@ -43,10 +50,14 @@ ShanghaiDay(std::string_view date);
 // missing_in_ledger entry that passes SPEC §6's checks is submitted through a Committer (the
 // callbacks' write path: writer lock, unique key, projections, one receipt per entry whose
 // body is the bill's raw line). Then the run is stored in `reconciliations` under the
-// writer lock, and only then printed.
+// writer lock, and only then printed; why entries were not applied goes to `log`, if given.
+// The file is read once (the bytes stored, hashed and parsed are the same) and must be at
+// most kBillBytesMax. A key the bill names twice is classified entry by entry, never applied.
+// A run that may have applied something is always stored: when --apply stops part-way, or
+// the record cannot be written with its differences, `failure` says why.
 // Throws BillError for a bill that cannot be reconciled (nothing stored, nothing applied),
-// pqxx exceptions when the database fails, std::runtime_error when an apply could not commit.
+// pqxx exceptions when the database fails before anything was applied.
 ReconcileReport Reconcile(const std::string& database_url, const ReconcileOptions& options,
-                          std::ostream& out);
+                          std::ostream& out, std::ostream* log = nullptr);
 
 }  // namespace payledger::ledger::reconcile

@@ -139,6 +139,7 @@ public:
             .event_type = refund ? EventType::kRefundSucceeded : EventType::kPaymentSucceeded,
             .out_trade_no = std::string(fields[layout_.out_trade_no]),
             .platform_id = std::string(fields[refund ? layout_.refund_id : layout_.transaction_id]),
+            .payment_id = std::string(fields[layout_.transaction_id]),
             .amount = refund ? refund_amount : order_amount,
             .currency = std::string(fields[layout_.currency]),
             .pending = refund && fields[layout_.refund_status] != "SUCCESS",
@@ -147,9 +148,13 @@ public:
             throw BillError(At(line_number) + "商户订单号 \"" + entry.out_trade_no +
                             "\" is not a valid out_trade_no (SPEC §1)");
         }
-        if (entry.platform_id.empty() || entry.platform_id.size() > 128) {
+        if (!IsPlatformId(entry.platform_id)) {
             throw BillError(At(line_number) + (refund ? "微信退款单号" : "微信订单号") +
-                            " must be 1-128 bytes");
+                            " must be 1-64 characters of printable ASCII without spaces");
+        }
+        if (!IsPlatformId(entry.payment_id)) {
+            throw BillError(At(line_number) +
+                            "微信订单号 must be 1-64 characters of printable ASCII without spaces");
         }
         if (!projections::IsValidAmount(entry.amount)) {
             throw BillError(At(line_number) + (refund ? "申请退款金额" : "订单金额") +
@@ -228,6 +233,7 @@ BillTotals ParseWechatBill(LineReader& lines, const std::vector<std::string>& mc
     PAYLEDGER_ASSERT(!mch_ids.empty());
     std::string line;
     if (!lines.Next(line)) throw BillError("the bill is empty");
+    if (!IsValidUtf8(line)) throw BillError(At(lines.line_number()) + "is not UTF-8 text");
     const Layout layout = ReadLayout(line, lines.line_number());
     RowReader rows{layout, mch_ids, each};
     std::optional<std::string> summary_header;
@@ -235,6 +241,7 @@ BillTotals ParseWechatBill(LineReader& lines, const std::vector<std::string>& mc
     bool summary_seen = false;
     while (lines.Next(line)) {
         const std::int64_t number = lines.line_number();
+        if (!IsValidUtf8(line)) throw BillError(At(number) + "is not UTF-8 text");
         if (line.empty()) continue;
         if (summary_seen) throw BillError(At(number) + "text after the summary row");
         if (summary_header) {

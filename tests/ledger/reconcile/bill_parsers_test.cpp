@@ -3,6 +3,7 @@
 // totals that disagree, bad amounts, another merchant or day, a CSV that is not GBK, a
 // truncated gzip stream and a truncated zip archive. Lines are fed through LineReader in
 // small pieces, so a line split across reads is covered too.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -20,6 +21,18 @@ namespace payledger::ledger::reconcile {
 namespace {
 
 using projections::EventType;
+using ::testing::HasSubstr;
+
+// Runs `parse`, which must throw BillError with a message that contains `expected`.
+template <typename Parse>
+void ExpectRefused(Parse parse, const std::string& expected, const std::string& what) {
+    try {
+        parse();
+        ADD_FAILURE() << what << ": accepted";
+    } catch (const BillError& error) {
+        EXPECT_THAT(error.what(), HasSubstr(expected)) << what;
+    }
+}
 
 // A statement in memory, handed out `piece` bytes at a time.
 class StringStream final : public ByteStream {
@@ -104,6 +117,9 @@ TEST(WechatBill, ProvidersSampleRowsGiveAPaymentAndARefund) {
         EXPECT_EQ(entries[1].event_type, EventType::kRefundSucceeded);
         EXPECT_EQ(entries[1].out_trade_no, "ORD-20261125-0042");
         EXPECT_EQ(entries[1].platform_id, "50302709992026113091956632208");
+        // The refund's payment, for SPEC §6's cross-check before --apply.
+        EXPECT_EQ(entries[1].payment_id, "4200002166202611250324636876");
+        EXPECT_EQ(entries[0].payment_id, "4200002360202611301150650780");
         EXPECT_EQ(entries[1].amount, 5000);
         EXPECT_FALSE(entries[1].pending);
         EXPECT_EQ(entries[1].raw_line, kWechatRefund);
@@ -151,49 +167,106 @@ TEST(WechatBill, TheOlderLayoutIsRecognisedByItsHeader) {
     EXPECT_EQ(entries[1].platform_id, "5030000001");
 }
 
+TEST(WechatBill, ARevokedRowCountsButIsNeitherAPaymentNorARefund) {
+    const std::string row = Replace(kWechatPayment, "`SUCCESS,", "`REVOKED,");
+    std::int64_t rows = 0;
+    const std::vector<BillEntry> entries = ParseWechat(
+        WechatBill({row, kWechatRefund}, "`2,`60.00,`50.00,`0.00,`0.05000,`60.00,`50.00"), kMchIds,
+        &rows);
+    EXPECT_EQ(rows, 2);
+    ASSERT_EQ(entries.size(), 1u);
+    EXPECT_EQ(entries[0].event_type, EventType::kRefundSucceeded);
+}
+
+TEST(WechatBill, TwoEntriesForOneKeyAreBothGiven) {
+    // Two partial refunds of one order: ordinary, never a reason to refuse the bill.
+    const std::string second = Replace(Replace(kWechatRefund, "`50302709992026113091956632208,",
+                                               "`50302709992026113091956632209,"),
+                                       "`0.00,`50.00,`", "`0.00,`10.00,`");
+    const std::vector<BillEntry> entries = ParseWechat(WechatBill(
+        {kWechatRefund, Replace(second, "`50.00,`0.00,`ORIGINAL", "`10.00,`0.00,`ORIGINAL")},
+        "`2,`0.00,`60.00,`0.00,`-0.54000,`0.00,`60.00"));
+    ASSERT_EQ(entries.size(), 2u);
+    EXPECT_EQ(entries[0].out_trade_no, entries[1].out_trade_no);
+    EXPECT_EQ(entries[1].amount, 1000);
+    EXPECT_EQ(entries[1].line_number, 3);
+}
+
+// Each broken bill breaks exactly one rule, and the message says which.
 TEST(WechatBill, BrokenBillsAreRefused) {
     const std::string good = "`2,`60.00,`50.00,`0.00,`0.05000,`60.00,`50.00";
     const std::vector<std::string> rows = {kWechatPayment, kWechatRefund};
     const std::string missing_summary = kWechatHeader + "\n" + kWechatPayment + "\n";
     const std::string summary_header_only =
         kWechatHeader + "\n" + kWechatPayment + "\n" + kWechatSummaryHeader + "\n";
-    const std::pair<std::string, std::string> cases[] = {
-        {"", "empty"},
-        {missing_summary, "no summary"},
-        {summary_header_only, "summary header without its row"},
-        {WechatBill(rows, "`3,`60.00,`50.00,`0.00,`0.05000,`60.00,`50.00"), "count"},
-        {WechatBill(rows, "`2,`60.00,`50.00,`0.00,`0.05000,`60.01,`50.00"), "order total"},
-        {WechatBill(rows, "`2,`60.00,`50.00,`0.00,`0.05000,`60.00,`49.99"), "refund total"},
-        {WechatBill({kWechatPayment}, good), "a row missing"},
-        {WechatBill({Replace(kWechatPayment, "`0.54%,`60.00,", "`0.54%,`60.001,"), kWechatRefund},
-                    good),
-         "third decimal"},
-        {WechatBill({Replace(kWechatPayment, "`0.54%,`60.00,", "`0.54%,`-60.00,"), kWechatRefund},
-                    good),
-         "sign"},
-        {WechatBill({Replace(kWechatPayment, "`0.54%,`60.00,", "`0.54%,`6e1,"), kWechatRefund},
-                    good),
-         "exponent"},
-        {WechatBill({Replace(kWechatPayment, "`1900000109,", "`1900000999,"), kWechatRefund}, good),
-         "another merchant"},
-        {WechatBill({Replace(kWechatPayment, "`ORD-20261130-0001,", "`ORD 1,"), kWechatRefund},
-                    good),
-         "bad out_trade_no"},
-        {WechatBill({Replace(kWechatPayment, "`CNY,", "`cny,"), kWechatRefund}, good),
-         "bad currency"},
-        {WechatBill({Replace(kWechatPayment, "`2026-11-30 10:06:33,", "`2026-11-31 10:06:33,"),
+    const auto payment_with = [](const std::string& from, const std::string& to) {
+        return Replace(kWechatPayment, from, to);
+    };
+    struct Case {
+        std::string text;
+        std::string message;
+        std::string what;
+    };
+    const Case cases[] = {
+        {"", "the bill is empty", "empty"},
+        {missing_summary, "it has no summary row", "no summary"},
+        {summary_header_only, "it has no summary row", "summary header without its row"},
+        {WechatBill(rows, "`3,`60.00,`50.00,`0.00,`0.05000,`60.00,`50.00"),
+         "总交易单数 3, it has 2 detail rows", "count"},
+        {WechatBill(rows, "`2,`60.00,`50.00,`0.00,`0.05000,`60.01,`50.00"),
+         "订单总金额 60.01, its rows add up to 60.00", "order total"},
+        {WechatBill(rows, "`2,`60.00,`50.00,`0.00,`0.05000,`60.00,`49.99"),
+         "申请退款总金额 49.99, its rows add up to 50.00", "refund total"},
+        // The totals agree with what is left: only the count tells a row is missing.
+        {WechatBill({kWechatPayment}, "`2,`60.00,`0.00,`0.00,`0.32000,`60.00,`0.00"),
+         "总交易单数 2, it has 1 detail rows", "a row missing"},
+        {WechatBill({payment_with("`0.54%,`60.00,", "`0.54%,`60.001,"), kWechatRefund}, good),
+         "订单金额 \"60.001\" is not an amount", "third decimal"},
+        {WechatBill({payment_with("`0.54%,`60.00,", "`0.54%,`-60.00,"), kWechatRefund}, good),
+         "订单金额 \"-60.00\" is not an amount", "sign"},
+        {WechatBill({payment_with("`0.54%,`60.00,", "`0.54%,`6e1,"), kWechatRefund}, good),
+         "订单金额 \"6e1\" is not an amount", "exponent"},
+        {WechatBill({payment_with("`1900000109,", "`1900000999,"), kWechatRefund}, good),
+         "商户号 1900000999 is neither", "another merchant"},
+        {WechatBill({payment_with("`ORD-20261130-0001,", "`ORD 1,"), kWechatRefund}, good),
+         "商户订单号 \"ORD 1\" is not a valid out_trade_no", "bad out_trade_no"},
+        {WechatBill({payment_with("`CNY,", "`cny,"), kWechatRefund}, good),
+         "货币种类 \"cny\" is not an ISO 4217 code", "bad currency"},
+        {WechatBill({payment_with("`2026-11-30 10:06:33,", "`2026-11-31 10:06:33,"),
                      kWechatRefund},
                     good),
-         "bad time"},
-        {WechatBill({Replace(kWechatPayment, ",`0.54%,", ","), kWechatRefund}, good),
-         "a field short"},
-        {WechatBill({Replace(kWechatPayment, "`SUCCESS,", "`PAID,"), kWechatRefund}, good),
-         "unknown status"},
-        {"a,b,c\n" + kWechatPayment + "\n", "not a trade bill header"},
-        {WechatBill(rows, good) + "`extra\n", "text after the summary"},
+         "交易时间 \"2026-11-31 10:06:33\"", "bad time"},
+        {WechatBill({payment_with(",`0.54%,", ","), kWechatRefund}, good),
+         "has 26 fields, the header 27", "a field short"},
+        {WechatBill({payment_with("`SUCCESS,", "`PAID,"), kWechatRefund}, good),
+         "unknown 交易状态 PAID", "unknown status"},
+        {WechatBill({payment_with("`4200002360202611301150650780,", "`42000023602026113011506507８,"),
+                     kWechatRefund},
+                    good),
+         "微信订单号 must be 1-64 characters of printable ASCII", "a non-ASCII payment id"},
+        {WechatBill({payment_with("`4200002360202611301150650780,", "`" + std::string(65, '4') + ","),
+                     kWechatRefund},
+                    good),
+         "微信订单号 must be 1-64 characters", "a payment id of 65 characters"},
+        {WechatBill({kWechatPayment, Replace(kWechatRefund, "`50302709992026113091956632208,",
+                                             "`5030 2709,")},
+                    good),
+         "微信退款单号 must be 1-64 characters", "a refund id with a space"},
+        {WechatBill({kWechatPayment, Replace(kWechatRefund, "`4200002166202611250324636876,",
+                                             "`,")},
+                    good),
+         "微信订单号 must be 1-64 characters", "a refund row without its payment"},
+        // 0xFF is never UTF-8; the field is one no rule reads.
+        {WechatBill({payment_with("`T-shirt,", "`T-\xff,"), kWechatRefund}, good),
+         "line 2: is not UTF-8 text", "invalid UTF-8"},
+        {Replace(WechatBill(rows, good), "微信订单号", "微信单号"),
+         "not a WeChat Pay ALL trade bill header (no 微信订单号)", "not a trade bill header"},
+        // A well-formed row, but after the summary.
+        {WechatBill(rows, good) + kWechatPayment + "\n", "text after the summary row",
+         "text after the summary"},
     };
-    for (const auto& [text, what] : cases) {
-        EXPECT_THROW(ParseWechat(text), BillError) << what;
+    for (const Case& c : cases) {
+        ExpectRefused([&] { static_cast<void>(ParseWechat(c.text)); }, c.message, c.what);
     }
 }
 
@@ -218,7 +291,41 @@ TEST(WechatBill, GzipIsReadThroughZlibAndATruncatedStreamIsRefused) {
     {
         const std::unique_ptr<ByteStream> stream = OpenTextOrGzip(path);
         LineReader lines{*stream};
-        EXPECT_THROW(ParseWechatBill(lines, kMchIds, [](const BillEntry&) {}), BillError);
+        ExpectRefused([&] { ParseWechatBill(lines, kMchIds, [](const BillEntry&) {}); },
+                      "the gzip stream is truncated or corrupt", "truncated gzip");
+    }
+    std::filesystem::remove(path);
+}
+
+TEST(WechatBill, AGzipBombStopsAtTheDecompressedLimit) {
+    // 1 MiB of line ends compresses to about a kilobyte.
+    const std::string text = WechatBill({kWechatPayment}, "`1,`60.00,`0.00,`0.00,`0.32000,`60.00,`0.00") +
+                             std::string(1 << 20, '\n');
+    const std::string path = std::filesystem::temp_directory_path() /
+                             ("payledger-bomb-" + std::to_string(::getpid()) + ".txt.gz");
+    gzFile out = gzopen(path.c_str(), "wb9");
+    ASSERT_NE(out, nullptr);
+    ASSERT_EQ(gzwrite(out, text.data(), static_cast<unsigned>(text.size())),
+              static_cast<int>(text.size()));
+    ASSERT_EQ(gzclose(out), Z_OK);
+    EXPECT_LT(std::filesystem::file_size(path), 10'000u);
+    {
+        const std::unique_ptr<ByteStream> stream = OpenTextOrGzip(path, 512 * 1024);
+        LineReader lines{*stream};
+        ExpectRefused([&] { ParseWechatBill(lines, kMchIds, [](const BillEntry&) {}); },
+                      "larger than 524288 bytes once decompressed", "gzip bomb");
+    }
+    {
+        // Within the byte limit, the blank lines count toward the line limit.
+        const std::unique_ptr<ByteStream> stream = OpenTextOrGzip(path);
+        LineReader lines{*stream, 100'000};
+        ExpectRefused([&] { ParseWechatBill(lines, kMchIds, [](const BillEntry&) {}); },
+                      "more than 100000 lines (blank ones included)", "blank lines");
+    }
+    {
+        const std::unique_ptr<ByteStream> stream = OpenTextOrGzip(path);
+        LineReader lines{*stream};
+        EXPECT_EQ(ParseWechatBill(lines, kMchIds, [](const BillEntry&) {}).rows, 1);
     }
     std::filesystem::remove(path);
 }
@@ -286,6 +393,7 @@ TEST(AlipayBill, ProvidersSampleRowsGiveAPaymentAndARefund) {
         EXPECT_EQ(entries[0].occurred_at, *projections::ParseRfc3339("2026-11-30T02:55:23Z"));
         EXPECT_EQ(entries[1].event_type, EventType::kRefundSucceeded);
         EXPECT_EQ(entries[1].platform_id, "RF-20261130-0002");
+        EXPECT_EQ(entries[1].payment_id, "2026113022001458860515315453");
         EXPECT_EQ(entries[1].amount, 880);  // The absolute value of -8.80.
         // The receipt's body is the bill's own bytes: GBK, or UTF-8 after a BOM.
         EXPECT_EQ(entries[0].raw_line, bom ? kAlipayLines[5] : Gbk(kAlipayLines[5]));
@@ -311,29 +419,70 @@ TEST(AlipayBill, BrokenBillsAreRefused) {
         lines.erase(lines.begin() + static_cast<std::ptrdiff_t>(index));
         return AlipayCsv(lines);
     };
-    const std::pair<std::string, std::string> cases[] = {
-        {without(8), "no footer"},
-        {without(2), "no start date"},
-        {without(4), "no header"},
-        {without(6), "a row missing"},
-        {with(8, "#交易合计：2笔，退款合计：1笔"), "payment count"},
-        {with(8, "#交易合计：1笔，退款合计：0笔"), "refund count"},
-        {with(8, "#交易合计：一笔，退款合计：1笔"), "count not a number"},
-        {with(5, Replace(kAlipayLines[5], ",88.80,88.80,", ",88.801,88.80,")), "third decimal"},
-        {with(5, Replace(kAlipayLines[5], ",88.80,88.80,", ",1e3,88.80,")), "exponent"},
-        {with(5, Replace(kAlipayLines[5], ",88.80,88.80,", ",-88.80,88.80,")), "negative pay"},
-        {with(5, Replace(kAlipayLines[5], "ORD-20261130-0002\t", "ORD 2\t")), "bad key"},
-        {with(5, Replace(kAlipayLines[5], "2026-11-30 10:55:23", "2026-11-30 25:55:23")),
-         "bad time"},
-        {with(5, Replace(kAlipayLines[5], ",-0.53,0.00,", ",-0.53,")), "a field short"},
-        {AlipayCsv(kAlipayLines) + Gbk(kAlipayLines[5]) + "\r\n", "a row after the footer"},
-        // 0xFF never starts a GBK character.
-        {AlipayCsv(kAlipayLines) + "\xff\xfe\r\n", "not GBK"},
+    // The footer before the refund row: the counts still agree, only the order is wrong.
+    std::vector<std::string> footer_first = kAlipayLines;
+    std::swap(footer_first[6], footer_first[7]);
+    std::swap(footer_first[7], footer_first[8]);
+    struct Case {
+        std::string text;
+        std::string message;
+        std::string what;
     };
-    for (const auto& [text, what] : cases) {
-        EXPECT_THROW(ParseAlipay(text), BillError) << what;
+    const Case cases[] = {
+        {without(8), "no #交易合计：N笔，退款合计：M笔 footer", "no footer"},
+        {without(2), "the bill has no #起始日期 line", "no start date"},
+        {without(4), "the header starts with 支付宝交易号", "no header"},
+        {without(6), "its footer counts 1 payments and 1 refunds, its rows 1 and 0",
+         "a row missing"},
+        {with(8, "#交易合计：2笔，退款合计：1笔"), "its footer counts 2 payments", "payment count"},
+        {with(8, "#交易合计：1笔，退款合计：0笔"), "and 0 refunds, its rows 1 and 1",
+         "refund count"},
+        {with(8, "#交易合计：一笔，退款合计：1笔"), "the footer's counts are not numbers",
+         "count not a number"},
+        {with(5, Replace(kAlipayLines[5], ",88.80,88.80,", ",88.801,88.80,")),
+         "订单金额（元） \"88.801\"", "third decimal"},
+        {with(5, Replace(kAlipayLines[5], ",88.80,88.80,", ",1e3,88.80,")),
+         "订单金额（元） \"1e3\"", "exponent"},
+        {with(5, Replace(kAlipayLines[5], ",88.80,88.80,", ",-88.80,88.80,")),
+         "订单金额（元） \"-88.80\"", "negative pay"},
+        {with(5, Replace(kAlipayLines[5], "ORD-20261130-0002\t", "ORD 2\t")),
+         "商户订单号 \"ORD 2\" is not a valid out_trade_no", "bad key"},
+        {with(5, Replace(kAlipayLines[5], "2026-11-30 10:55:23", "2026-11-30 25:55:23")),
+         "完成时间 \"2026-11-30 25:55:23\"", "bad time"},
+        {with(5, Replace(kAlipayLines[5], ",-0.53,0.00,", ",-0.53,")),
+         "has 24 fields, the header 25", "a field short"},
+        {AlipayCsv(footer_first), "a row after the footer", "a row after the footer"},
+        // 0xFF never starts a GBK character; the field is one no rule reads.
+        {Replace(AlipayCsv(kAlipayLines), "T-shirt", "T-\xff"),
+         "line 6: is not GBK text", "not GBK"},
+        {AlipayCsv({"#支付宝业务明细查询", "#起始日期：[2026年11月30日 00:00:00]   终止日期：[2026年12月01日 00:00:00]",
+                    kAlipayLines[4], Replace(kAlipayLines[5], "T-shirt", "T-\xff"),
+                    kAlipayLines[6], kAlipayLines[8]},
+                   /*utf8_bom=*/true),
+         "line 4: is not UTF-8 text", "a UTF-8 bill that is not UTF-8"},
+        {with(5, Replace(kAlipayLines[5], "2026113022001458860515315453\t",
+                         "2026113022001458860515315453" + std::string(40, '9') + "\t")),
+         "支付宝交易号 must be 1-64 characters", "a trade number of 68 characters"},
+        {with(6, Replace(kAlipayLines[6], "RF-20261130-0002\t", "RF 2\t")),
+         "退款批次号/请求号 must be 1-64 characters", "a refund number with a space"},
+        // A monthly bill: it starts on --date but does not end the next day.
+        {with(2, "#起始日期：[2026年11月30日 00:00:00]   终止日期：[2026年12月30日 00:00:00]"),
+         "not a daily bill of 2026-11-30", "a month"},
+        {with(2, "#起始日期：[2026年11月30日 08:00:00]   终止日期：[2026年12月01日 00:00:00]"),
+         "not a daily bill of 2026-11-30", "a day starting at 08:00"},
+        {with(2, "#起始日期：[2026年11月30日 00:00:00]"), "the dates line is not",
+         "no end date"},
+    };
+    for (const Case& c : cases) {
+        ExpectRefused([&] { static_cast<void>(ParseAlipay(c.text)); }, c.message, c.what);
     }
-    EXPECT_THROW(ParseAlipay(AlipayCsv(kAlipayLines), "2026-12-01"), BillError) << "another day";
+    ExpectRefused([&] { static_cast<void>(ParseAlipay(AlipayCsv(kAlipayLines), "2026-12-01")); },
+                  "not a daily bill of 2026-12-01", "another day");
+    // A monthly bill of November refused for its first day.
+    std::vector<std::string> month = kAlipayLines;
+    month[2] = "#起始日期：[2026年11月01日 00:00:00]   终止日期：[2026年12月01日 00:00:00]";
+    ExpectRefused([&] { static_cast<void>(ParseAlipay(AlipayCsv(month), "2026-11-01")); },
+                  "not a daily bill of 2026-11-01", "a monthly bill");
 }
 
 class TempFiles {
@@ -378,7 +527,8 @@ TEST(AlipayBill, TheZipEntryNamedInGbkIsFoundAndATruncatedZipIsRefused) {
     const std::string truncated = files.Path("truncated.zip");
     std::filesystem::copy_file(zip, truncated);
     std::filesystem::resize_file(truncated, std::filesystem::file_size(zip) / 2);
-    EXPECT_THROW(ParseAlipayZip(truncated), BillError);
+    ExpectRefused([&] { static_cast<void>(ParseAlipayZip(truncated)); },
+                  "not a readable zip archive", "truncated zip");
     // The detail entry's data damaged in place: its CRC no longer matches.
     std::string bytes;
     {
@@ -388,19 +538,52 @@ TEST(AlipayBill, TheZipEntryNamedInGbkIsFoundAndATruncatedZipIsRefused) {
     const std::string damaged = files.Path("damaged.zip");
     bytes[130] = static_cast<char>(bytes[130] ^ 0x55);  // Past the local header and name.
     WriteFile(damaged, bytes);
-    EXPECT_THROW(ParseAlipayZip(damaged), BillError);
+    ExpectRefused([&] { static_cast<void>(ParseAlipayZip(damaged)); },
+                  "cannot read the zip entry", "damaged zip");
+    // The entry's stated size is checked before anything is read.
+    ExpectRefused([&] { static_cast<void>(OpenZipEntry(zip, kAlipayDetailSuffix, 100)); },
+                  "the zip entry is larger than 100 bytes once decompressed", "zip limit");
     // A zip without the detail file.
     const std::string other = files.Path("other.zip");
     WriteFile(csv, "x");
     ZipAlipayBill(other, csv, "2088", "2026-11-30");
-    EXPECT_THROW(static_cast<void>(OpenZipEntry(other, "_不存在.csv")), BillError);
+    ExpectRefused([&] { static_cast<void>(OpenZipEntry(other, "_不存在.csv")); },
+                  "no entry of the zip archive ends in _不存在.csv", "no detail entry");
 }
 
 TEST(LineReader, ALineOverTheReceiptLimitIsRefused) {
     StringStream stream{std::string(kBillLineBytesMax + 10, 'x') + "\n", 4096};
     LineReader lines{stream};
     std::string line;
-    EXPECT_THROW(lines.Next(line), BillError);
+    ExpectRefused([&] { lines.Next(line); }, "line 1 is longer than 65536 bytes", "long line");
+}
+
+TEST(LineReader, BlankLinesCountTowardTheLineLimit) {
+    StringStream stream{std::string(10, '\n'), 4096};
+    LineReader lines{stream, 9};
+    std::string line;
+    for (int i = 0; i < 9; ++i) ASSERT_TRUE(lines.Next(line));
+    ExpectRefused([&] { lines.Next(line); }, "more than 9 lines (blank ones included)", "limit");
+}
+
+TEST(IsPlatformId, PrintableAsciiWithoutSpacesOneTo64) {
+    EXPECT_TRUE(IsPlatformId("4200002360202611301150650780"));
+    EXPECT_TRUE(IsPlatformId(std::string(64, 'x')));
+    EXPECT_FALSE(IsPlatformId(std::string(65, 'x')));
+    EXPECT_FALSE(IsPlatformId(""));
+    EXPECT_FALSE(IsPlatformId("a b"));
+    EXPECT_FALSE(IsPlatformId("a\tb"));
+    EXPECT_FALSE(IsPlatformId("订单"));
+    EXPECT_FALSE(IsPlatformId("a\x7f"));
+}
+
+TEST(IsValidUtf8, RefusesWhatIsNotUtf8) {
+    EXPECT_TRUE(IsValidUtf8("交易 abc"));
+    EXPECT_FALSE(IsValidUtf8("\xff"));
+    EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // Overlong "/".
+    EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // A surrogate.
+    EXPECT_FALSE(IsValidUtf8("\xe4\xba"));          // Cut short.
+    EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // Past U+10FFFF.
 }
 
 }  // namespace

@@ -5,10 +5,12 @@
 // checks that keep an entry from being applied; an incomplete bill that records nothing; the
 // append-only reconciliations table and what it stores; Alipay's zip from simulate-bill; and
 // GET /v1/reconciliations[/{id}] through the HTTP service.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <openssl/sha.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -55,12 +57,13 @@ struct Row {
     std::string id;  // Payment: 微信订单号; refund: 微信退款单号.
     std::int64_t amount = 0;
     std::string refund_status = "SUCCESS";
+    std::string payment_id{};  // A refund's 微信订单号: its payment's transaction_id.
 };
 
 std::string RowText(const Row& row) {
     const bool refund = row.type == EventType::kRefundSucceeded;
     return "`2026-11-30 12:00:00,`wx8888888888888888,`" + kMchId + ",`0,`,`" +
-           (refund ? "4200009999" : row.id) + ",`" + row.out_trade_no + ",`o1,`JSAPI,`" +
+           (refund ? row.payment_id : row.id) + ",`" + row.out_trade_no + ",`o1,`JSAPI,`" +
            (refund ? "REFUND" : "SUCCESS") + ",`OTHERS,`CNY,`" +
            (refund ? "0.00" : Yuan(row.amount)) + ",`0.00,`" + (refund ? row.id : "0") + ",`" +
            (refund ? "RF-1" : "0") + ",`" + (refund ? Yuan(row.amount) : "0.00") + ",`0.00,`" +
@@ -133,17 +136,26 @@ protected:
     }
 
     ReconcileReport Run(bool apply, std::string* output = nullptr,
-                        Platform platform = Platform::kWechat) {
-        std::ostringstream out;
+                        Platform platform = Platform::kWechat,
+                        std::function<void()> before_apply = {}, std::string* log = nullptr) {
+        std::ostringstream out, reasons;
         ReconcileReport report = Reconcile(db_.url(),
                                            {.platform = platform,
                                             .bill_path = bill_path_,
                                             .date = kDate,
                                             .apply = apply,
-                                            .wechat_mch_ids = {kMchId}},
-                                           out);
+                                            .wechat_mch_ids = {kMchId},
+                                            .before_apply = std::move(before_apply)},
+                                           out, &reasons);
         if (output != nullptr) *output = out.str();
+        if (log != nullptr) *log = reasons.str();
         return report;
+    }
+
+    // The stored differences of run `id`.
+    nlohmann::json Differences(std::int64_t id) {
+        return nlohmann::json::parse(db_.Scalar(
+            "SELECT differences::text FROM reconciliations WHERE id = " + std::to_string(id)));
     }
 
     std::int64_t Count(Category category, const ReconcileReport& report) {
@@ -194,9 +206,9 @@ TEST_F(ReconcilePgTest, EveryCategoryInOneBillWithTheSpecsOutput) {
                     {EventType::kPaymentSucceeded, "D-amount", "42D", 4001},
                     {EventType::kPaymentSucceeded, "E-txn", "42X", 5000},
                     {EventType::kPaymentSucceeded, "F-unknown", "42F", 6000},
-                    {EventType::kRefundSucceeded, "G-pending", "50G", 100, "PROCESSING"},
+                    {EventType::kRefundSucceeded, "G-pending", "50G", 100, "PROCESSING", "42G"},
                     {EventType::kPaymentSucceeded, "I-other-day", "42I", 9000},
-                    {EventType::kRefundSucceeded, "K-refund", "50K", 300}}));
+                    {EventType::kRefundSucceeded, "K-refund", "50K", 300, "SUCCESS", "42K"}}));
     std::string output;
     const ReconcileReport report = Run(false, &output);
     EXPECT_FALSE(report.ok);
@@ -240,7 +252,7 @@ TEST_F(ReconcilePgTest, ApplyAppendsThroughTheWritePathOnceAndTheLateCallbackIsA
         Callback("R-1", EventType::kPaymentSucceeded, "42R1", 5000, Source::kWechatV2, kDayBefore),
         Outcome::kAppended);
     const Row payment{EventType::kPaymentSucceeded, "P-1", "42P1", 1999};
-    const Row refund{EventType::kRefundSucceeded, "R-1", "50R1", 1500};
+    const Row refund{EventType::kRefundSucceeded, "R-1", "50R1", 1500, "SUCCESS", "42R1"};
     WriteBill(Bill({payment, {EventType::kPaymentSucceeded, "P-2", "42P2", 2999}, refund}));
 
     std::string output;
@@ -292,7 +304,7 @@ TEST_F(ReconcilePgTest, ApplyLeavesWhatSectionSixRefusesMissing) {
     Order("R-big", 1000);    // The bill's refund exceeds the order amount.
     ASSERT_EQ(Callback("R-big", EventType::kPaymentSucceeded, "42RB", 1000), Outcome::kAppended);
     WriteBill(Bill({{EventType::kPaymentSucceeded, "P-short", "42PS", 1998},
-                    {EventType::kRefundSucceeded, "R-big", "50RB", 1001},
+                    {EventType::kRefundSucceeded, "R-big", "50RB", 1001, "SUCCESS", "42RB"},
                     {EventType::kPaymentSucceeded, "X-unknown", "42XU", 10}}));
     const std::string receipts_before = db_.Scalar("SELECT count(*) FROM callback_receipts");
     std::string output;
@@ -372,6 +384,198 @@ TEST_F(ReconcilePgTest, AlipayZipFromSimulateBillWithDroppedAndAlteredRows) {
               "  missing_in_bill PAYMENT_SUCCEEDED AL-1 bill=- ledger=2026AL-1:8880\n"
               "  amount_mismatch PAYMENT_SUCCEEDED AL-2 bill=2026AL-2:8881 ledger=2026AL-2:8880\n");
     EXPECT_FALSE(report.ok);
+}
+
+// Two partial refunds of one order, and a payment billed twice: the bill is reconciled entry
+// by entry against the one event of each key, sorted by line within a key, and nothing of a
+// key named twice is applied.
+TEST_F(ReconcilePgTest, AKeyTwiceInOneBillIsClassifiedEntryByEntryAndNeverApplied) {
+    Order("R-2", 5000);
+    ASSERT_EQ(
+        Callback("R-2", EventType::kPaymentSucceeded, "42R2", 5000, Source::kWechatV2, kDayBefore),
+        Outcome::kAppended);
+    ASSERT_EQ(Callback("R-2", EventType::kRefundSucceeded, "50R2a", 1000), Outcome::kAppended);
+    Order("P-3", 1000);
+    WriteBill(Bill({{EventType::kRefundSucceeded, "R-2", "50R2a", 1000, "SUCCESS", "42R2"},
+                    {EventType::kRefundSucceeded, "R-2", "50R2b", 2000, "SUCCESS", "42R2"},
+                    {EventType::kPaymentSucceeded, "P-3", "42P3b", 1000},
+                    {EventType::kPaymentSucceeded, "P-3", "42P3a", 1000}}));
+    const std::string events_before = db_.Scalar("SELECT count(*) FROM ledger_events");
+    std::string output, log;
+    const ReconcileReport report = Run(true, &output, Platform::kWechat, {}, &log);
+    EXPECT_TRUE(report.failure.empty()) << report.failure;
+    EXPECT_EQ(output,
+              "reconcile wechat 2026-11-30 rows=4 matched=1 missing_in_ledger=2 "
+              "missing_in_bill=0 amount_mismatch=0 transaction_mismatch=1 unknown_order=0 "
+              "pending=0 applied=0 DIFFERS\n"
+              "  missing_in_ledger PAYMENT_SUCCEEDED P-3 bill=42P3b:1000 ledger=-\n"
+              "  missing_in_ledger PAYMENT_SUCCEEDED P-3 bill=42P3a:1000 ledger=-\n"
+              "  transaction_mismatch REFUND_SUCCEEDED R-2 bill=50R2b:2000 ledger=50R2a:1000\n");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), events_before);
+    const nlohmann::json differences = Differences(report.id);
+    ASSERT_EQ(differences.size(), 3u);
+    EXPECT_EQ(differences[0]["bill"], "42P3b:1000");
+    EXPECT_EQ(differences[0]["reason"], "the bill has 2 entries for this event type and out_trade_no");
+    EXPECT_FALSE(differences[2].contains("reason"));
+    EXPECT_THAT(log, ::testing::HasSubstr("line 4 PAYMENT_SUCCEEDED P-3 not applied: the bill "
+                                          "has 2 entries"));
+}
+
+// SPEC §6: a refund row names its payment; --apply passes it as the refund's claim, so a
+// refund of another payment is never appended.
+TEST_F(ReconcilePgTest, ApplyRefusesARefundThatNamesAnotherPayment) {
+    Order("R-3", 5000);
+    ASSERT_EQ(
+        Callback("R-3", EventType::kPaymentSucceeded, "42R3", 5000, Source::kWechatV2, kDayBefore),
+        Outcome::kAppended);
+    WriteBill(Bill({{EventType::kRefundSucceeded, "R-3", "50R3", 1000, "SUCCESS", "42OTHER"}}));
+    const std::string receipts_before = db_.Scalar("SELECT count(*) FROM callback_receipts");
+    std::string output;
+    const ReconcileReport report = Run(true, &output);
+    EXPECT_FALSE(report.ok);
+    EXPECT_EQ(Count(Category::kMissingInLedger, report), 1);
+    EXPECT_EQ(Count(Category::kApplied, report), 0);
+    EXPECT_THAT(output, ::testing::HasSubstr(
+                            "  missing_in_ledger REFUND_SUCCEEDED R-3 bill=50R3:1000 ledger=-\n"));
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events WHERE out_trade_no = 'R-3'"), "2");
+    // The write path kept a receipt of the refusal, as for a refund notice (SPEC §6).
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"),
+              std::to_string(std::stoll(receipts_before) + 1));
+    EXPECT_EQ(db_.Scalar("SELECT outcome FROM callback_receipts WHERE out_trade_no = 'R-3' "
+                         "ORDER BY id DESC LIMIT 1"),
+              "mismatch");
+    const nlohmann::json differences = Differences(report.id);
+    ASSERT_EQ(differences.size(), 1u);
+    EXPECT_THAT(differences[0]["reason"].get<std::string>(),
+                ::testing::HasSubstr("not applied: mismatch"));
+}
+
+// An Alipay bill (UTF-8 after a BOM) whose payment and refund the ledger missed.
+TEST_F(ReconcilePgTest, ApplyAnAlipayBillAppendsWithSourceAlipayBill) {
+    Order("AP-1", 8880);
+    const std::string payment =
+        "2026113022001458860515315453\t,AP-1\t,交易\t,T-shirt,2026-11-30 10:55:16,"
+        "2026-11-30 10:55:23,\t,\t,\t,\t,*津水(602***@qq.com)\t,88.80,88.80,0.00,0.00,0.00,0.00,"
+        "0.00,,0.00\t,0.00,\t,-0.53,0.00,";
+    const std::string refund =
+        "2026113022001458860515315453\t,AP-1\t,退款\t,T-shirt,2026-11-30 10:55:16,"
+        "2026-11-30 12:56:48,\t,\t,\t,\t,*津水(602***@qq.com)\t,-8.80,-8.80,0.00,0.00,0.00,0.00,"
+        "0.00,,0.00\t,0.00,RF-AP-1\t,0.05,0.00,";
+    WriteBill(std::string("\xEF\xBB\xBF") + "#支付宝业务明细查询\r\n" +
+              "#起始日期：[2026年11月30日 00:00:00]   终止日期：[2026年12月01日 00:00:00]\r\n" +
+              "支付宝交易号,商户订单号,业务类型,商品名称,创建时间,完成时间,门店编号,门店名称,操作员,"
+              "终端号,对方账户,订单金额（元）,商家实收（元）,支付宝红包（元）,集分宝（元）,"
+              "支付宝优惠（元）,商家优惠（元）,券核销金额（元）,券名称,商家红包消费金额（元）,"
+              "卡消费金额（元）,退款批次号/请求号,服务费（元）,分润（元）,备注\r\n" +
+              payment + "\r\n" + refund + "\r\n" + "#交易合计：1笔，退款合计：1笔\r\n");
+    std::string output;
+    const ReconcileReport report = Run(true, &output, Platform::kAlipay);
+    EXPECT_TRUE(report.ok) << output;
+    EXPECT_EQ(output,
+              "reconcile alipay 2026-11-30 rows=2 matched=0 missing_in_ledger=0 "
+              "missing_in_bill=0 amount_mismatch=0 transaction_mismatch=0 unknown_order=0 "
+              "pending=0 applied=2 OK\n"
+              "  applied PAYMENT_SUCCEEDED AP-1 bill=2026113022001458860515315453:8880 "
+              "ledger=2026113022001458860515315453:8880\n"
+              "  applied REFUND_SUCCEEDED AP-1 bill=RF-AP-1:880 ledger=RF-AP-1:880\n");
+    pqxx::read_transaction tx{*connection_};
+    const std::vector<Event> events = ReadOrderEvents(tx, "AP-1");
+    ASSERT_EQ(events.size(), 3u);
+    EXPECT_EQ(events[1].source, Source::kAlipayBill);
+    EXPECT_EQ(events[2].source, Source::kAlipayBill);
+    EXPECT_EQ(events[2].amount, 880);
+    const std::vector<Receipt> receipts = ReadOrderReceipts(tx, "AP-1", 0, 100);
+    ASSERT_EQ(receipts.size(), 3u);
+    EXPECT_EQ(receipts[1].source, Source::kAlipayBill);
+    EXPECT_EQ(receipts[1].body, payment);
+    EXPECT_EQ(receipts[2].body, refund);
+    EXPECT_EQ(ReadOrder(tx, "AP-1")->status, "REFUNDED");
+    tx.commit();
+    EXPECT_TRUE(Verify(db_.url()).ok());
+}
+
+// A callback that commits between the classification and the apply: the same payment is a
+// duplicate, so matched; another one is a conflict, so classified against it.
+TEST_F(ReconcilePgTest, ACallbackCommittedMeanwhileIsMatchedOrAMismatch) {
+    Order("D-1", 1000);
+    Order("C-1", 2000);
+    WriteBill(Bill({{EventType::kPaymentSucceeded, "D-1", "42D1", 1000},
+                    {EventType::kPaymentSucceeded, "C-1", "42C1", 2000}}));
+    const auto meanwhile = [&] {
+        ASSERT_EQ(Callback("D-1", EventType::kPaymentSucceeded, "42D1", 1000), Outcome::kAppended);
+        ASSERT_EQ(Callback("C-1", EventType::kPaymentSucceeded, "42CX", 2000), Outcome::kAppended);
+    };
+    std::string output;
+    const ReconcileReport report = Run(true, &output, Platform::kWechat, meanwhile);
+    EXPECT_TRUE(report.failure.empty()) << report.failure;
+    EXPECT_EQ(output,
+              "reconcile wechat 2026-11-30 rows=2 matched=1 missing_in_ledger=0 "
+              "missing_in_bill=0 amount_mismatch=0 transaction_mismatch=1 unknown_order=0 "
+              "pending=0 applied=0 DIFFERS\n"
+              "  transaction_mismatch PAYMENT_SUCCEEDED C-1 bill=42C1:2000 ledger=42CX:2000\n");
+    const nlohmann::json differences = Differences(report.id);
+    ASSERT_EQ(differences.size(), 1u);
+    EXPECT_THAT(differences[0]["reason"].get<std::string>(),
+                ::testing::HasSubstr("not applied: conflict"));
+}
+
+// The write path fails for one entry: what was applied is stored all the same, and the run
+// says it failed (reconcile exits 2).
+TEST_F(ReconcilePgTest, ARunThatAppliedIsStoredWhenApplyingFailsPartWay) {
+    db_.Scalar(
+        "CREATE FUNCTION test_refuse_p_fail() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF NEW.out_trade_no = 'P-fail' AND NEW.event_type = 'PAYMENT_SUCCEEDED' THEN "
+        "RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$; "
+        "CREATE TRIGGER test_refuse_p_fail BEFORE INSERT ON ledger_events FOR EACH ROW "
+        "EXECUTE FUNCTION test_refuse_p_fail(); SELECT 1");
+    Order("P-ok", 1000);
+    Order("P-fail", 2000);
+    WriteBill(Bill({{EventType::kPaymentSucceeded, "P-ok", "42OK", 1000},
+                    {EventType::kPaymentSucceeded, "P-fail", "42F", 2000}}));
+    std::string output;
+    const ReconcileReport report = Run(true, &output);
+    EXPECT_THAT(report.failure, ::testing::HasSubstr("--apply could not write line 3"));
+    EXPECT_FALSE(report.ok);
+    EXPECT_EQ(Count(Category::kApplied, report), 1);
+    EXPECT_EQ(Count(Category::kMissingInLedger, report), 1);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliations"), "1");
+    EXPECT_EQ(db_.Scalar("SELECT counts->>'applied' FROM reconciliations"), "1");
+    EXPECT_EQ(db_.Scalar("SELECT ok FROM reconciliations"), "f");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events WHERE source = 'wechat_bill'"), "1");
+}
+
+// The record's INSERT fails once: tried again. The session dies during it: the run is stored
+// from a new session with its counts (and the bill's bytes), and the failure is reported.
+TEST_F(ReconcilePgTest, ARunThatAppliedIsStoredWhenItsRecordFails) {
+    db_.Scalar(
+        "CREATE SEQUENCE test_record_attempts; "
+        "CREATE FUNCTION test_fail_first_record() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF nextval('test_record_attempts') = 1 THEN RAISE EXCEPTION 'injected failure'; END IF; "
+        "IF currval('test_record_attempts') = 3 THEN PERFORM pg_terminate_backend(pg_backend_pid()); "
+        "END IF; RETURN NEW; END $$; "
+        "CREATE TRIGGER test_fail_first_record BEFORE INSERT ON reconciliations FOR EACH ROW "
+        "EXECUTE FUNCTION test_fail_first_record(); SELECT 1");
+    Order("P-1", 1000);
+    const std::string text = Bill({{EventType::kPaymentSucceeded, "P-1", "42P1", 1000}});
+    WriteBill(text);
+    ReconcileReport report = Run(true);  // Attempts 1 (fails) and 2.
+    EXPECT_TRUE(report.failure.empty()) << report.failure;
+    EXPECT_EQ(Count(Category::kApplied, report), 1);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliations"), "1");
+
+    Order("P-2", 2000);
+    WriteBill(Bill({{EventType::kPaymentSucceeded, "P-2", "42P2", 2000}}));
+    report = Run(true);  // Attempt 3 loses the session; 4 stores it from a new one.
+    EXPECT_THAT(report.failure, ::testing::HasSubstr("with its counts only"));
+    EXPECT_FALSE(report.ok);
+    EXPECT_EQ(Count(Category::kApplied, report), 1);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliations"), "2");
+    EXPECT_EQ(db_.Scalar("SELECT counts->>'applied' FROM reconciliations WHERE id = " +
+                         std::to_string(report.id)),
+              "1");
+    EXPECT_EQ(db_.Scalar("SELECT bill_sha256 = encode(sha256(bill), 'hex') FROM reconciliations "
+                         "WHERE id = " + std::to_string(report.id)),
+              "t");
 }
 
 TEST_F(ReconcilePgTest, AuditorsReadTheRunsOverHttp) {
