@@ -25,6 +25,15 @@ bool UnverifiedLimiter::Admit(const std::string& address, Clock::time_point now)
     return true;
 }
 
+void UnverifiedLimiter::Forget(const std::string& address, Clock::time_point admitted_at) {
+    std::lock_guard lock{mutex_};
+    const auto it = admitted_.find(address);
+    if (it == admitted_.end()) return;  // Swept: its window had emptied anyway.
+    std::deque<Clock::time_point>& times = it->second;
+    const auto at = std::find(times.begin(), times.end(), admitted_at);
+    if (at != times.end()) times.erase(at);
+}
+
 void UnverifiedLimiter::DropIdle(Clock::time_point now) {
     for (auto it = admitted_.begin(); it != admitted_.end();) {
         if (it->second.empty() || now - it->second.back() >= kWindow) {

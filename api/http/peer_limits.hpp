@@ -11,7 +11,8 @@ namespace payledger::api {
 
 // SPEC §5 `rate_limited`: at most `per_minute` unverified deliveries (those that would be
 // stored as `malformed` or `bad_signature`) per peer address in any 60 s, a sliding window
-// over the admissions of this process. Deliveries whose signature verifies never come here.
+// over the admissions of this process, less those that ended unstored (Forget). Deliveries
+// whose signature verifies never come here.
 // At most `per_minute` instants are kept per address; addresses whose window has emptied are
 // swept out whenever the table has doubled since the last sweep (amortised: a sweep per
 // doubling, not per admission). Thread-safe.
@@ -24,6 +25,10 @@ public:
 
     // True, and the delivery counted, when `address` is below its limit at `now`.
     [[nodiscard]] bool Admit(const std::string& address, Clock::time_point now = Clock::now());
+    // Uncounts a delivery admitted at `admitted_at` that was not stored after all (the
+    // database could not commit it: `unavailable`), so that the window counts the receipts
+    // stored, and those in flight, only.
+    void Forget(const std::string& address, Clock::time_point admitted_at);
 
 private:
     void DropIdle(Clock::time_point now);  // Caller holds mutex_.

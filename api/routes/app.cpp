@@ -260,7 +260,8 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
         !delivery.receipt.signature_verified &&
         (delivery.verdict == Outcome::kMalformed || delivery.verdict == Outcome::kBadSignature);
     const projections::Source source = channel.source();
-    if (unverified && !unverified_.Admit(incoming.peer_address)) {
+    const UnverifiedLimiter::Clock::time_point admitted_at = UnverifiedLimiter::Clock::now();
+    if (unverified && !unverified_.Admit(incoming.peer_address, admitted_at)) {
         // SPEC §3 invariant 3: nobody without a key fills the append-only tables. Counted,
         // answered in the platform's failure form, never stored.
         metrics_.CountDelivery(source, Outcome::kRateLimited);
@@ -270,23 +271,29 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
     }
     // The callback runs on the committer's thread after the commit; it only formats.
     std::optional<std::string> out_trade_no = delivery.receipt.out_trade_no;
-    committer_.Submit(
-        std::move(delivery), [this, &channel, source, out_trade_no = std::move(out_trade_no),
-                              incoming = std::move(incoming),
-                              respond = std::move(respond)](ledger::DeliveryResult result) {
-            metrics_.CountDelivery(source, result.outcome);
-            if (result.internal_error) metrics_.CountInternalError();
-            LogDelivery(source, out_trade_no, result, incoming);
-            Response response;
-            try {
-                response = channel.Answer(result);
-            } catch (...) {
-                // The delivery is stored as decided; only its answer failed (STYLE §3).
-                response =
-                    FailureResponse(ledger::ClassifyFailure(std::current_exception()), metrics_);
-            }
-            respond(std::move(response));
-        });
+    committer_.Submit(std::move(delivery),
+                      [this, &channel, source, unverified, admitted_at,
+                       out_trade_no = std::move(out_trade_no), incoming = std::move(incoming),
+                       respond = std::move(respond)](ledger::DeliveryResult result) {
+                          // SPEC §5 counts the unverified receipts stored: one that was not is
+                          // uncounted.
+                          if (unverified && result.outcome == Outcome::kUnavailable) {
+                              unverified_.Forget(incoming.peer_address, admitted_at);
+                          }
+                          metrics_.CountDelivery(source, result.outcome);
+                          if (result.internal_error) metrics_.CountInternalError();
+                          LogDelivery(source, out_trade_no, result, incoming);
+                          Response response;
+                          try {
+                              response = channel.Answer(result);
+                          } catch (...) {
+                              // The delivery is stored as decided; only its answer failed (STYLE
+                              // §3).
+                              response = FailureResponse(
+                                  ledger::ClassifyFailure(std::current_exception()), metrics_);
+                          }
+                          respond(std::move(response));
+                      });
 }
 
 }  // namespace payledger::api

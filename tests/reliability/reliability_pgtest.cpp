@@ -992,6 +992,22 @@ TEST(PeerLimitsTest, UnverifiedLimiterIsASlidingWindowOfSixtySecondsPerAddress) 
     EXPECT_TRUE(limiter.Admit("a", t0 + seconds{70}));
 }
 
+// SPEC §5 counts receipts stored: a delivery the database did not commit is uncounted.
+TEST(PeerLimitsTest, AnUnverifiedDeliveryThatWasNotStoredIsUncounted) {
+    UnverifiedLimiter limiter{2};
+    const auto t0 = UnverifiedLimiter::Clock::time_point{} + std::chrono::hours{1};
+    using std::chrono::seconds;
+    EXPECT_TRUE(limiter.Admit("a", t0));
+    EXPECT_TRUE(limiter.Admit("a", t0 + seconds{1}));
+    EXPECT_FALSE(limiter.Admit("a", t0 + seconds{2}));
+    limiter.Forget("a", t0 + seconds{1});  // Answered unavailable: never stored.
+    EXPECT_TRUE(limiter.Admit("a", t0 + seconds{3}));
+    EXPECT_FALSE(limiter.Admit("a", t0 + seconds{4}));
+    limiter.Forget("b", t0);                // Nothing to forget: no effect.
+    limiter.Forget("a", t0 + seconds{30});  // Not an admission: no effect.
+    EXPECT_FALSE(limiter.Admit("a", t0 + seconds{5}));
+}
+
 // Issue 11 point 3: limits.connections_per_peer closes a peer's extra connections at accept;
 // other peers are served, and the peer gets a slot back when one of its connections ends.
 TEST(ReliabilityPgTest, ConnectionsBeyondThePerPeerLimitAreClosedAtAccept) {
