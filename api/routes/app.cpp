@@ -269,31 +269,36 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
             .outcome = Outcome::kRateLimited,
             .message = "too many unverified deliveries from this address; retry later"}));
     }
-    // The callback runs on the committer's thread after the commit; it only formats.
+    // After the commit: counted, logged and answered in the channel's format. It runs on a
+    // worker thread (incoming.defer), so that the committer's thread goes back to writing.
     std::optional<std::string> out_trade_no = delivery.receipt.out_trade_no;
-    committer_.Submit(std::move(delivery),
-                      [this, &channel, source, unverified, admitted_at,
-                       out_trade_no = std::move(out_trade_no), incoming = std::move(incoming),
-                       respond = std::move(respond)](ledger::DeliveryResult result) {
-                          // SPEC §5 counts the unverified receipts stored: one that was not is
-                          // uncounted.
-                          if (unverified && result.outcome == Outcome::kUnavailable) {
-                              unverified_.Forget(incoming.peer_address, admitted_at);
-                          }
-                          metrics_.CountDelivery(source, result.outcome);
-                          if (result.internal_error) metrics_.CountInternalError();
-                          LogDelivery(source, out_trade_no, result, incoming);
-                          Response response;
-                          try {
-                              response = channel.Answer(result);
-                          } catch (...) {
-                              // The delivery is stored as decided; only its answer failed (STYLE
-                              // §3).
-                              response = FailureResponse(
-                                  ledger::ClassifyFailure(std::current_exception()), metrics_);
-                          }
-                          respond(std::move(response));
-                      });
+    Defer defer = incoming.defer;
+    auto effects = [this, &channel, source, unverified, admitted_at,
+                    out_trade_no = std::move(out_trade_no), incoming = std::move(incoming),
+                    respond = std::move(respond)](const ledger::DeliveryResult& result) {
+        // SPEC §5 counts the unverified receipts stored: one that was not is uncounted.
+        if (unverified && result.outcome == Outcome::kUnavailable) {
+            unverified_.Forget(incoming.peer_address, admitted_at);
+        }
+        metrics_.CountDelivery(source, result.outcome);
+        if (result.internal_error) metrics_.CountInternalError();
+        LogDelivery(source, out_trade_no, result, incoming);
+        Response response;
+        try {
+            response = channel.Answer(result);
+        } catch (...) {
+            // The delivery is stored as decided; only its answer failed (STYLE §3).
+            response =
+                FailureResponse(ledger::ClassifyFailure(std::current_exception()), metrics_);
+        }
+        respond(std::move(response));
+    };
+    // The committer calls this exactly once: its effects move on to the worker.
+    committer_.Submit(std::move(delivery), [defer = std::move(defer), effects = std::move(effects)](
+                                               ledger::DeliveryResult result) mutable {
+        if (!defer) return effects(result);
+        defer([effects = std::move(effects), result = std::move(result)] { effects(result); });
+    });
 }
 
 }  // namespace payledger::api

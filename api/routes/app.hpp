@@ -21,7 +21,8 @@ namespace payledger::api {
 
 // The HTTP application: routes each request to its handler (SPEC §5) and authorizes it.
 // Handle runs on a worker thread and may block on the read pool; writes go to the committer,
-// whose callback answers after the commit. Thread-safe. The handlers live beside this file:
+// whose callback hands the answer, log line and metrics of each delivery back to a worker
+// (Incoming::defer) after the commit. Thread-safe. The handlers live beside this file:
 // app.cpp (routing, authorization, deliveries), orders.cpp, reads.cpp, feeds.cpp, admin.cpp.
 class App {
 public:
