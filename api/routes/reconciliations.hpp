@@ -10,7 +10,8 @@ namespace payledger::api {
 
 // GET /v1/reconciliations?after=&limit= and GET /v1/reconciliations/{id} (SPEC §10), for
 // auditors: the caller has checked the method and the token. `segments` is the path split
-// at "/" ("v1", "reconciliations"[, id]). Reads through `pool`; 503 when it cannot.
+// at "/" ("v1", "reconciliations"[, id]). Reads through `pool`; its failures propagate, for
+// the caller's one classification.
 [[nodiscard]] Response HandleReconciliations(ledger::ConnectionPool& pool, const Incoming& incoming,
                                              const std::vector<std::string>& segments);
 
