@@ -9,7 +9,7 @@ payledger_log() { printf '[payledger] %s\n' "$*" >&2; }
 # Installs the Debian packages that are missing, quietly; does nothing when all are there.
 payledger_install_deps() {
     local packages=(g++ cmake make pkg-config openssl
-        libboost1.81-dev libpqxx-dev nlohmann-json3-dev libgtest-dev libssl-dev
+        libboost1.81-dev libpqxx-dev nlohmann-json3-dev libgtest-dev libgmock-dev libssl-dev
         libcli11-dev libpugixml-dev zlib1g-dev libzip-dev postgresql-15 postgresql-client-15 wrk
         "$@")
     local missing=()
