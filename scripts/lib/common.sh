@@ -106,11 +106,16 @@ payledger_pg_createdb() {
     fi
 }
 
-# A TCP port nobody listens on, above the usual range of a system PostgreSQL.
+# A TCP port nobody listens on, above the usual range of a system PostgreSQL and below the
+# kernel's ephemeral ports: a port in that range can be taken meanwhile as the local end of
+# some outgoing connection (the storm tests open thousands), and a later bind then fails.
 payledger_free_port() {
-    local port
+    local port low=32768
+    read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+    local first=$((low > 22000 ? low - 12000 : 10000)) span=$((low > 22000 ? 12000 : low - 10000))
+    [ "$span" -gt 100 ] || { first=10000; span=12000; }
     for _ in $(seq 1 100); do
-        port=$((40000 + RANDOM % 20000))
+        port=$((first + RANDOM % span))
         if ! ss -ltnH 2>/dev/null | awk '{print $4}' | grep -q ":$port\$" &&
             [ ! -e "/tmp/.s.PGSQL.$port" ]; then
             echo "$port"
