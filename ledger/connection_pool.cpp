@@ -28,7 +28,9 @@ ConnectionPool::Lease ConnectionPool::Acquire() {
             idle_.pop_back();
         }
     }
-    if (connection == nullptr || !connection->is_open()) {
+    // One the server ended while it was idle (a restart, a failover) is replaced before
+    // use rather than failing the read.
+    if (connection == nullptr || IdleSessionEnded(*connection)) {
         try {
             connection = Connect(url_, session_);
         } catch (...) {
