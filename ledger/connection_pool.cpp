@@ -54,6 +54,15 @@ void ConnectionPool::Release(std::unique_ptr<pqxx::connection> connection) {
     freed_.notify_one();
 }
 
+void ConnectionPool::DropIdle() {
+    std::vector<std::unique_ptr<pqxx::connection>> dropped;
+    {
+        std::lock_guard lock{mutex_};
+        dropped.swap(idle_);
+    }
+    // Closed outside the lock: closing may wait on the network.
+}
+
 ConnectionPool::Lease::~Lease() {
     if (pool_ != nullptr && connection_ != nullptr) {
         pool_->Release(std::move(connection_));

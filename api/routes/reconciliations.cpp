@@ -87,10 +87,10 @@ Response One(pqxx::transaction_base& tx, const std::string& id_text) {
 
 }  // namespace
 
-Response HandleReconciliations(ledger::ConnectionPool& pool, const Incoming& incoming,
+Response HandleReconciliations(ledger::ReadRouter& reads, const Incoming& incoming,
                                const std::vector<std::string>& segments) {
     try {
-        ledger::ConnectionPool::Lease connection = pool.Acquire();
+        ledger::ConnectionPool::Lease connection = reads.Acquire();  // SPEC §13.
         pqxx::read_transaction tx{*connection};
         return segments.size() == 2 ? Page(tx, incoming) : One(tx, segments[2]);
     } catch (const ledger::PoolExhausted& error) {
