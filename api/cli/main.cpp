@@ -21,6 +21,7 @@
 #include "ledger/connection_pool.hpp"
 #include "ledger/database.hpp"
 #include "ledger/migrate.hpp"
+#include "ledger/read_router.hpp"
 #include "ledger/reads.hpp"
 #include "ledger/rebuild.hpp"
 #include "ledger/verify.hpp"
@@ -233,7 +234,10 @@ int RunCheckpoint(const api::Config& config, bool public_key) {
 
 int Events(const api::Config& config, std::int64_t after,
            const std::optional<std::string>& out_trade_no) {
-    auto connection = ledger::Connect(config.database_url);
+    // SPEC §13: an auditor read, from the replica when it is fine.
+    auto connection = ledger::ConnectForReads(
+        config.database_url, config.read_database_url, config.read_max_lag,
+        [](const std::string& why) { std::cerr << "payledger: events: " << why << "\n"; });
     pqxx::read_transaction tx{*connection};
     ledger::ForEachEvent(tx, after, out_trade_no, [](const projections::Event& event) {
         std::cout << api::Dump(api::EventJson(event)) << '\n';

@@ -99,12 +99,32 @@ void LogDelivery(projections::Source source, const std::optional<std::string>& o
     LogJson(result.internal_error ? "error" : "info", Dump(fields));
 }
 
+// SPEC §13: the auditor reads on the replica of read_database_url, with a log line whenever
+// they change server.
+std::unique_ptr<ledger::ReadRouter> MakeReadRouter(const Config& config,
+                                                   ledger::ConnectionPool& pool) {
+    std::optional<ledger::ReplicaOptions> replica;
+    if (config.read_database_url) {
+        replica = ledger::ReplicaOptions{.url = *config.read_database_url,
+                                         .lag_max = config.read_max_lag};
+    }
+    return std::make_unique<ledger::ReadRouter>(
+        pool, config.database_url, std::move(replica),
+        [](bool to_replica, const std::string& reason) {
+            LogJson(to_replica ? "info" : "warning",
+                    Dump(json{{"msg", to_replica ? "reads go to the replica"
+                                                 : "reads fall back to the primary"},
+                              {"reason", reason}}));
+        });
+}
+
 }  // namespace
 
 App::App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
          Metrics& metrics)
     : config_(config),
       pool_(pool),
+      reads_(MakeReadRouter(config_, pool)),
       committer_(committer),
       metrics_(metrics),
       unverified_(config_.limits.unverified_per_peer_per_minute) {
@@ -186,7 +206,7 @@ void App::Handle(Incoming incoming, Respond respond) {
             }
             if (segments[0] == "readyz") return timed(Ready());
             return timed(MakeResponse(http::status::ok, "text/plain; version=0.0.4",
-                                      metrics_.Render(pool_, committer_)));
+                                      metrics_.Render(pool_, committer_, *reads_)));
         }
         if (segments.size() >= 3 && segments[0] == "v1" && segments[1] == "callbacks") {
             // Channels are keyed by the rest of the path: "generic", "wechat/v2", "alipay".
@@ -230,7 +250,7 @@ void App::Handle(Incoming incoming, Respond respond) {
             return timed(std::move(*denied));
         }
         if (segments[1] == "reconciliations") {  // SPEC §10, api/routes/reconciliations.cpp.
-            return timed(HandleReconciliations(pool_, incoming, segments));
+            return timed(HandleReconciliations(*reads_, incoming, segments));
         }
         if (segments.size() == 2) {
             const auto accept = incoming.request.find(http::field::accept);

@@ -50,20 +50,20 @@ Response One(pqxx::transaction_base& tx, std::int64_t id) {
 
 }  // namespace
 
-Response HandleReconciliations(ledger::ConnectionPool& pool, const Incoming& incoming,
+Response HandleReconciliations(ledger::ReadRouter& reads, const Incoming& incoming,
                                const std::vector<std::string>& segments) {
     // The request is checked before a connection is taken; the database's failures go to
     // App::Handle's one catch, which classifies them (route_helpers.hpp FailureResponse).
     if (segments.size() == 2) {
         std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false);
         if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
-        ledger::ConnectionPool::Lease connection = pool.Acquire();
+        ledger::ConnectionPool::Lease connection = reads.Acquire();  // SPEC §13.
         pqxx::read_transaction tx{*connection};
         return Page(tx, std::get<PageQuery>(query));
     }
     const std::optional<std::int64_t> id = ParseCursor(segments[2]);
     if (!id) return BadRequest("a reconciliation id is a non-negative integer");
-    ledger::ConnectionPool::Lease connection = pool.Acquire();
+    ledger::ConnectionPool::Lease connection = reads.Acquire();  // SPEC §13.
     pqxx::read_transaction tx{*connection};
     return One(tx, *id);
 }

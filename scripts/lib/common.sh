@@ -92,6 +92,22 @@ payledger_pg_stop() {
     _pg_as "$PG_BIN/pg_ctl" -D "$data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
 }
 
+# pg_standby PRIMARY_DATADIR PRIMARY_PORT DATADIR: a streaming standby of that primary in
+# DATADIR (pg_basebackup -R: standby.signal and primary_conninfo), its socket in its own folder
+# and no synchronous_standby_names of its own (the primary's, copied, would make it wait for a
+# standby of its own once promoted). Not started: pg_start it on a port of its own.
+payledger_pg_standby() {
+    local primary="$1" port="$2" data="$3"
+    mkdir -p "$data"
+    [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$data" && chmod 700 "$data"
+    _pg_as "$PG_BIN/pg_basebackup" -h "$primary" -p "$port" -U postgres -D "$data" -R \
+        -X stream -c fast >/dev/null
+    cat >>"$data/postgresql.conf" <<CONF
+unix_socket_directories = '$data'
+synchronous_standby_names = ''
+CONF
+}
+
 # pg_url DATADIR PORT DBNAME: the libpq URL of a database on that socket.
 payledger_pg_url() {
     printf 'postgresql://postgres@/%s?host=%s&port=%s' "$3" "$1" "$2"
