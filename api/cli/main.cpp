@@ -1,9 +1,12 @@
 // payledger: the command line (SPEC §8).
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "api/cli/progress.hpp"
@@ -75,22 +78,35 @@ bool MigrateForServe(pqxx::connection& connection) {
     }
 }
 
-// SIGTERM or SIGINT while serve waits for its database at start (SPEC §8): stop waiting.
-volatile std::sig_atomic_t g_stop_waiting = 0;
+// Told to stop waiting for the database (serve got SIGTERM or SIGINT meanwhile).
+class StopFlag {
+public:
+    void Set() {
+        {
+            std::lock_guard lock{mutex_};
+            set_ = true;
+        }
+        changed_.notify_all();
+    }
+    // Waits up to `timeout`; true when the flag is set.
+    bool WaitFor(std::chrono::milliseconds timeout) {
+        std::unique_lock lock{mutex_};
+        return changed_.wait_for(lock, timeout, [this] { return set_; });
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    bool set_ = false;  // Guarded by mutex_.
+};
 
 // Connects to the database, waiting for it while it is unreachable (SPEC §8: serve started
-// while the database is down waits for it). nullptr when a signal ended the wait.
-std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url) {
-    g_stop_waiting = 0;
-    const auto stop = [](int) { g_stop_waiting = 1; };
-    std::signal(SIGTERM, stop);
-    std::signal(SIGINT, stop);
+// while the database is down waits for it). nullptr when `stop` ended the wait.
+std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url, StopFlag& stop) {
     std::chrono::milliseconds backoff{100};
-    std::unique_ptr<pqxx::connection> connection;
-    for (int attempt = 1; !g_stop_waiting; ++attempt) {
+    for (int attempt = 1;; ++attempt) {
         try {
-            connection = ledger::Connect(url);
-            break;
+            return ledger::Connect(url);
         } catch (const pqxx::broken_connection& error) {
             if (attempt == 1 || attempt % 10 == 0) {
                 api::LogJson("warning",
@@ -98,26 +114,18 @@ std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url) {
                                                       {"attempt", attempt},
                                                       {"error", error.what()}}));
             }
-            // Waiting on an outside system, not synchronising threads: back off up to 2 s.
-            std::this_thread::sleep_for(backoff);
+            // Waiting on an outside system: back off up to 2 s, or until told to stop.
+            if (stop.WaitFor(backoff)) return nullptr;
             backoff = std::min(backoff * 2, std::chrono::milliseconds{2'000});
         }
     }
-    // The flag handler stays until Server::Start takes the signals over (SPEC §8: a SIGTERM
-    // while serve starts stops it cleanly); Serve passes on one that came meanwhile.
-    return connection;
 }
 
+// SPEC §8: serve listens at once. The database is waited for and migrated beside the server,
+// which meanwhile answers /healthz 200 and /readyz and every read and write 503; then the
+// app is ready. A migration this role may not apply stops serve (exit 2).
 int Serve(const api::Config& config) {
     const std::size_t open_files = api::RaiseOpenFileLimit();
-    {
-        auto connection = ConnectWhenReachable(config.database_url);
-        if (connection == nullptr) {
-            api::LogJson("info", "{\"msg\":\"stopped while waiting for the database\"}");
-            return 0;
-        }
-        if (!MigrateForServe(*connection)) return kExitError;
-    }
     ledger::ConnectionPool pool{config.database_url, kReadPoolSize, kPoolWaitMax};
     ledger::Committer committer{
         {.url = config.database_url, .queue_bytes_max = config.limits.write_queue_bytes_max}};
@@ -130,15 +138,36 @@ int Serve(const api::Config& config) {
                         .io_threads = cores,
                         .worker_threads = std::max<std::size_t>(8, 2 * cores),
                         .connections_per_peer = config.limits.connections_per_peer}};
-    server.Start();
-    if (g_stop_waiting) std::raise(SIGTERM);  // Came between the database wait and Start.
+    server.Start();  // From here on SIGTERM and SIGINT end ServeUntilSignal.
     api::LogJson("info", "{\"msg\":\"listening\",\"address\":\"" + config.listen_host + ":" +
                              std::to_string(server.port()) +
                              "\",\"open_files_max\":" + std::to_string(open_files) + "}");
+    StopFlag stop;
+    std::atomic<int> exit_code{0};
+    std::thread preparing([&] {
+        try {
+            auto connection = ConnectWhenReachable(config.database_url, stop);
+            if (connection == nullptr) return;  // Stopped while waiting.
+            if (!MigrateForServe(*connection)) {
+                exit_code = kExitError;
+                std::raise(SIGTERM);  // Ends ServeUntilSignal: serve exits 2.
+                return;
+            }
+        } catch (const std::exception& error) {
+            std::cerr << "payledger: serve: " << error.what() << "\n";
+            exit_code = kExitError;
+            std::raise(SIGTERM);
+            return;
+        }
+        app.SetReady();
+        api::LogJson("info", "{\"msg\":\"ready\"}");
+    });
     server.ServeUntilSignal(kShutdownGrace);
+    stop.Set();
+    preparing.join();
     committer.Stop();
     api::LogJson("info", "{\"msg\":\"stopped\"}");
-    return 0;
+    return exit_code;
 }
 
 // The rows of `table` now, for the progress display only (on a terminal).

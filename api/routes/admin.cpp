@@ -71,6 +71,10 @@ Response App::HandleAuditCheckpoint() {
 }
 
 Response App::Ready() {
+    if (!ready_.load(std::memory_order_acquire)) {  // SPEC §8: still waiting or migrating.
+        return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                             "the database is unreachable");
+    }
     try {
         ledger::ConnectionPool::Lease connection = pool_.Acquire();
         bool read_only = false;

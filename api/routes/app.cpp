@@ -118,6 +118,11 @@ std::unique_ptr<ledger::ReadRouter> MakeReadRouter(const Config& config,
         });
 }
 
+// SPEC §8: what every read and write answers until serve's database is ready.
+ledger::DeliveryResult NotReady() {
+    return ledger::Unavailable("the service is starting: its database is not ready yet");
+}
+
 }  // namespace
 
 App::App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
@@ -208,6 +213,7 @@ void App::Handle(Incoming incoming, Respond respond) {
             return timed(MakeResponse(http::status::ok, "text/plain; version=0.0.4",
                                       metrics_.Render(pool_, committer_, *reads_)));
         }
+        const bool ready = ready_.load(std::memory_order_acquire);
         if (segments.size() >= 3 && segments[0] == "v1" && segments[1] == "callbacks") {
             // Channels are keyed by the rest of the path: "generic", "wechat/v2", "alipay".
             std::string path = segments[2];
@@ -215,6 +221,9 @@ void App::Handle(Incoming incoming, Respond respond) {
             const auto channel = channels_.find(path);
             if (channel == channels_.end()) return timed(NotFound());
             if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
+            if (!ready) {  // In the platform's own failure form: it retries.
+                return timed(channel->second->Answer(NotReady()));
+            }
             return HandleCallback(*channel->second, std::move(incoming), std::move(timed));
         }
         if (is({"v1", "orders"})) {
@@ -223,7 +232,12 @@ void App::Handle(Incoming incoming, Respond respond) {
             if (auto denied = Authorize(incoming.request, Role::kMerchant, &token)) {
                 return timed(std::move(*denied));
             }
+            if (!ready) return timed(orders_.Answer(NotReady()));
             return HandleCreateOrder(*token, std::move(incoming), std::move(timed));
+        }
+        if (!ready) {
+            return timed(ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                                       NotReady().message));
         }
         if (is({"v1", "admin", "verify"})) {
             if (method != http::verb::post) return timed(MethodNotAllowed("POST"));

@@ -38,6 +38,10 @@ public:
     // unless an answer was already sent.
     void Handle(Incoming incoming, Respond respond);
 
+    // SPEC §8: serve listens while it waits for its database and applies its migrations;
+    // until then /healthz answers 200, /readyz and every read and write 503. Thread-safe.
+    void SetReady() { ready_.store(true, std::memory_order_release); }
+
 private:
     // The write path of every channel: verify, then the per-peer limit of unverified
     // deliveries, then the committer; answered in the channel's format after the commit.
@@ -67,6 +71,7 @@ private:
     OrdersChannel orders_;
     UnverifiedLimiter unverified_;
     std::atomic<bool> verify_running_{false};
+    std::atomic<bool> ready_{false};
     std::shared_ptr<std::atomic<int>> exports_active_ = std::make_shared<std::atomic<int>>(0);
 };
 

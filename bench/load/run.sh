@@ -138,11 +138,11 @@ chmod 600 "$CONFIG"
 "$BENCH_BIN/payledger" serve --config "$CONFIG" >"$BENCH_TMP/serve.out" 2>"$BENCH_TMP/serve.log" &
 SERVER_PID=$!
 for _ in $(seq 1 300); do
-    curl -fsS -o /dev/null "http://127.0.0.1:$PORT/healthz" 2>/dev/null && break
+    curl -fsS -o /dev/null "http://127.0.0.1:$PORT/readyz" 2>/dev/null && break
     kill -0 "$SERVER_PID" 2>/dev/null || bench_die "payledger serve exited (log above)"
     sleep 0.1
 done
-curl -fsS -o /dev/null "http://127.0.0.1:$PORT/healthz" || bench_die "payledger serve is not up"
+curl -fsS -o /dev/null "http://127.0.0.1:$PORT/readyz" || bench_die "payledger serve is not up"
 bench_log "payledger serve (pid $SERVER_PID) on 127.0.0.1:$PORT"
 
 

@@ -986,6 +986,8 @@ TEST(ReliabilityPgTest, AcceptOutOfFileDescriptorsBacksOffInsteadOfSpinning) {
 
 // Issue 11 point 7 (SPEC §8): serve started while its database is down waits for it, then
 // serves, instead of exiting.
+// SPEC §8: serve started while its database is down listens at once and waits for it:
+// /healthz 200, /readyz and every write 503 (in each channel's own form), then ready.
 TEST(ReliabilityPgTest, ServeStartedWhileTheDatabaseIsDownWaitsForIt) {
     testing::OwnPostgres pg;
     {
@@ -993,33 +995,40 @@ TEST(ReliabilityPgTest, ServeStartedWhileTheDatabaseIsDownWaitsForIt) {
         (void)ledger::Migrate(*connection);
     }
     pg.Stop();
-    std::optional<ServeProcess> server;
-    const unsigned short port = testing::FreePort();
-    std::thread starting([&] { server.emplace(pg.url(), json::object(), port); });
-    // Wait (bounded) until serve says that it waits, then bring the database back.
-    const std::string log_path = testing::TestTmpDir() + "/payledger-serve-" +
-                                 std::to_string(getpid()) + "-" + std::to_string(port) + ".log";
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
-    bool waiting = false;
-    while (!waiting && std::chrono::steady_clock::now() < deadline) {
-        std::ifstream log{log_path};
+    ServeProcess server{pg.url(), json::object(), 0, 0, ServeProcess::Await::kListening};
+    // Wait (bounded) until serve says that it waits.
+    const auto said_waiting = [&] {
+        std::ifstream log{server.log_path()};
         const std::string text{std::istreambuf_iterator<char>{log}, {}};
-        waiting = text.find("waiting for the database") != std::string::npos;
-        if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds{20});
+        return text.find("waiting for the database") != std::string::npos;
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+    while (!said_waiting() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});  // Polling its log file.
     }
-    ASSERT_TRUE(waiting) << "serve never said it waits for the database";
-    pg.Start();
-    starting.join();
-    ASSERT_TRUE(server.has_value());
-    HttpClient client{server->port()};
-    EXPECT_EQ(client.Get("/readyz").status, 200);
+    ASSERT_TRUE(said_waiting()) << "serve never said it waits for the database";
+    HttpClient client{server.port()};
+    EXPECT_EQ(client.Get("/healthz").status, 200);
+    EXPECT_EQ(client.Get("/readyz").status, 503);
     const std::string order =
         R"({"out_trade_no":"W-1","account_id":"a","amount":5,"currency":"CNY"})";
-    EXPECT_EQ(client
-                  .Post("/v1/orders", order,
-                        {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}})
-                  .status,
-              201);
+    const std::map<std::string, std::string> merchant = {
+        {"Authorization", std::string("Bearer ") + testing::kMerchantToken}};
+    const testing::HttpResult early = client.Post("/v1/orders", order, merchant);
+    EXPECT_EQ(early.status, 503) << early.body;
+    EXPECT_EQ(early.Json()["outcome"], "unavailable");
+    EXPECT_EQ(client.Get("/v1/orders/W-1", testing::kAuditorToken).status, 503);
+
+    pg.Start();
+    const auto ready_by = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+    int ready = 0;
+    while ((ready = client.Get("/readyz").status) != 200 &&
+           std::chrono::steady_clock::now() < ready_by) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});  // Its backoff is 2 s at most.
+    }
+    ASSERT_EQ(ready, 200);
+    EXPECT_EQ(client.Post("/v1/orders", order, merchant).status, 201);
+    EXPECT_EQ(server.Terminate(), 0);
 }
 
 TEST(PeerLimitsTest, RaiseOpenFileLimitRaisesTheSoftLimitToTheHardOne) {

@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/http_client.hpp"
 #include "support/test_service.hpp"
 
 namespace payledger::testing {
@@ -99,8 +100,8 @@ bool AwaitListening(unsigned short port, pid_t* child) {
 }
 
 ServeProcess::ServeProcess(const std::string& database_url, const nlohmann::json& extra,
-                           unsigned short port, long open_files_max)
-    : port_(port == 0 ? FreePort() : port), open_files_max_(open_files_max) {
+                           unsigned short port, long open_files_max, Await await)
+    : port_(port == 0 ? FreePort() : port), open_files_max_(open_files_max), await_(await) {
     const std::string base =
         TestTmpDir() + "/payledger-serve-" + std::to_string(getpid()) + "-" + std::to_string(port_);
     config_path_ = base + ".json";
@@ -149,6 +150,25 @@ void ServeProcess::Start() {
         std::ifstream log{log_path_};
         const std::string text{std::istreambuf_iterator<char>{log}, {}};
         FAIL() << "payledger serve did not start on port " << port_ << "; its log:\n" << text;
+    }
+    if (await_ == Await::kListening) return;
+    // SPEC §8: serve listens before its database is reached and migrated; ready is /readyz.
+    HttpClient client{port_};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+    while (client.Get("/readyz").status != 200) {
+        const bool exited = waitpid(pid_, nullptr, WNOHANG) == pid_;
+        if (exited || std::chrono::steady_clock::now() > deadline) {
+            if (exited) {
+                pid_ = -1;
+            } else {
+                Kill();
+            }
+            std::ifstream log{log_path_};
+            const std::string text{std::istreambuf_iterator<char>{log}, {}};
+            FAIL() << "payledger serve on port " << port_ << " never got ready; its log:\n" << text;
+        }
+        // Its database is being reached or migrated: nothing to synchronise on but /readyz.
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});
     }
 }
 

@@ -11,12 +11,17 @@ namespace payledger::testing {
 // generic secret of test_service.hpp), on a free port. For tests that kill it or run several.
 class ServeProcess {
 public:
+    // What Start() waits for: /readyz 200 (its database reached and migrated), or only that
+    // it accepts connections (serve started while its database is down, SPEC §8).
+    enum class Await { kReady, kListening };
+
     // Writes the config (plus the sections of `extra`) and starts the server; returns once
-    // it accepts connections.
+    // it is ready (or listens, with Await::kListening).
     // `open_files_max` > 0 starts it with that limit of open files (soft and hard).
     explicit ServeProcess(const std::string& database_url,
                           const nlohmann::json& extra = nlohmann::json::object(),
-                          unsigned short port = 0, long open_files_max = 0);
+                          unsigned short port = 0, long open_files_max = 0,
+                          Await await = Await::kReady);
     ~ServeProcess();
     ServeProcess(const ServeProcess&) = delete;
     ServeProcess& operator=(const ServeProcess&) = delete;
@@ -39,6 +44,7 @@ private:
     std::string log_path_;
     unsigned short port_ = 0;
     long open_files_max_ = 0;
+    Await await_ = Await::kReady;
     pid_t pid_ = -1;
 };
 

@@ -31,6 +31,7 @@ TestService::TestService(api::Config config, const ledger::SessionSettings& sess
     committer_ = std::make_unique<ledger::Committer>(
         ledger::Committer::Options{.url = config_.database_url, .session = session});
     app_ = std::make_unique<api::App>(config_, *pool_, *committer_, metrics_);
+    app_->SetReady();  // The tests create and migrate their databases themselves.
     server_ = std::make_unique<api::Server>(*app_, std::move(server));
     server_->Start();
 }
