@@ -234,12 +234,12 @@ class ConsoleBrowserTest(unittest.TestCase):
             "Payledger-Signature": "t=%s,v1=%s" % (t, signature.hexdigest())})
 
     @classmethod
-    def post_wechat_v2(cls, out_trade_no, amount, attach):
+    def post_wechat_v2(cls, out_trade_no, amount, attach, paid_at):
         fields = {"appid": WX_APPID, "mch_id": WX_MCH_ID, "nonce_str": "5K8264ILTKCH16CQ",
                   "return_code": "SUCCESS", "result_code": "SUCCESS",
                   "out_trade_no": out_trade_no, "transaction_id": "4200000000202612010001",
                   "total_fee": str(amount), "cash_fee": str(amount), "fee_type": "CNY",
-                  "time_end": shanghai_now().strftime("%Y%m%d%H%M%S"), "trade_type": "JSAPI",
+                  "time_end": paid_at.strftime("%Y%m%d%H%M%S"), "trade_type": "JSAPI",
                   "bank_type": "OTHERS", "openid": "oConsoleTest0001", "attach": attach}
         text = "&".join("%s=%s" % (k, fields[k]) for k in sorted(fields) if fields[k])
         fields["sign"] = hashlib.md5((text + "&key=" + WX_KEY).encode()).hexdigest().upper()
@@ -275,13 +275,14 @@ class ConsoleBrowserTest(unittest.TestCase):
         expect(cls.post_generic(payment("ORD-CLOSED", "4200009", 1999)), 200)
         expect(cls.create_order("ORD-CLOSED", 2000), 409)  # A second conflict, newer.
         expect(cls.create_order("ORD-WX", 1999, account="shop-2"), 201)
-        expect(cls.post_wechat_v2("ORD-WX", 1999, PAYLOAD), 200)
+        paid_at = shanghai_now()  # The bill below is that day's, even across midnight.
+        expect(cls.post_wechat_v2("ORD-WX", 1999, PAYLOAD, paid_at), 200)
         # A form body that is no callback at all: malformed, stored, names no order.
         cls.form_body = "a=1&name=" + urllib.parse.quote(XSS_SVG) + "&sign=x%2By"
         expect(cls.post_generic(cls.form_body), 400)
         # The platform's statement of the day, one amount altered: a reconciliation that
         # records an amount_mismatch (SPEC §10).
-        day = shanghai_now().strftime("%Y-%m-%d")
+        day = paid_at.strftime("%Y-%m-%d")
         bill = os.path.join(cls.tmp, "bill.csv")
         made = cls.serve.cli("simulate-bill", "wechat", "--date", day, "--out", bill, "--alter", "1")
         if made.returncode != 0:
