@@ -2,6 +2,7 @@
 // for an admin token, a button that runs verify (SPEC §8 POST /v1/admin/verify) online.
 import {ApiError, api, session} from './api.js';
 import {button, el, fields, heading, table, time} from './dom.js';
+import {stringify} from './json.js';
 import {errorBox, loading} from './view_common.js';
 
 async function head(section, ctx) {
@@ -32,8 +33,11 @@ async function head(section, ctx) {
         ['Signed at', time(checkpoint.at), 'at'],
         ['Key id', el('code', {}, String(checkpoint.key_id)), 'key_id'],
         ['Signature', el('code', {}, String(checkpoint.signature)), 'signature'],
-    ]), el('p', {class: 'muted'}, 'Keep this checkpoint outside the operator\'s reach: ' +
-        '`payledger audit --checkpoint FILE --public-key FILE` later proves that nothing before it changed.'));
+    ]), el('details', {class: 'checkpoint-json'}, el('summary', {}, 'As JSON, to keep'),
+           el('pre', {class: 'raw'}, stringify(checkpoint))),
+    el('p', {class: 'muted'}, 'Keep this checkpoint outside the operator\'s reach: saved to a ' +
+        'file, `payledger audit --checkpoint FILE --public-key FILE` later proves that nothing ' +
+        'before it changed.'));
 }
 
 function verifyResult(report) {

@@ -4,14 +4,15 @@
 Starts `payledger serve` (the binary of this build tree) on a database of its own on the test
 PostgreSQL (PAYLEDGER_TEST_DATABASE_URL), seeds it through the HTTP API — orders, callbacks
 whose bodies carry <script>, <img onerror> and <svg onload> payloads (JSON, WeChat Pay v2 XML,
-form fields), duplicates, a conflict, a forgery, a reconciliation with a difference — and
+form fields), duplicates, two conflicts, a forgery, a reconciliation with a difference — and
 drives headless Chromium (Debian's chromium and chromium-driver, python3-selenium) through the
 console: a wrong token and a merchant token, sign-in by keyboard, the order view with every
 delivery and its raw body, the payloads staying text, an account, the live feed following an
 event appended while the page is open, the receipts filter, reconciliations, the chain's head
-(503 without a signing key), verify for an admin token, exact money, a lost connection. Every
-test checks that the browser asked nothing of another origin (Chrome's performance log) and
-that no Content-Security-Policy violation was reported. Screenshots go to the folder given.
+(503 without a signing key, then signed), verify for an admin token, exact money, a lost
+connection. Every test checks that the browser asked nothing of another origin (Chrome's
+performance log) and that no Content-Security-Policy violation was reported. Screenshots go
+to the folder given.
 
 Usage: console_browser_test.py PAYLEDGER_BINARY SCREENSHOT_DIR [unittest arguments]
 Exit 77 (ctest: skipped) without a database or a browser, except under CI, where it fails.
@@ -102,20 +103,23 @@ class Serve:
         self.port = free_port()
         self.base = "http://127.0.0.1:%d" % self.port
         self.config = os.path.join(folder, "payledger.json")
+        self.url = url
+        self.extra = {}  # More config sections, written at the next start.
+        self.process = None
+
+    def start(self):
         config = {
             "listen": "127.0.0.1:%d" % self.port,
-            "database_url": url,
+            "database_url": self.url,
             "tokens": {"merchant": [MERCHANT], "auditor": [AUDITOR], "admin": [ADMIN]},
             "generic": {"secret": SECRET},
             "wechat_v2": {"appid": WX_APPID, "mch_id": WX_MCH_ID, "api_key": WX_KEY,
                           "sign_type": "MD5"},
+            **self.extra,
         }
         fd = os.open(self.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(config, f)
-        self.process = None
-
-    def start(self):
         log = open(os.path.join(self.folder, "serve.log"), "ab")
         self.process = subprocess.Popen([self.binary, "serve", "--config", self.config],
                                         stdout=log, stderr=log)
@@ -638,6 +642,25 @@ class ConsoleBrowserTest(unittest.TestCase):
             self.serve.start()
         self.find(".error[data-kind=offline] button").click()  # "Try again".
         self.assertEqual(self.find("table.balances [data-currency=CNY]").text, "¥108.79")
+
+    def test_14_the_chain_head_signed(self):
+        key = os.path.join(self.tmp, "audit_signing_key.pem")
+        subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", key], check=True)
+        os.chmod(key, 0o600)
+        self.serve.stop()
+        self.serve.extra = {"audit": {"signing_key": key}}
+        self.serve.start()
+        self.go("#/chain")
+        self.heading("Chain")
+        signature = self.find("[data-field=signature]")
+        _, head = self.api("GET", "/v1/audit/checkpoint", token=AUDITOR)
+        self.assertEqual(self.find("[data-field=key_id]").text, head["key_id"])
+        self.assertEqual(self.find("[data-field=receipt_id]").text, "#%d" % head["receipt_id"])
+        self.assertGreater(len(signature.text), 80)  # Base64 of 64 bytes.
+        kept = self.find(".checkpoint-json pre").get_attribute("textContent")
+        self.assertEqual(json.loads(kept)["receipt_id"], head["receipt_id"])
+        self.assertEqual(json.loads(kept)["chain"], head["chain"])
+        self.screenshot("chain-head")
 
 
 if __name__ == "__main__":
