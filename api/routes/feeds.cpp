@@ -102,7 +102,7 @@ void App::HandleEventExport(Incoming incoming, Respond respond) {
 }
 
 Response App::HandleFeed(const Incoming& incoming, bool events) {
-    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, !events);
+    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, !events, true);
     if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
     const PageQuery& page = std::get<PageQuery>(query);
     ledger::ConnectionPool::Lease connection = pool_.Acquire();

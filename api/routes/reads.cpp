@@ -27,7 +27,9 @@ Response Balances(pqxx::read_transaction& tx, const std::string& account_id) {
 }  // namespace
 
 Response App::HandleRead(const Incoming& incoming, const std::vector<std::string>& segments) {
-    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false);
+    // Of the reads, an order's receipts are paged (SPEC §5), forwards or backwards.
+    const bool paged = segments.size() == 4 && segments[3] == "receipts";
+    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false, paged);
     if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
     const PageQuery page = std::get<PageQuery>(query);
     const Checked<std::string> checked = RequireKey(segments[2], "the key");

@@ -41,7 +41,8 @@ std::optional<std::int64_t> ParseCursor(std::string_view text) {
     return projections::ParseDigits(text, std::numeric_limits<std::int64_t>::max());
 }
 
-std::variant<PageQuery, Response> ParsePageQuery(const Incoming& incoming, bool with_outcome) {
+std::variant<PageQuery, Response> ParsePageQuery(const Incoming& incoming, bool with_outcome,
+                                                 bool with_before) {
     const boost::urls::url_view url =
         boost::urls::parse_origin_form(incoming.request.target()).value();
     PageQuery query;
@@ -53,6 +54,7 @@ std::variant<PageQuery, Response> ParsePageQuery(const Incoming& incoming, bool 
             query.after = *value;
             after_given = true;
         } else if (param.key == "before") {
+            if (!with_before) return BadRequest("this list is read forwards only (after=)");
             const std::optional<std::int64_t> value = ParseCursor(param.value);
             if (!value) return BadRequest("before must be a non-negative integer");
             query.before = *value;

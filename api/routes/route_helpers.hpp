@@ -37,9 +37,11 @@ struct PageQuery {
     std::int64_t limit = kDefaultPageSize;
     std::optional<projections::Outcome> outcome{};
 };
-// The query of `incoming`'s target, or the 400 that refuses it.
+// The query of `incoming`'s target, or the 400 that refuses it. `with_before`: the list can
+// be read backwards (SPEC §5: the feeds); elsewhere a before= is refused, never ignored.
 [[nodiscard]] std::variant<PageQuery, Response> ParsePageQuery(const Incoming& incoming,
-                                                               bool with_outcome);
+                                                               bool with_outcome,
+                                                               bool with_before = false);
 
 // A page's body (SPEC §5): `items` under `key`, and the cursor of the next read. Read forwards,
 // next_after: the last position, or `after` for an empty page. Read backwards (before=),

@@ -210,6 +210,12 @@ TEST_F(FeedBeforePgTest, BadCursorsAndBothDirectionsAre400) {
         }
     }
     EXPECT_EQ(client_->Get("/v1/receipts?before=10&outcome=nope", kAuditorToken).status, 400);
+    // Lists that are not read backwards refuse before= rather than ignore it.
+    for (const char* target : {"/v1/orders/ORD-1?before=5", "/v1/orders/ORD-1/events?before=5",
+                               "/v1/accounts/acct/balances?before=5"}) {
+        EXPECT_EQ(client_->Get(target, kAuditorToken).status, 400) << target;
+    }
+    EXPECT_EQ(client_->Get("/v1/orders/ORD-1/events", kAuditorToken).status, 200);
     EXPECT_EQ(client_->Get("/v1/events?before=10").status, 401);  // No token: still 401.
 }
 
