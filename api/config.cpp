@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "api/channels/platform_config.hpp"
+#include "ledger/conninfo.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
@@ -105,6 +106,41 @@ std::size_t ParseLimit(const json& limits, const char* key, std::size_t fallback
     return static_cast<std::size_t>(it->get<std::uint64_t>());
 }
 
+// SPEC §13: the URL payledger writes through, checked by libpq's own parser.
+std::string ParseWriteUrl(const std::string& url, const std::string& field) {
+    try {
+        return ledger::ForWrites(url);
+    } catch (const ledger::ConninfoError& error) {
+        throw ConfigError(field + ": not a valid PostgreSQL connection string: " + error.what());
+    }
+}
+
+// SPEC §9 read_database_url and read_max_lag_seconds.
+void ParseReadReplica(const json& root, Config& config) {
+    if (root.contains("read_database_url")) {
+        const std::string url = RequireString(root, "read_database_url", "config");
+        try {
+            (void)ledger::ParseConninfo(url);
+        } catch (const ledger::ConninfoError& error) {
+            throw ConfigError("read_database_url: not a valid PostgreSQL connection string: " +
+                              std::string(error.what()));
+        }
+        config.read_database_url = url;
+    }
+    const auto lag = root.find("read_max_lag_seconds");
+    if (lag == root.end()) return;
+    if (!config.read_database_url) {
+        throw ConfigError("read_max_lag_seconds: only with read_database_url");
+    }
+    if (!lag->is_number_unsigned() || lag->get<std::uint64_t>() < 1 ||
+        lag->get<std::uint64_t>() > static_cast<std::uint64_t>(kReadMaxLagMax.count())) {
+        throw ConfigError("read_max_lag_seconds: must be an integer from 1 to " +
+                          std::to_string(kReadMaxLagMax.count()));
+    }
+    config.read_max_lag =
+        std::chrono::seconds{static_cast<std::int64_t>(lag->get<std::uint64_t>())};
+}
+
 }  // namespace
 
 Config ParseConfig(const std::string& text, const std::optional<std::string>& database_url_override,
@@ -125,12 +161,14 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
     }
     if (database_url_override) {
         if (database_url_override->empty()) throw ConfigError("PAYLEDGER_DATABASE_URL: empty");
-        config.database_url = *database_url_override;
+        config.database_url = ParseWriteUrl(*database_url_override, "PAYLEDGER_DATABASE_URL");
     } else {
         const auto it = root.find("database_url");
         if (it == root.end()) throw ConfigError("database_url: missing");
-        config.database_url = RequireString(root, "database_url", "config");
+        config.database_url =
+            ParseWriteUrl(RequireString(root, "database_url", "config"), "database_url");
     }
+    ParseReadReplica(root, config);
 
     if (const auto tokens = root.find("tokens"); tokens != root.end()) {
         if (!tokens->is_object()) throw ConfigError("tokens: must be an object");

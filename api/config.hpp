@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <map>
 #include <optional>
@@ -65,6 +66,10 @@ struct Limits {
 // limits.write_queue_bytes_max is at least this: room for several full requests.
 inline constexpr std::size_t kWriteQueueBytesMin = 1024 * 1024;
 
+// SPEC §9 `read_max_lag_seconds`: [30], from 1 s to a day.
+inline constexpr std::chrono::seconds kReadMaxLagDefault{30};
+inline constexpr std::chrono::seconds kReadMaxLagMax{24 * 60 * 60};
+
 // SPEC §9 `tokens.merchant`: a plain token may register orders for any account; one given as
 // an object only for the accounts it names.
 struct MerchantToken {
@@ -77,7 +82,13 @@ struct MerchantToken {
 struct Config {
     std::string listen_host = "127.0.0.1";
     unsigned short listen_port = 8080;
+    // SPEC §9, §13: as given, except that several hosts without target_session_attrs get
+    // target_session_attrs=read-write (ledger::ForWrites).
     std::string database_url{};
+    // SPEC §9, §13: a streaming replica for the auditor reads; none: they use database_url.
+    std::optional<std::string> read_database_url{};
+    // Reads leave a replica that lags more than this (read_max_lag_seconds).
+    std::chrono::seconds read_max_lag{kReadMaxLagDefault};
     std::vector<MerchantToken> merchant_tokens{};
     std::vector<std::string> auditor_tokens{};
     std::vector<std::string> admin_tokens{};

@@ -63,7 +63,9 @@ private:
 
 }  // namespace
 
-AuditReport Audit(const std::string& url, const Checkpoint* checkpoint, const Ed25519Key* key) {
+AuditReport Audit(const std::string& url, const Checkpoint* checkpoint, const Ed25519Key* key,
+                  const Progress& progress) {
+    constexpr std::int64_t kProgressEvery = 10'000;
     PAYLEDGER_ASSERT((checkpoint == nullptr) == (key == nullptr));
     auto connection = Connect(url, LongRunningSession());
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx{*connection};
@@ -137,8 +139,10 @@ AuditReport Audit(const std::string& url, const Checkpoint* checkpoint, const Ed
             ++report.receipts;
             report.head_id = id;
             report.head = *stored;
+            if (progress && report.receipts % kProgressEvery == 0) progress(report.receipts);
         }
         stream.complete();
+        if (progress) progress(report.receipts);
     }
     const std::int64_t events_total =
         tx.exec1("SELECT count(*) FROM ledger_events")[0].as<std::int64_t>();

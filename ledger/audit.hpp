@@ -7,6 +7,7 @@
 
 #include "ledger/chain.hpp"
 #include "ledger/checkpoint.hpp"
+#include "ledger/verify.hpp"
 
 namespace payledger::ledger {
 
@@ -32,10 +33,10 @@ struct AuditReport {
 // every event must have its appending receipt. Each break is reported once: checking goes
 // on from the stored values. Bodies are hashed here, not by the database. With a
 // `checkpoint`, its signature must verify with `key` and the receipt it names must still
-// hold its chain value in the same snapshot (a deleted tail is caught here). Throws pqxx
-// exceptions.
+// hold its chain value in the same snapshot (a deleted tail is caught here). `progress`, when
+// given, is told the receipts read now and then, and once at the end. Throws pqxx exceptions.
 [[nodiscard]] AuditReport Audit(const std::string& url, const Checkpoint* checkpoint = nullptr,
-                                const Ed25519Key* key = nullptr);
+                                const Ed25519Key* key = nullptr, const Progress& progress = {});
 
 // The lines `audit` prints, each ending in "\n".
 [[nodiscard]] std::string FormatAuditReport(const AuditReport& report);

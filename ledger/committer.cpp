@@ -121,7 +121,9 @@ void Committer::Answer(const Done& done, DeliveryResult result) noexcept {
 
 std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t first,
                                                  std::size_t count) {
-    if (connection_ == nullptr || !connection_->is_open()) {
+    // A session the server ended while idle (a restart, a failover) is replaced before the
+    // batch rather than failing its first attempt.
+    if (connection_ == nullptr || IdleSessionEnded(*connection_)) {
         connection_ = Connect(options_.url, options_.session);
     }
     BatchStats batch_stats;

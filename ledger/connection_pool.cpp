@@ -28,7 +28,9 @@ ConnectionPool::Lease ConnectionPool::Acquire() {
             idle_.pop_back();
         }
     }
-    if (connection == nullptr || !connection->is_open()) {
+    // One the server ended while it was idle (a restart, a failover) is replaced before
+    // use rather than failing the read.
+    if (connection == nullptr || IdleSessionEnded(*connection)) {
         try {
             connection = Connect(url_, session_);
         } catch (...) {
@@ -50,6 +52,15 @@ void ConnectionPool::Release(std::unique_ptr<pqxx::connection> connection) {
         }
     }
     freed_.notify_one();
+}
+
+void ConnectionPool::DropIdle() {
+    std::vector<std::unique_ptr<pqxx::connection>> dropped;
+    {
+        std::lock_guard lock{mutex_};
+        dropped.swap(idle_);
+    }
+    // Closed outside the lock: closing may wait on the network.
 }
 
 ConnectionPool::Lease::~Lease() {

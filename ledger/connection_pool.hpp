@@ -33,6 +33,10 @@ public:
     // or pqxx::broken_connection when a new connection cannot be opened.
     [[nodiscard]] Lease Acquire();
 
+    // Closes the idle connections (the server they reach is away); leased ones are dropped
+    // when they come back broken.
+    void DropIdle();
+
     [[nodiscard]] std::size_t InUse() const { return in_use_.load(); }
     [[nodiscard]] std::size_t Waiting() const { return waiting_.load(); }
     [[nodiscard]] std::size_t SizeMax() const { return size_max_; }

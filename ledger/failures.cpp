@@ -8,6 +8,9 @@
 namespace payledger::ledger {
 namespace {
 
+// SQLSTATE read_only_sql_transaction: a write on a standby or in a read-only transaction.
+constexpr const char* kReadOnlySqlTransaction = "25006";
+
 // SQLSTATEs that mean "not now" rather than "never": answer 503 and let the platform retry.
 bool IsTransient(const std::string& state) {
     return state == "55P03"     // lock_not_available: lock_timeout on the writer lock.
@@ -43,6 +46,14 @@ Failure ClassifyFailure(const std::exception_ptr& error) noexcept {
             return Make(FailureKind::kRetryable,
                         std::string("transaction rolled back: ") + e.what(), true);
         } catch (const pqxx::sql_error& e) {
+            if (e.sqlstate() == kReadOnlySqlTransaction) {
+                // SPEC §13: this session is on a read-only server (a standby, or a primary
+                // that became one): nothing was written. Drop it; a new connection may find
+                // the primary (target_session_attrs=read-write, Connect's check).
+                return Make(FailureKind::kRetryable,
+                            std::string("the database server is read-only: ") + e.what(), true,
+                            true);
+            }
             if (IsTransient(e.sqlstate())) {
                 return Make(FailureKind::kRetryable,
                             std::string("database unavailable: ") + e.what());

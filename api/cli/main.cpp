@@ -21,6 +21,7 @@
 #include "ledger/connection_pool.hpp"
 #include "ledger/database.hpp"
 #include "ledger/migrate.hpp"
+#include "ledger/read_router.hpp"
 #include "ledger/reads.hpp"
 #include "ledger/rebuild.hpp"
 #include "ledger/verify.hpp"
@@ -140,20 +141,22 @@ int Serve(const api::Config& config) {
     return 0;
 }
 
-// Events in the ledger now, for the progress display only (on a terminal).
-std::int64_t EstimateEvents(const api::Config& config) {
+// The rows of `table` now, for the progress display only (on a terminal).
+std::int64_t EstimateRows(const api::Config& config, std::string_view table) {
     if (!api::ProgressPrinter::Enabled()) return 0;
     auto connection = ledger::Connect(config.database_url);
     pqxx::read_transaction tx{*connection};
-    return tx.exec("SELECT count(*) FROM ledger_events")[0][0].as<std::int64_t>();
+    return tx.exec("SELECT count(*) FROM " + tx.quote_name(std::string(table)))[0][0]
+        .as<std::int64_t>();
 }
 
 // SPEC §8: exit 0 when everything matches, 1 when anything differs.
 int VerifyOrRebuild(const api::Config& config, bool rebuild) {
-    api::ProgressPrinter progress{rebuild ? "rebuild" : "verify", EstimateEvents(config)};
+    api::ProgressPrinter progress{rebuild ? "rebuild" : "verify", EstimateRows(config, "ledger_events")};
     const ledger::VerifyReport report =
         rebuild ? ledger::Rebuild(config.database_url, progress.Callback())
                 : ledger::Verify(config.database_url, progress.Callback());
+    progress.Finish();
     std::cout << ledger::FormatReport(report) << std::flush;
     return report.ok() ? 0 : 1;
 }
@@ -179,7 +182,11 @@ int RunAudit(const api::Config& config, const std::string& checkpoint_path,
             std::cerr << "payledger: audit: --public-key needs --checkpoint\n";
             return kExitError;
         }
-        const ledger::AuditReport report = ledger::Audit(config.database_url);
+        api::ProgressPrinter progress{"audit", EstimateRows(config, "callback_receipts"),
+                                      "receipts"};
+        const ledger::AuditReport report =
+            ledger::Audit(config.database_url, nullptr, nullptr, progress.Callback());
+        progress.Finish();
         std::cout << ledger::FormatAuditReport(report) << std::flush;
         return report.ok() ? 0 : 1;
     }
@@ -199,7 +206,11 @@ int RunAudit(const api::Config& config, const std::string& checkpoint_path,
                      "in the config\n";
         return kExitError;
     }
-    const ledger::AuditReport report = ledger::Audit(config.database_url, &*checkpoint, &*key);
+    api::ProgressPrinter progress{"audit", EstimateRows(config, "callback_receipts"),
+                                  "receipts"};
+    const ledger::AuditReport report =
+        ledger::Audit(config.database_url, &*checkpoint, &*key, progress.Callback());
+    progress.Finish();
     std::cout << ledger::FormatAuditReport(report) << std::flush;
     return report.ok() ? 0 : 1;
 }
@@ -223,7 +234,10 @@ int RunCheckpoint(const api::Config& config, bool public_key) {
 
 int Events(const api::Config& config, std::int64_t after,
            const std::optional<std::string>& out_trade_no) {
-    auto connection = ledger::Connect(config.database_url);
+    // SPEC §13: an auditor read, from the replica when it is fine.
+    auto connection = ledger::ConnectForReads(
+        config.database_url, config.read_database_url, config.read_max_lag,
+        [](const std::string& why) { std::cerr << "payledger: events: " << why << "\n"; });
     pqxx::read_transaction tx{*connection};
     ledger::ForEachEvent(tx, after, out_trade_no, [](const projections::Event& event) {
         std::cout << api::Dump(api::EventJson(event)) << '\n';
@@ -294,7 +308,14 @@ int main(int argc, char** argv) {
                               simulate_bill, audit, checkpoint}) {
         command->add_option("--config", config_path, "JSON config file (SPEC §9)");
     }
-    CLI11_PARSE(cli, argc, argv);
+    try {
+        cli.parse(argc, argv);
+    } catch (const CLI::ParseError& error) {
+        // --help prints and exits 0; a wrong argument is an error like any other (SPEC §8:
+        // exit 2), not CLI11's own codes.
+        const int printed = cli.exit(error);
+        return printed == 0 ? 0 : kExitError;
+    }
 
     try {
         const api::Config config = LoadConfigOrEnv(config_path);

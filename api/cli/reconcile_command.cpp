@@ -2,7 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <optional>
 
+#include "api/cli/progress.hpp"
 #include "ledger/reconcile/reconciliation.hpp"
 
 namespace payledger::api {
@@ -34,9 +36,25 @@ int RunReconcileCommand(const Config& config, const ReconcileCommand& command) {
                                         .apply = command.apply};
     if (config.wechat_v2) options.wechat_mch_ids.push_back(config.wechat_v2->mch_id);
     if (config.wechat_v3) options.wechat_mch_ids.push_back(config.wechat_v3->mchid);
+    // SPEC §8: progress on a terminal, one line per phase.
+    std::optional<ProgressPrinter> progress;
+    std::string phase_shown;
+    if (ProgressPrinter::Enabled()) {
+        options.progress = [&](std::string_view phase, std::int64_t done, std::int64_t total) {
+            if (phase != phase_shown) {
+                progress.reset();  // Ends the previous phase's line.
+                phase_shown = phase;
+                if (phase == "done") return;
+                progress.emplace("reconcile " + phase_shown, total,
+                                 phase == "reading" ? "entries" : "entries applied");
+            }
+            progress->Callback()(done);
+        };
+    }
     try {
         const reconcile::ReconcileReport report =
             reconcile::Reconcile(config.database_url, options, std::cout, &std::cerr);
+        progress.reset();
         std::cerr << "payledger: reconciliation " << report.id << " recorded\n";
         if (!report.failure.empty()) {
             std::cerr << "payledger: reconcile: " << report.failure << "\n";
@@ -44,6 +62,7 @@ int RunReconcileCommand(const Config& config, const ReconcileCommand& command) {
         }
         return report.ok ? 0 : 1;
     } catch (const reconcile::BillError& error) {
+        progress.reset();
         std::cerr << "payledger: reconcile: " << error.what() << "; nothing recorded\n";
         return 2;
     }

@@ -4,6 +4,7 @@
 
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
+#include "ledger/read_router.hpp"
 
 namespace payledger::api {
 namespace {
@@ -19,6 +20,36 @@ constexpr projections::Outcome kOutcomes[] = {
     projections::Outcome::kRateLimited,  projections::Outcome::kUnavailable};
 static_assert(std::size(kSources) == Metrics::kChannelCount);
 static_assert(std::size(kOutcomes) == Metrics::kOutcomeCount);
+
+// SPEC §13: the replica's replay lag and where the auditor reads go.
+void RenderReads(std::ostringstream& out, const ledger::ReadStatus& reads) {
+    out << "# HELP payledger_reads_total Connections handed to auditor reads, by server.\n"
+           "# TYPE payledger_reads_total counter\n"
+           "payledger_reads_total{server=\"primary\"} "
+        << reads.primary_reads << "\n"
+        << "payledger_reads_total{server=\"replica\"} " << reads.replica_reads << "\n";
+    if (!reads.configured) return;
+    // NaN while the replica is unreachable or has replayed nothing yet: the lag is unknown.
+    out << "# HELP payledger_replica_lag_seconds Now minus the replica's last replayed commit "
+           "time; 0 when it has replayed all it received.\n"
+           "# TYPE payledger_replica_lag_seconds gauge\n"
+           "payledger_replica_lag_seconds ";
+    if (reads.lag_seconds) {
+        out << *reads.lag_seconds << "\n";
+    } else {
+        out << "NaN\n";
+    }
+    out << "# HELP payledger_reads_on_replica 1 while the auditor reads go to the replica, 0 "
+           "while they fall back to the primary.\n"
+           "# TYPE payledger_reads_on_replica gauge\n"
+           "payledger_reads_on_replica "
+        << (reads.on_replica ? 1 : 0) << "\n"
+        << "# HELP payledger_read_fallbacks_total Times the auditor reads left the replica for "
+           "the primary.\n"
+           "# TYPE payledger_read_fallbacks_total counter\n"
+           "payledger_read_fallbacks_total "
+        << reads.fallbacks << "\n";
+}
 
 }  // namespace
 
@@ -36,8 +67,8 @@ void Metrics::ObserveRequest(std::chrono::steady_clock::duration latency) {
     latency_sum_micros_ += static_cast<std::uint64_t>(micros);
 }
 
-std::string Metrics::Render(const ledger::ConnectionPool& pool,
-                            const ledger::Committer& committer) const {
+std::string Metrics::Render(const ledger::ConnectionPool& pool, const ledger::Committer& committer,
+                            const ledger::ReadRouter& reads) const {
     std::ostringstream out;
     out << "# HELP payledger_deliveries_total Deliveries by channel and outcome.\n"
            "# TYPE payledger_deliveries_total counter\n";
@@ -109,6 +140,7 @@ std::string Metrics::Render(const ledger::ConnectionPool& pool,
            "# TYPE payledger_writer_lock_wait_seconds_total counter\n"
            "payledger_writer_lock_wait_seconds_total "
         << static_cast<double>(writes.lock_wait_micros.load()) / 1e6 << "\n";
+    RenderReads(out, reads.status());
     return out.str();
 }
 

@@ -11,6 +11,7 @@
 namespace payledger::ledger {
 class ConnectionPool;
 class Committer;
+class ReadRouter;
 }  // namespace payledger::ledger
 
 namespace payledger::api {
@@ -27,9 +28,10 @@ public:
     void ObserveRequest(std::chrono::steady_clock::duration latency);
     void CountInternalError() { ++internal_errors_; }
 
-    // The text of GET /metrics, with the pool's and the committer's gauges.
+    // The text of GET /metrics, with the pool's, the committer's and the read router's gauges.
     [[nodiscard]] std::string Render(const ledger::ConnectionPool& pool,
-                                     const ledger::Committer& committer) const;
+                                     const ledger::Committer& committer,
+                                     const ledger::ReadRouter& reads) const;
 
 private:
     std::array<std::array<std::atomic<std::uint64_t>, kOutcomeCount>, kChannelCount> deliveries_{};

@@ -6,6 +6,7 @@
 #include "api/routes/app.hpp"
 #include "api/routes/route_helpers.hpp"
 #include "ledger/checkpoint.hpp"
+#include "ledger/database.hpp"
 #include "ledger/verify.hpp"
 
 namespace payledger::api {
@@ -72,8 +73,21 @@ Response App::HandleAuditCheckpoint() {
 Response App::Ready() {
     try {
         ledger::ConnectionPool::Lease connection = pool_.Acquire();
-        pqxx::nontransaction tx{*connection};
-        tx.exec("SELECT 1");
+        bool read_only = false;
+        {
+            // SPEC §13: ready means a primary answers. A session that finds itself on a
+            // read-only server (a standby that a single-host URL or a proxy now points at)
+            // is dropped, so that the next check connects afresh.
+            pqxx::nontransaction tx{*connection};
+            read_only = tx.exec(
+                              "SELECT pg_is_in_recovery() OR "
+                              "current_setting('transaction_read_only')::bool")[0][0]
+                            .as<bool>();
+        }
+        if (read_only) {
+            connection->disconnect();
+            throw ledger::ReadOnlyServer("the database server is read-only");
+        }
         return JsonResponse(http::status::ok, {{"status", "ready"}});
     } catch (const std::exception& error) {
         // Not a failure of the request but its answer: SPEC §5 says only that the database

@@ -100,12 +100,32 @@ void LogDelivery(projections::Source source, const std::optional<std::string>& o
     LogJson(result.internal_error ? "error" : "info", Dump(fields));
 }
 
+// SPEC §13: the auditor reads on the replica of read_database_url, with a log line whenever
+// they change server.
+std::unique_ptr<ledger::ReadRouter> MakeReadRouter(const Config& config,
+                                                   ledger::ConnectionPool& pool) {
+    std::optional<ledger::ReplicaOptions> replica;
+    if (config.read_database_url) {
+        replica = ledger::ReplicaOptions{.url = *config.read_database_url,
+                                         .lag_max = config.read_max_lag};
+    }
+    return std::make_unique<ledger::ReadRouter>(
+        pool, config.database_url, std::move(replica),
+        [](bool to_replica, const std::string& reason) {
+            LogJson(to_replica ? "info" : "warning",
+                    Dump(json{{"msg", to_replica ? "reads go to the replica"
+                                                 : "reads fall back to the primary"},
+                              {"reason", reason}}));
+        });
+}
+
 }  // namespace
 
 App::App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
          Metrics& metrics)
     : config_(config),
       pool_(pool),
+      reads_(MakeReadRouter(config_, pool)),
       committer_(committer),
       metrics_(metrics),
       unverified_(config_.limits.unverified_per_peer_per_minute) {
@@ -187,7 +207,7 @@ void App::Handle(Incoming incoming, Respond respond) {
             }
             if (segments[0] == "readyz") return timed(Ready());
             return timed(MakeResponse(http::status::ok, "text/plain; version=0.0.4",
-                                      metrics_.Render(pool_, committer_)));
+                                      metrics_.Render(pool_, committer_, *reads_)));
         }
         if (segments.size() >= 3 && segments[0] == "v1" && segments[1] == "callbacks") {
             // Channels are keyed by the rest of the path: "generic", "wechat/v2", "alipay".
@@ -237,7 +257,7 @@ void App::Handle(Incoming incoming, Respond respond) {
             return timed(std::move(*denied));
         }
         if (segments[1] == "reconciliations") {  // SPEC §10, api/routes/reconciliations.cpp.
-            return timed(HandleReconciliations(pool_, incoming, segments));
+            return timed(HandleReconciliations(*reads_, incoming, segments));
         }
         if (segments.size() == 2) {
             const auto accept = incoming.request.find(http::field::accept);
@@ -276,31 +296,36 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
             .outcome = Outcome::kRateLimited,
             .message = "too many unverified deliveries from this address; retry later"}));
     }
-    // The callback runs on the committer's thread after the commit; it only formats.
+    // After the commit: counted, logged and answered in the channel's format. It runs on a
+    // worker thread (incoming.defer), so that the committer's thread goes back to writing.
     std::optional<std::string> out_trade_no = delivery.receipt.out_trade_no;
-    committer_.Submit(std::move(delivery),
-                      [this, &channel, source, unverified, admitted_at,
-                       out_trade_no = std::move(out_trade_no), incoming = std::move(incoming),
-                       respond = std::move(respond)](ledger::DeliveryResult result) {
-                          // SPEC §5 counts the unverified receipts stored: one that was not is
-                          // uncounted.
-                          if (unverified && result.outcome == Outcome::kUnavailable) {
-                              unverified_.Forget(incoming.peer_address, admitted_at);
-                          }
-                          metrics_.CountDelivery(source, result.outcome);
-                          if (result.internal_error) metrics_.CountInternalError();
-                          LogDelivery(source, out_trade_no, result, incoming);
-                          Response response;
-                          try {
-                              response = channel.Answer(result);
-                          } catch (...) {
-                              // The delivery is stored as decided; only its answer failed (STYLE
-                              // §3).
-                              response = FailureResponse(
-                                  ledger::ClassifyFailure(std::current_exception()), metrics_);
-                          }
-                          respond(std::move(response));
-                      });
+    Defer defer = incoming.defer;
+    auto effects = [this, &channel, source, unverified, admitted_at,
+                    out_trade_no = std::move(out_trade_no), incoming = std::move(incoming),
+                    respond = std::move(respond)](const ledger::DeliveryResult& result) {
+        // SPEC §5 counts the unverified receipts stored: one that was not is uncounted.
+        if (unverified && result.outcome == Outcome::kUnavailable) {
+            unverified_.Forget(incoming.peer_address, admitted_at);
+        }
+        metrics_.CountDelivery(source, result.outcome);
+        if (result.internal_error) metrics_.CountInternalError();
+        LogDelivery(source, out_trade_no, result, incoming);
+        Response response;
+        try {
+            response = channel.Answer(result);
+        } catch (...) {
+            // The delivery is stored as decided; only its answer failed (STYLE §3).
+            response =
+                FailureResponse(ledger::ClassifyFailure(std::current_exception()), metrics_);
+        }
+        respond(std::move(response));
+    };
+    // The committer calls this exactly once: its effects move on to the worker.
+    committer_.Submit(std::move(delivery), [defer = std::move(defer), effects = std::move(effects)](
+                                               ledger::DeliveryResult result) mutable {
+        if (!defer) return effects(result);
+        defer([effects = std::move(effects), result = std::move(result)] { effects(result); });
+    });
 }
 
 }  // namespace payledger::api

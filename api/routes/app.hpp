@@ -16,13 +16,17 @@
 #include "api/http/peer_limits.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
+#include "ledger/read_router.hpp"
 
 namespace payledger::api {
 
 // The HTTP application: routes each request to its handler (SPEC §5) and authorizes it.
 // Handle runs on a worker thread and may block on the read pool; writes go to the committer,
-// whose callback answers after the commit. Thread-safe. The handlers live beside this file:
-// app.cpp (routing, authorization, deliveries), orders.cpp, reads.cpp, feeds.cpp, admin.cpp.
+// whose callback hands the answer, log line and metrics of each delivery back to a worker
+// (Incoming::defer) after the commit. The auditor reads go through a ReadRouter (SPEC §13:
+// the replica of read_database_url, else `pool`); /readyz and the checkpoint use `pool`.
+// Thread-safe. The handlers live beside this file: app.cpp (routing, authorization, deliveries),
+// orders.cpp, reads.cpp, feeds.cpp, admin.cpp.
 class App {
 public:
     App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
@@ -56,6 +60,7 @@ private:
 
     Config config_;
     ledger::ConnectionPool& pool_;
+    std::unique_ptr<ledger::ReadRouter> reads_;  // The auditor reads (SPEC §13).
     ledger::Committer& committer_;
     Metrics& metrics_;
     std::map<std::string, std::unique_ptr<Channel>> channels_;  // By path after callbacks/.

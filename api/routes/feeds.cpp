@@ -43,9 +43,9 @@ private:
 // the export started. Owns its connection and one export slot; one page in memory at a time.
 class EventExport final : public BodyProducer {
 public:
-    EventExport(const std::string& url, std::int64_t after,
+    EventExport(std::unique_ptr<pqxx::connection> connection, std::int64_t after,
                 std::shared_ptr<std::atomic<int>> active)
-        : connection_(ledger::Connect(url)), after_(after), active_(std::move(active)) {
+        : connection_(std::move(connection)), after_(after), active_(std::move(active)) {
         pqxx::read_transaction tx{*connection_};
         last_ = tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0].as<std::int64_t>();
     }
@@ -94,7 +94,8 @@ void App::HandleEventExport(Incoming incoming, Respond respond) {
                                      "too many exports at once; retry later"));
     }
     // A failure to connect throws to App::Handle; the slot is given back on the way.
-    auto producer = std::make_unique<EventExport>(config_.database_url, after, exports_active_);
+    // SPEC §13: on the replica too; its connection is the export's own.
+    auto producer = std::make_unique<EventExport>(reads_->Connect(), after, exports_active_);
     slot.Release();  // The export gives it back when the stream ends.
     Response header{http::status::ok, 11};
     header.set(http::field::content_type, "application/x-ndjson");
@@ -105,7 +106,7 @@ Response App::HandleFeed(const Incoming& incoming, bool events) {
     std::variant<PageQuery, Response> query = ParsePageQuery(incoming, !events, true);
     if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
     const PageQuery& page = std::get<PageQuery>(query);
-    ledger::ConnectionPool::Lease connection = pool_.Acquire();
+    ledger::ConnectionPool::Lease connection = reads_->Acquire();  // SPEC §13.
     pqxx::read_transaction tx{*connection};
     json items = json::array();
     std::vector<std::int64_t> positions;

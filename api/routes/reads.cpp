@@ -36,7 +36,7 @@ Response App::HandleRead(const Incoming& incoming, const std::vector<std::string
     if (!checked) return BadRequest(checked.refusal().message);
     const std::string& key = *checked;
 
-    ledger::ConnectionPool::Lease connection = pool_.Acquire();
+    ledger::ConnectionPool::Lease connection = reads_->Acquire();  // SPEC §13.
     pqxx::read_transaction tx{*connection};
     if (segments[1] == "accounts") return Balances(tx, key);
     if (segments.size() == 3) {

@@ -4,14 +4,15 @@
 #include <vector>
 
 #include "api/http/http.hpp"
-#include "ledger/connection_pool.hpp"
+#include "ledger/read_router.hpp"
 
 namespace payledger::api {
 
 // GET /v1/reconciliations?after=&limit= and GET /v1/reconciliations/{id} (SPEC §10), for
 // auditors: the caller has checked the method and the token. `segments` is the path split
-// at "/" ("v1", "reconciliations"[, id]). Reads through `pool`; 503 when it cannot.
-[[nodiscard]] Response HandleReconciliations(ledger::ConnectionPool& pool, const Incoming& incoming,
+// at "/" ("v1", "reconciliations"[, id]). Reads through `reads` (SPEC §13); its failures
+// propagate, for the caller's one classification.
+[[nodiscard]] Response HandleReconciliations(ledger::ReadRouter& reads, const Incoming& incoming,
                                              const std::vector<std::string>& segments);
 
 }  // namespace payledger::api

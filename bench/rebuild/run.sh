@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench/rebuild (issue 4 point 7): `payledger verify` and `payledger rebuild` on a large
-# ledger, as ratios against plain COPY baselines measured on the same PostgreSQL in the same
-# run. See bench/README.md.
+# bench/rebuild (issue 4 point 7, issue 14 point 5): `payledger verify`, `payledger rebuild`
+# and `payledger audit` on a large ledger, as ratios against plain COPY baselines measured on
+# the same PostgreSQL in the same run. See bench/README.md.
 #
 #   bench/rebuild/run.sh [--events 1000000] [--accounts 10000] [--paid-percent 0]
 #                        [--runs 3] [--keep]
@@ -14,8 +14,11 @@
 #            their primary keys;  B2 = B1 + B2 copy
 #   verify   payledger verify (must exit 0)
 #   rebuild  payledger rebuild (must end OK), then VACUUM ANALYZE, CHECKPOINT (not timed)
-# and prints medians, the ratios verify/B1 (target <= 1.3) and rebuild/B2 (target <= 1.6),
-# peak RSS, and a Markdown table. Exits 0 when verify and rebuild passed (the targets are
+#   B3       COPY callback_receipts TO STDOUT, read by psql into /dev/null (one receipt per
+#            event: the same rows audit reads)
+#   audit    payledger audit (must exit 0: the chain the seed computed holds)
+# and prints medians, the ratios verify/B1 (target <= 1.3), rebuild/B2 (target <= 1.6) and
+# audit/B3 (target <= 1.5), peak RSS, and a Markdown table. Exits 0 when verify and rebuild passed (the targets are
 # reported, not enforced), 1 otherwise.
 set -euo pipefail
 shopt -s inherit_errexit  # A failure inside $(...) fails the run too.
@@ -92,6 +95,7 @@ timed() {
 }
 
 b1() { bench_psql payledger -c "COPY ledger_events TO STDOUT" >/dev/null; }
+b3() { bench_psql payledger -c "COPY callback_receipts TO STDOUT" >/dev/null; }
 
 b2_copy() {
     bench_psql payledger -c "DROP TABLE IF EXISTS orders_b2, balances_b2" \
@@ -105,11 +109,11 @@ b2_copy() {
         -c "ALTER TABLE balances_b2 ADD PRIMARY KEY (account_id, currency)"
 }
 
-# payledger_step NAME RUN: payledger NAME under /usr/bin/time -v; prints
+# payledger_step NAME RUN [OK_LINES]: payledger NAME under /usr/bin/time -v; prints
 # "SECONDS RSS_MIB CPU_SECONDS" (CPU: user + system of the payledger process).
-# Fails the run unless it exits 0 with every projection OK.
+# Fails the run unless it exits 0 with OK_LINES [2: every projection] lines ending in OK.
 payledger_step() {
-    local name="$1" run="$2" start seconds
+    local name="$1" run="$2" ok_lines="${3:-2}" start seconds
     local out="$BENCH_TMP/$name.$run.out" times="$BENCH_TMP/$name.$run.time"
     start="$(bench_now)"
     if ! /usr/bin/time -v -o "$times" "$BENCH_BIN/payledger" "$name" >"$out" 2>&1; then
@@ -117,13 +121,14 @@ payledger_step() {
         bench_die "payledger $name failed (run $run)"
     fi
     seconds="$(bench_calc "$(bench_now) - $start")"
-    [ "$(grep -c ' OK$' "$out")" -eq 2 ] || { cat "$out" >&2; bench_die "$name: not OK"; }
+    [ "$(grep -c ' OK$' "$out")" -eq "$ok_lines" ] || { cat "$out" >&2; bench_die "$name: not OK"; }
     printf '%s %s %s\n' "$seconds" \
         "$(awk -F': ' '/Maximum resident set size/ { printf "%.1f", $2 / 1024 }' "$times")" \
         "$(awk -F': ' '/User time|System time/ { cpu += $2 } END { printf "%.2f", cpu }' "$times")"
 }
 
 declare -a T_B1 T_B2COPY T_B2 T_VERIFY T_REBUILD R_VERIFY R_REBUILD C_VERIFY C_REBUILD
+declare -a T_B3 T_AUDIT R_AUDIT C_AUDIT
 for run in $(seq 1 "$RUNS"); do
     bench_log "run $run of $RUNS"
     seconds="$(timed b1)"
@@ -143,9 +148,17 @@ for run in $(seq 1 "$RUNS"); do
     R_REBUILD+=("$rss")
     C_REBUILD+=("$cpu")
     bench_psql payledger -c "VACUUM (ANALYZE) orders, balances" -c CHECKPOINT
+    T_B3+=("$(timed b3)")
+    step="$(payledger_step audit "$run" 1)"
+    read -r seconds rss cpu <<<"$step"
+    T_AUDIT+=("$seconds")
+    R_AUDIT+=("$rss")
+    C_AUDIT+=("$cpu")
     bench_log "run $run: B1 $(bench_fmt 2 "${T_B1[-1]}") s, B2 $(bench_fmt 2 "${T_B2[-1]}") s," \
         "verify $(bench_fmt 2 "${T_VERIFY[-1]}") s (CPU ${C_VERIFY[-1]} s, ${R_VERIFY[-1]} MiB)," \
-        "rebuild $(bench_fmt 2 "${T_REBUILD[-1]}") s (CPU ${C_REBUILD[-1]} s, ${R_REBUILD[-1]} MiB)"
+        "rebuild $(bench_fmt 2 "${T_REBUILD[-1]}") s (CPU ${C_REBUILD[-1]} s, ${R_REBUILD[-1]} MiB)," \
+        "B3 $(bench_fmt 2 "${T_B3[-1]}") s," \
+        "audit $(bench_fmt 2 "${T_AUDIT[-1]}") s (CPU ${C_AUDIT[-1]} s, ${R_AUDIT[-1]} MiB)"
 done
 tail -2 "$BENCH_TMP/rebuild.$RUNS.out" | sed 's/^/[bench] rebuild: /' >&2
 
@@ -155,6 +168,10 @@ VERIFY="$(bench_median "${T_VERIFY[@]}")"
 REBUILD="$(bench_median "${T_REBUILD[@]}")"
 RATIO_VERIFY="$(bench_calc "$VERIFY / $B1")"
 RATIO_REBUILD="$(bench_calc "$REBUILD / $B2")"
+B3="$(bench_median "${T_B3[@]}")"
+AUDIT="$(bench_median "${T_AUDIT[@]}")"
+RATIO_AUDIT="$(bench_calc "$AUDIT / $B3")"
+RSS_AUDIT="$(printf '%s\n' "${R_AUDIT[@]}" | sort -g | tail -1)"
 RSS_VERIFY="$(printf '%s\n' "${R_VERIFY[@]}" | sort -g | tail -1)"
 RSS_REBUILD="$(printf '%s\n' "${R_REBUILD[@]}" | sort -g | tail -1)"
 all() { local x out=""; for x in "$@"; do out="$out${out:+, }$(bench_fmt 2 "$x")"; done; echo "$out"; }
@@ -178,6 +195,11 @@ row() { printf '| %s | %s | %s | %s |\n' "$@"; }
     row "\`payledger rebuild\` (OK)" "$(bench_fmt 2 "$REBUILD") ($(all "${T_REBUILD[@]}"))" \
         "$(bench_fmt 2 "$(bench_median "${C_REBUILD[@]}")") s, $RSS_REBUILD MiB" \
         "rebuild/B2 = **$(bench_fmt 2 "$RATIO_REBUILD")**, ≤ 1.6: $(bench_yes "$RATIO_REBUILD <= 1.6")"
+    row "B3: COPY callback_receipts TO STDOUT → /dev/null" \
+        "$(bench_fmt 2 "$B3") ($(all "${T_B3[@]}"))" "—" "—"
+    row "\`payledger audit\` (exit 0)" "$(bench_fmt 2 "$AUDIT") ($(all "${T_AUDIT[@]}"))" \
+        "$(bench_fmt 2 "$(bench_median "${C_AUDIT[@]}")") s, $RSS_AUDIT MiB" \
+        "audit/B3 = **$(bench_fmt 2 "$RATIO_AUDIT")**, ≤ 1.5: $(bench_yes "$RATIO_AUDIT <= 1.5")"
     echo
     echo "\`payledger rebuild\` ends with a full verify (ledger/rebuild.cpp): rebuild − verify" \
         "= $(bench_fmt 2 "$(bench_calc "$REBUILD - $VERIFY")") s for the build and the swap."

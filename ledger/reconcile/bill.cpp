@@ -33,9 +33,8 @@ std::string FormatShanghaiDashed(projections::TimeMicros time) {
 
 std::string FormatYuan(std::int64_t amount) {
     PAYLEDGER_ASSERT(amount >= 0);
-    std::string cents = std::to_string(amount % 100);
-    if (cents.size() == 1) cents.insert(0, "0");
-    return std::to_string(amount / 100) + "." + cents;
+    const std::int64_t cents = amount % 100;
+    return std::to_string(amount / 100) + (cents < 10 ? ".0" : ".") + std::to_string(cents);
 }
 
 std::optional<std::int64_t> ParseYuanOrZero(std::string_view text) {

@@ -1,24 +1,18 @@
 #include "ledger/reconcile/reconciliation.hpp"
 
 #include <openssl/evp.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
-#include <iterator>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "ledger/committer.hpp"
 #include "ledger/database.hpp"
 #include "ledger/reconcile/alipay_bill.hpp"
+#include "ledger/reconcile/apply.hpp"
 #include "ledger/reconcile/bill_input.hpp"
+#include "ledger/reconcile/record.hpp"
+#include "ledger/reconcile/session.hpp"
 #include "ledger/reconcile/wechat_bill.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
@@ -32,13 +26,6 @@ using projections::EventType;
 using projections::Side;
 
 constexpr std::size_t kBillChunkBytes = 1024 * 1024;  // Bill bytes per stored piece.
-constexpr std::size_t kRowsPerBatch = 1000;           // Rows per insert and per FETCH.
-constexpr std::size_t kAppliesPerRound = 500;         // Below the committer's queue_max.
-// A 200 000-row bill is one statement of a few seconds; the service's 10 s would be tight.
-const SessionSettings kSession{.application_name = "payledger reconcile",
-                               .statement_timeout = std::chrono::minutes{10},
-                               .lock_timeout = std::chrono::seconds{30},
-                               .idle_in_transaction_timeout = std::chrono::minutes{10}};
 
 constexpr const char* kCreateTemporaryTables = R"sql(
 CREATE TEMPORARY TABLE reconcile_bill_bytes (n integer PRIMARY KEY, bytes bytea NOT NULL);
@@ -77,13 +64,6 @@ SELECT * FROM json_to_recordset($1::json) AS x(line_number bigint, event_type te
     pending boolean, raw text, payment_id text)
 )sql";
 
-constexpr const char* kInsertDifferences = R"sql(
-INSERT INTO reconcile_differences
-    (line_number, category_rank, category, event_type, out_trade_no, bill, ledger, apply, reason)
-SELECT * FROM json_to_recordset($1::json) AS x(line_number bigint, category_rank integer,
-    category text, event_type text, out_trade_no text, bill text, ledger text, apply boolean,
-    reason text)
-)sql";
 
 // Every entry with what the ledger holds for its key: the order, and the event of its type
 // from any source on any day (SPEC §10 `matched`).
@@ -100,64 +80,11 @@ LEFT JOIN ledger_events AS e
 ORDER BY b.line_number
 )sql";
 
-std::string Hex(std::string_view bytes) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(bytes.size() * 2);
-    for (const char c : bytes) {
-        const auto byte = static_cast<unsigned char>(c);
-        out += kDigits[byte >> 4];
-        out += kDigits[byte & 0x0f];
-    }
-    return out;
-}
-
-std::string Unhex(std::string_view hex) {
-    PAYLEDGER_ASSERT(hex.size() % 2 == 0);
-    const auto value = [](char c) {
-        if (c >= '0' && c <= '9') return c - '0';
-        PAYLEDGER_ASSERT(c >= 'a' && c <= 'f');
-        return c - 'a' + 10;
-    };
-    std::string out;
-    out.reserve(hex.size() / 2);
-    for (std::size_t i = 0; i < hex.size(); i += 2) {
-        out += static_cast<char>(value(hex[i]) * 16 + value(hex[i + 1]));
-    }
-    return out;
-}
 
 struct DigestFree {
     void operator()(EVP_MD_CTX* digest) const { EVP_MD_CTX_free(digest); }
 };
 
-// A file of our own that holds the bill's bytes as they were read, removed when it goes.
-class PrivateCopy {
-public:
-    PrivateCopy() {
-        std::string pattern =
-            (std::filesystem::temp_directory_path() / "payledger-reconcile-XXXXXX").string();
-        const int fd = ::mkstemp(pattern.data());  // Mode 0600, a name no one else has.
-        if (fd < 0) throw BillError(std::string("cannot create a temporary file: ") +
-                                    std::strerror(errno));
-        ::close(fd);
-        path_ = pattern;
-    }
-    ~PrivateCopy() { std::remove(path_.c_str()); }
-    PrivateCopy(const PrivateCopy&) = delete;
-    PrivateCopy& operator=(const PrivateCopy&) = delete;
-    [[nodiscard]] const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
-};
-
-// What CopyBill read: the SHA-256 (hex) of the bytes stored, and those very bytes in a
-// private file for the parser.
-struct BillCopy {
-    std::string sha256{};
-    std::unique_ptr<PrivateCopy> copy{};
-};
 
 // Reads the bill file once: its bytes go, a piece at a time, to reconcile_bill_bytes, to the
 // SHA-256 and to a private copy, which the parser then reads (SPEC §10: the bytes stored and
@@ -226,10 +153,13 @@ std::int64_t LoadEntries(pqxx::connection& connection, const ReconcileOptions& o
     LineReader lines{*stream};
     pqxx::work tx{connection};
     json batch = json::array();
+    std::int64_t read = 0;
     const auto flush = [&] {
         if (batch.empty()) return;
         tx.exec_params(kInsertEntries, batch.dump());
+        read += static_cast<std::int64_t>(batch.size());
         batch = json::array();
+        if (options.progress) options.progress("reading", read, 0);
     };
     const EntrySink each = [&](const BillEntry& entry) {
         // Every text here was checked by the parser (a key, platform ids of printable ASCII,
@@ -387,371 +317,6 @@ private:
     json batch_ = json::array();
 };
 
-projections::TimeMicros NowMicros() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
-// Waits for the committer's answers to one round of deliveries.
-class Answers {
-public:
-    explicit Answers(std::size_t count) : results_(count), left_(count) {}
-
-    Committer::Done For(std::size_t index) {
-        return [this, index](DeliveryResult result) {
-            std::lock_guard lock{mutex_};
-            results_.at(index) = std::move(result);
-            if (--left_ == 0) done_.notify_all();
-        };
-    }
-
-    std::vector<DeliveryResult> Wait() {
-        std::unique_lock lock{mutex_};
-        done_.wait(lock, [this] { return left_ == 0; });
-        return std::move(results_);
-    }
-
-private:
-    std::mutex mutex_;
-    std::condition_variable done_;
-    std::vector<DeliveryResult> results_;
-    std::size_t left_;
-};
-
-// What one answered apply changes in reconcile_differences and the counts.
-struct ApplyOutcome {
-    std::int64_t line_number = 0;
-    std::optional<Category> category{};  // nullopt: matched after all (the row goes).
-    std::optional<std::string> ledger{};
-    std::optional<std::string> reason{};
-};
-
-// A conflict: the key was taken meanwhile by another event. Classifies the entry against it.
-ApplyOutcome Reclassify(pqxx::transaction_base& tx, const pqxx::row& row, std::int64_t line_number,
-                        const std::string& message) {
-    const pqxx::result stored = tx.exec_params(
-        "SELECT transaction_id, amount, currency FROM ledger_events "
-        "WHERE out_trade_no = $1 AND event_type = $2",
-        row[2].as<std::string>(), row[1].as<std::string>());
-    PAYLEDGER_ASSERT(stored.size() == 1);  // A conflict names the event that holds the key.
-    const Side event{.id = stored[0][0].as<std::string>(),
-                     .amount = stored[0][1].as<std::int64_t>(),
-                     .currency = stored[0][2].as<std::string>()};
-    const Side bill{.id = row[3].as<std::string>(),
-                    .amount = row[4].as<std::int64_t>(),
-                    .currency = row[5].as<std::string>()};
-    const Category category =
-        projections::ClassifyEntry(bill, false, {.order = Side{}, .event = event});
-    // The same id, amount and currency is matched (SPEC §10), whatever else differed.
-    if (category == Category::kMatched) return {.line_number = line_number};
-    return {.line_number = line_number,
-            .category = category,
-            .ledger = projections::SideText(event),
-            .reason = "not applied: conflict: " + message};
-}
-
-// Writes a round's outcomes into reconcile_differences, then into the counts.
-void RecordRound(pqxx::connection& connection, const std::vector<ApplyOutcome>& outcomes,
-                 ReconcileReport& report) {
-    if (outcomes.empty()) return;
-    json updates = json::array();
-    json removed = json::array();
-    for (const ApplyOutcome& outcome : outcomes) {
-        if (!outcome.category) {
-            removed.push_back({{"line_number", outcome.line_number}});
-            continue;
-        }
-        updates.push_back(
-            {{"line_number", outcome.line_number},
-             {"category_rank", static_cast<int>(*outcome.category)},
-             {"category", projections::ToString(*outcome.category)},
-             {"ledger", outcome.ledger ? json(*outcome.ledger) : json(nullptr)},
-             {"reason", outcome.reason ? json(*outcome.reason) : json(nullptr)}});
-    }
-    pqxx::work tx{connection};
-    const pqxx::result updated = tx.exec_params(
-        "UPDATE reconcile_differences d SET category = x.category, "
-        "category_rank = x.category_rank, ledger = coalesce(x.ledger, d.ledger), "
-        "reason = x.reason, apply = false FROM json_to_recordset($1::json) AS x(line_number "
-        "bigint, category_rank integer, category text, ledger text, reason text) "
-        "WHERE d.line_number = x.line_number",
-        updates.dump());
-    PAYLEDGER_ASSERT(updated.affected_rows() == updates.size());
-    const pqxx::result deleted = tx.exec_params(
-        "DELETE FROM reconcile_differences d USING json_to_recordset($1::json) AS "
-        "x(line_number bigint) WHERE d.line_number = x.line_number",
-        removed.dump());
-    PAYLEDGER_ASSERT(deleted.affected_rows() == removed.size());
-    tx.commit();
-    for (const ApplyOutcome& outcome : outcomes) {
-        const Category now = outcome.category.value_or(Category::kMatched);
-        if (now == Category::kMissingInLedger) continue;
-        --report.counts.at(static_cast<std::size_t>(Category::kMissingInLedger));
-        ++report.counts.at(static_cast<std::size_t>(now));
-    }
-}
-
-// What the committer's answer to one entry's delivery makes of it.
-ApplyOutcome Answered(pqxx::connection& connection, const pqxx::row& row,
-                      const DeliveryResult& result) {
-    const std::int64_t line_number = row[0].as<std::int64_t>();
-    switch (result.outcome) {
-        case projections::Outcome::kAppended:
-            return {.line_number = line_number,
-                    .category = Category::kApplied,
-                    .ledger = row[3].as<std::string>() + ":" + row[4].as<std::string>()};
-        case projections::Outcome::kDuplicate:
-            // The platform's callback committed meanwhile, with this very fingerprint.
-            return {.line_number = line_number};
-        case projections::Outcome::kConflict: {
-            pqxx::read_transaction tx{connection};
-            ApplyOutcome outcome = Reclassify(tx, row, line_number, result.message);
-            tx.commit();
-            return outcome;
-        }
-        case projections::Outcome::kMalformed:
-        case projections::Outcome::kBadSignature:
-        case projections::Outcome::kUnknownOrder:
-        case projections::Outcome::kMismatch:
-        case projections::Outcome::kIgnored:
-        case projections::Outcome::kRateLimited:
-        case projections::Outcome::kUnavailable:
-            // Stays missing_in_ledger, with the write path's reason (SPEC §6 mismatch: the
-            // refund names another payment than the stored one).
-            return {.line_number = line_number,
-                    .category = Category::kMissingInLedger,
-                    .reason = "not applied: " +
-                              std::string(projections::ToString(result.outcome)) + ": " +
-                              result.message};
-    }
-    PAYLEDGER_ASSERT(false);
-    return {};
-}
-
-// --apply: every entry marked `apply`, through the callbacks' write path (SPEC §10). Returns
-// why applying stopped part-way (the committer answered unavailable), or nullopt; what was
-// applied until then is in the counts and reconcile_differences either way.
-std::optional<std::string> ApplyMissing(pqxx::connection& connection,
-                                        const std::string& database_url,
-                                        const ReconcileOptions& options,
-                                        const std::string& bill_sha256, ReconcileReport& report) {
-    const projections::Source source = options.platform == Platform::kWechat
-                                           ? projections::Source::kWechatBill
-                                           : projections::Source::kAlipayBill;
-    Committer committer{{.url = database_url, .session = kSession}};
-    std::int64_t after = 0;
-    std::optional<std::string> failure;
-    while (!failure) {
-        pqxx::result rows;
-        {
-            pqxx::read_transaction tx{connection};
-            rows = tx.exec_params(
-                "SELECT b.line_number, b.event_type, b.out_trade_no, b.platform_id, b.amount, "
-                "b.currency, b.occurred_at, b.raw, b.payment_id FROM reconcile_differences d "
-                "JOIN reconcile_bill b USING (line_number) "
-                "WHERE d.apply AND d.line_number > $1 ORDER BY d.line_number LIMIT $2",
-                after, static_cast<std::int64_t>(kAppliesPerRound));
-        }
-        if (rows.empty()) break;
-        Answers answers{rows.size()};
-        const projections::TimeMicros now = NowMicros();
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-            const pqxx::row row = rows[static_cast<pqxx::result::size_type>(i)];
-            const std::int64_t line_number = row[0].as<std::int64_t>();
-            const json evidence = {{"bill", ToString(options.platform)},
-                                   {"bill_date", options.date},
-                                   {"bill_line", line_number},
-                                   {"bill_sha256", bill_sha256}};
-            const std::optional<EventType> type = projections::ParseEventType(row[1].c_str());
-            PAYLEDGER_ASSERT(type.has_value());
-            Delivery delivery{
-                .receipt = {.source = source,
-                            .received_at = now,
-                            .peer = "payledger reconcile",
-                            .headers = evidence.dump(),
-                            .body = Unhex(row[7].as<std::string>()),
-                            .out_trade_no = row[2].as<std::string>()},
-                .verdict = projections::Outcome::kAppended,
-                .event = projections::Event{.out_trade_no = row[2].as<std::string>(),
-                                            .event_type = *type,
-                                            .source = source,
-                                            .amount = row[4].as<std::int64_t>(),
-                                            .currency = row[5].as<std::string>(),
-                                            .transaction_id = row[3].as<std::string>(),
-                                            .occurred_at = row[6].as<std::int64_t>(),
-                                            .data = evidence.dump()}};
-            // SPEC §6: a refund row names its payment (WeChat 微信订单号, Alipay 支付宝交易号),
-            // which must be the stored payment's, as for a refund notice.
-            if (*type == EventType::kRefundSucceeded) {
-                delivery.claims.payment_transaction_id = row[8].as<std::string>();
-            }
-            committer.Submit(std::move(delivery), answers.For(i));
-            after = line_number;
-        }
-        const std::vector<DeliveryResult> results = answers.Wait();
-        std::vector<ApplyOutcome> outcomes;
-        for (std::size_t i = 0; i < results.size(); ++i) {
-            const pqxx::row row = rows[static_cast<pqxx::result::size_type>(i)];
-            if (results[i].outcome == projections::Outcome::kUnavailable && !failure) {
-                failure = "--apply could not write line " + row[0].as<std::string>() + ": " +
-                          results[i].message;
-            }
-            outcomes.push_back(Answered(connection, row, results[i]));
-        }
-        RecordRound(connection, outcomes, report);
-    }
-    committer.Stop();
-    return failure;
-}
-
-bool IsDifference(Category category) {
-    switch (category) {
-        case Category::kMatched:
-        case Category::kPending:
-        case Category::kApplied:
-            return false;
-        case Category::kMissingInLedger:
-        case Category::kMissingInBill:
-        case Category::kAmountMismatch:
-        case Category::kTransactionMismatch:
-        case Category::kUnknownOrder:
-            return true;
-    }
-    PAYLEDGER_ASSERT(false);
-    return true;
-}
-
-json CountsJson(const ReconcileReport& report) {
-    json counts = {{"rows", report.rows}};
-    for (int i = 0; i < projections::kCategoryCount; ++i) {
-        counts[std::string(projections::ToString(static_cast<Category>(i)))] =
-            report.counts.at(static_cast<std::size_t>(i));
-    }
-    return counts;
-}
-
-constexpr const char* kRecordSql = R"sql(
-INSERT INTO reconciliations (platform, date, bill, bill_sha256, applied, counts, ok, differences)
-SELECT $1, $2::date, (SELECT string_agg(bytes, ''::bytea ORDER BY n) FROM reconcile_bill_bytes),
-       $3, $4, $5::jsonb, $6,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'category', category, 'event_type', event_type, 'out_trade_no', out_trade_no,
-                   'bill', bill, 'ledger', ledger)
-                   || CASE WHEN reason IS NULL THEN '{}'::jsonb
-                           ELSE jsonb_build_object('reason', reason) END
-                   ORDER BY category_rank, event_type, out_trade_no, line_number), '[]'::jsonb)
-        FROM reconcile_differences)
-RETURNING id
-)sql";
-
-// The fallback record when the session (and its temporary tables) is gone: the bill's bytes
-// from the private copy, the counts, no differences.
-constexpr const char* kRecordWithoutDifferencesSql = R"sql(
-INSERT INTO reconciliations (platform, date, bill, bill_sha256, applied, counts, ok, differences)
-VALUES ($1, $2::date, $3, $4, $5, $6::jsonb, false, '[]'::jsonb)
-RETURNING id
-)sql";
-
-constexpr int kRecordAttemptsMax = 3;
-
-void Print(pqxx::connection& connection, const ReconcileOptions& options,
-           const ReconcileReport& report, std::ostream& out) {
-    out << "reconcile " << ToString(options.platform) << ' ' << options.date
-        << " rows=" << report.rows;
-    for (int i = 0; i < projections::kCategoryCount; ++i) {
-        out << ' ' << projections::ToString(static_cast<Category>(i)) << '='
-            << report.counts.at(static_cast<std::size_t>(i));
-    }
-    out << (report.ok ? " OK" : " DIFFERS") << '\n';
-    pqxx::work tx{connection};
-    tx.exec(
-        "DECLARE reconcile_output NO SCROLL CURSOR FOR SELECT category_rank, event_type, "
-        "out_trade_no, coalesce(bill, '-'), coalesce(ledger, '-') FROM reconcile_differences "
-        "ORDER BY category_rank, event_type, out_trade_no, line_number");
-    for (;;) {
-        const pqxx::result rows = tx.exec("FETCH FORWARD 1000 FROM reconcile_output");
-        if (rows.empty()) break;
-        for (const pqxx::row& row : rows) {
-            const std::optional<EventType> type = projections::ParseEventType(row[1].c_str());
-            PAYLEDGER_ASSERT(type.has_value());
-            out << projections::DifferenceLine(static_cast<Category>(row[0].as<int>()), *type,
-                                               row[2].c_str(), row[3].c_str(), row[4].c_str())
-                << '\n';
-        }
-    }
-    tx.exec("CLOSE reconcile_output");
-    tx.commit();
-    out.flush();
-}
-
-// Why entries were not applied, one line each, in the output's order.
-void PrintReasons(pqxx::connection& connection, std::ostream& log) {
-    pqxx::work tx{connection};
-    tx.exec(
-        "DECLARE reconcile_reasons NO SCROLL CURSOR FOR SELECT line_number, event_type, "
-        "out_trade_no, reason FROM reconcile_differences WHERE reason IS NOT NULL "
-        "ORDER BY category_rank, event_type, out_trade_no, line_number");
-    for (;;) {
-        const pqxx::result rows = tx.exec("FETCH FORWARD 1000 FROM reconcile_reasons");
-        if (rows.empty()) break;
-        for (const pqxx::row& row : rows) {
-            log << "payledger: reconcile: line " << row[0].c_str() << ' ' << row[1].c_str() << ' '
-                << row[2].c_str() << " not applied: " << row[3].c_str() << '\n';
-        }
-    }
-    tx.exec("CLOSE reconcile_reasons");
-    tx.commit();
-    log.flush();
-}
-
-// Stores the run under the writer lock (a reader paging by id never skips one, SPEC §7).
-// A statement that fails is tried again; a session that is gone takes its temporary tables
-// with it, so the run is then stored from the private copy without its differences.
-// Returns why the full record could not be written, or nullopt.
-std::optional<std::string> Record(pqxx::connection& connection, const std::string& database_url,
-                                  const ReconcileOptions& options, const BillCopy& bill,
-                                  ReconcileReport& report) {
-    const std::string platform{ToString(options.platform)};
-    const std::string counts = CountsJson(report).dump();
-    std::string failure;
-    for (int attempt = 1; attempt <= kRecordAttemptsMax; ++attempt) {
-        try {
-            pqxx::work tx{connection};
-            tx.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
-            const pqxx::result id = tx.exec_params(kRecordSql, platform, options.date,
-                                                   bill.sha256, options.apply, counts, report.ok);
-            report.id = id[0][0].as<std::int64_t>();
-            tx.commit();
-            return std::nullopt;
-        } catch (const pqxx::in_doubt_error&) {
-            // It may have committed: storing it again could record the run twice.
-            throw;
-        } catch (const pqxx::broken_connection& error) {
-            failure = error.what();
-            break;
-        } catch (const pqxx::sql_error& error) {
-            failure = error.what();
-        }
-    }
-    std::string bytes;
-    {
-        std::ifstream file{bill.copy->path(), std::ios::binary};
-        bytes.assign(std::istreambuf_iterator<char>(file), {});
-    }
-    std::unique_ptr<pqxx::connection> fresh = Connect(database_url, kSession);
-    pqxx::work tx{*fresh};
-    tx.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
-    const pqxx::result id =
-        tx.exec_params(kRecordWithoutDifferencesSql, platform, options.date,
-                       pqxx::binarystring(bytes), bill.sha256, options.apply, counts);
-    report.id = id[0][0].as<std::int64_t>();
-    tx.commit();
-    report.ok = false;
-    return "the run could not be stored with its differences (" + failure +
-           "); it is stored as reconciliation " + std::to_string(report.id) +
-           " with its counts only";
-}
 
 }  // namespace
 
@@ -827,6 +392,7 @@ ReconcileReport Reconcile(const std::string& database_url, const ReconcileOption
         // The session is gone: the lines it held cannot be printed.
         return report;
     }
+    if (options.progress) options.progress("done", 0, 0);
     Print(*connection, options, report, out);
     if (log != nullptr) PrintReasons(*connection, *log);
     return report;

@@ -25,6 +25,11 @@ struct ReconcileOptions {
     // Runs after the entries are classified and before anything is applied: what a callback
     // committing at that moment does (tests). Empty in the command.
     std::function<void()> before_apply{};
+    // Told how far the run is, now and then: the bill's entries read ("reading", total 0:
+    // unknown), then with --apply the entries submitted of those to apply ("applying"), and
+    // "done" just before the lines are printed. Empty: quiet.
+    std::function<void(std::string_view phase, std::int64_t done, std::int64_t total)>
+        progress{};
 };
 
 struct ReconcileReport {

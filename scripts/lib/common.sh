@@ -9,7 +9,7 @@ payledger_log() { printf '[payledger] %s\n' "$*" >&2; }
 # Installs the Debian packages that are missing, quietly; does nothing when all are there.
 payledger_install_deps() {
     local packages=(g++ cmake make pkg-config openssl
-        libboost1.81-dev libpqxx-dev nlohmann-json3-dev libgtest-dev libssl-dev
+        libboost1.81-dev libpqxx-dev nlohmann-json3-dev libgtest-dev libgmock-dev libssl-dev
         libcli11-dev libpugixml-dev zlib1g-dev libzip-dev postgresql-15 postgresql-client-15 wrk
         "$@")
     local missing=()
@@ -92,6 +92,22 @@ payledger_pg_stop() {
     _pg_as "$PG_BIN/pg_ctl" -D "$data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
 }
 
+# pg_standby PRIMARY_DATADIR PRIMARY_PORT DATADIR: a streaming standby of that primary in
+# DATADIR (pg_basebackup -R: standby.signal and primary_conninfo), its socket in its own folder
+# and no synchronous_standby_names of its own (the primary's, copied, would make it wait for a
+# standby of its own once promoted). Not started: pg_start it on a port of its own.
+payledger_pg_standby() {
+    local primary="$1" port="$2" data="$3"
+    mkdir -p "$data"
+    [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$data" && chmod 700 "$data"
+    _pg_as "$PG_BIN/pg_basebackup" -h "$primary" -p "$port" -U postgres -D "$data" -R \
+        -X stream -c fast >/dev/null
+    cat >>"$data/postgresql.conf" <<CONF
+unix_socket_directories = '$data'
+synchronous_standby_names = ''
+CONF
+}
+
 # pg_url DATADIR PORT DBNAME: the libpq URL of a database on that socket.
 payledger_pg_url() {
     printf 'postgresql://postgres@/%s?host=%s&port=%s' "$3" "$1" "$2"
@@ -106,11 +122,16 @@ payledger_pg_createdb() {
     fi
 }
 
-# A TCP port nobody listens on, above the usual range of a system PostgreSQL.
+# A TCP port nobody listens on, above the usual range of a system PostgreSQL and below the
+# kernel's ephemeral ports: a port in that range can be taken meanwhile as the local end of
+# some outgoing connection (the storm tests open thousands), and a later bind then fails.
 payledger_free_port() {
-    local port
+    local port low=32768
+    read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+    local first=$((low > 22000 ? low - 12000 : 10000)) span=$((low > 22000 ? 12000 : low - 10000))
+    [ "$span" -gt 100 ] || { first=10000; span=12000; }
     for _ in $(seq 1 100); do
-        port=$((40000 + RANDOM % 20000))
+        port=$((first + RANDOM % span))
         if ! ss -ltnH 2>/dev/null | awk '{print $4}' | grep -q ":$port\$" &&
             [ ! -e "/tmp/.s.PGSQL.$port" ]; then
             echo "$port"

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -109,6 +110,61 @@ TEST(ParseConfig, InvalidDatabaseUrlNamesTheField) {
         SCOPED_TRACE(member);
         const std::string text = std::string("{") + member + "}";
         EXPECT_PRED_FORMAT2(::testing::IsSubstring, "database_url", ConfigErrorOf(text));
+    }
+}
+
+TEST(ParseConfig, SeveralHostsWithoutTargetSessionAttrsAskForReadWrite) {
+    // SPEC §13: payledger asks for the primary itself; the full rules: tests/ledger/conninfo.
+    const Config config = ParseConfig(R"({"database_url": "postgresql://h1,h2/payledger"})",
+                                      std::nullopt, std::nullopt);
+    EXPECT_EQ(config.database_url, "postgresql://h1,h2/payledger?target_session_attrs=read-write");
+    const Config from_env = ParseConfig("{}", "host=h1,h2 dbname=x", std::nullopt);
+    EXPECT_EQ(from_env.database_url, "host=h1,h2 dbname=x target_session_attrs=read-write");
+}
+
+TEST(ParseConfig, ADatabaseUrlLibpqCannotParseNamesTheField) {
+    EXPECT_PRED_FORMAT2(::testing::IsSubstring, "database_url: not a valid PostgreSQL",
+                        ConfigErrorOf(R"({"database_url": "postgresql://h/db?nonsense=1"})"));
+    EXPECT_PRED_FORMAT2(::testing::IsSubstring, "PAYLEDGER_DATABASE_URL: not a valid",
+                        ConfigErrorOf("{}", "host='unterminated"));
+}
+
+TEST(ParseConfig, ReadsTheReadReplicaAndItsLagLimit) {
+    const Config defaults = ParseConfig(ConfigWith(""), std::nullopt, std::nullopt);
+    EXPECT_FALSE(defaults.read_database_url.has_value());
+    EXPECT_EQ(defaults.read_max_lag, std::chrono::seconds{30});
+    const Config config =
+        ParseConfig(ConfigWith(R"("read_database_url": "postgresql://replica/payledger")"),
+                    std::nullopt, std::nullopt);
+    EXPECT_EQ(config.read_database_url, "postgresql://replica/payledger");
+    EXPECT_EQ(config.read_max_lag, std::chrono::seconds{30});
+    const Config limited = ParseConfig(ConfigWith(R"("read_database_url": "host=r1,r2",
+                                                     "read_max_lag_seconds": 86400)"),
+                                       std::nullopt, std::nullopt);
+    EXPECT_EQ(limited.read_database_url, "host=r1,r2");  // Never rewritten: a replica's.
+    EXPECT_EQ(limited.read_max_lag, std::chrono::hours{24});
+}
+
+TEST(ParseConfig, InvalidReadReplicaSettingsNameTheField) {
+    const struct {
+        const char* members;
+        const char* field;
+    } cases[] = {
+        {R"("read_database_url": "")", "read_database_url"},
+        {R"("read_database_url": 5)", "read_database_url"},
+        {R"("read_database_url": "postgresql://r/db?nonsense=1")", "read_database_url"},
+        {R"("read_max_lag_seconds": 30)", "read_max_lag_seconds: only with read_database_url"},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.members);
+        EXPECT_PRED_FORMAT2(::testing::IsSubstring, c.field, ConfigErrorOf(ConfigWith(c.members)));
+    }
+    for (const char* lag : {"0", "-1", "86401", "1.5", "\"30\"", "null", "1e3"}) {
+        SCOPED_TRACE(lag);
+        EXPECT_PRED_FORMAT2(
+            ::testing::IsSubstring, "read_max_lag_seconds: must be an integer from 1 to 86400",
+            ConfigErrorOf(ConfigWith(std::string(R"("read_database_url": "host=r", )") +
+                                     R"("read_max_lag_seconds": )" + lag)));
     }
 }
 

@@ -298,6 +298,38 @@ TEST_F(VerifyPgTest, CommandsPrintSpecLinesExitCodesAndProgressOnlyOnATerminal) 
     EXPECT_EQ(status, 2) << out;
 }
 
+// SPEC §8 for `audit` (SPEC §11): quiet off a terminal; on one, the progress line ends before
+// the result lines start.
+TEST_F(VerifyPgTest, AuditShowsProgressOnlyOnATerminal) {
+    Seed();
+    const std::string env = "PAYLEDGER_DATABASE_URL='" + db_.url() + "' ";
+    const std::string binary = std::string("'") + PAYLEDGER_BINARY_PATH + "'";
+    int status = -1;
+    std::string out = RunCommand(env + binary + " audit", &status);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_EQ(out.rfind("audit receipts=11 events=11 head=", 0), 0u) << out;
+    EXPECT_EQ(out.find("receipts, "), std::string::npos) << out;
+    out = RunCommand("script -qec \"" + env + binary + " audit\" /dev/null", &status);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_NE(out.find("audit: 11/11 receipts"), std::string::npos) << out;
+    EXPECT_NE(out.find("\naudit receipts=11 events=11 head="), std::string::npos) << out;
+}
+
+// SPEC §8 "2 on error": a wrong command line too, whatever CLI11's own codes; --help is 0.
+TEST_F(VerifyPgTest, AWrongCommandLineExitsTwoAndHelpZero) {
+    const std::string binary = std::string("'") + PAYLEDGER_BINARY_PATH + "'";
+    int status = -1;
+    for (const char* arguments : {" verify --no-such-option", " reconcile wechat --date 2026-11-30",
+                                  " reconcile paypal --bill x --date 2026-11-30", " no-such-command",
+                                  " audit --public-key k.pem --checkpoint"}) {
+        const std::string out = RunCommand(binary + arguments, &status);
+        EXPECT_EQ(status, 2) << arguments << ": " << out;
+    }
+    const std::string out = RunCommand(binary + " --help", &status);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_NE(out.find("reconcile"), std::string::npos) << out;
+}
+
 TEST_F(VerifyPgTest, LivePathEqualsTheFoldOverRandomHistories) {
     std::mt19937_64 random{7};
     std::vector<Delivery> deliveries;

@@ -34,6 +34,7 @@
 #include "ledger/verify.hpp"
 #include "ledger/writer.hpp"
 #include "support/own_postgres.hpp"
+#include "support/payment_storm.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
@@ -42,8 +43,13 @@ namespace payledger::api {
 namespace {
 
 using nlohmann::json;
+using testing::AwaitCount;
+using testing::CreateOrders;
+using testing::ExpectAcknowledgedArePersisted;
+using testing::ExpectLedgerComplete;
 using testing::HttpClient;
 using testing::HttpResult;
+using testing::PaymentStorm;
 using testing::ServeProcess;
 using testing::TestDatabase;
 
@@ -60,130 +66,6 @@ constexpr bool kAddressSanitizer = false;
 #else
 constexpr bool kAddressSanitizer = false;
 #endif
-
-void CreateOrders(const std::string& url, int count, std::int64_t amount) {
-    auto connection = ledger::Connect(url);
-    std::vector<ledger::Delivery> batch;
-    for (int i = 0; i < count; ++i) {
-        const std::string key = "R-" + std::to_string(i);
-        batch.push_back(ledger::Delivery{
-            .receipt = {.source = projections::Source::kApi, .peer = "t", .out_trade_no = key},
-            .event = projections::Event{.out_trade_no = key,
-                                        .event_type = projections::EventType::kOrderCreated,
-                                        .account_id = "acct-" + std::to_string(i % 7),
-                                        .amount = amount,
-                                        .currency = "CNY"}});
-    }
-    (void)ledger::WriteBatch(*connection, batch);
-}
-
-// Sends every order's payment from kClients connections until each is acknowledged (200,
-// appended or duplicate), re-sending whatever failed, as a platform would. Bounded in time.
-class PaymentStorm {
-public:
-    PaymentStorm(unsigned short port, int orders, std::int64_t amount)
-        : port_(port), amount_(amount), acked_(static_cast<std::size_t>(orders)) {
-        for (int c = 0; c < kClients; ++c) threads_.emplace_back([this, c] { Run(c); });
-    }
-    ~PaymentStorm() { Join(); }
-
-    void Join() {
-        for (std::thread& thread : threads_) {
-            if (thread.joinable()) thread.join();
-        }
-    }
-    int acknowledged() const { return acknowledged_.load(); }
-    int appended() const { return appended_.load(); }
-    std::vector<bool> Snapshot() const {
-        std::vector<bool> out;
-        for (const auto& flag : acked_) out.push_back(flag.load());
-        return out;
-    }
-    bool AllAcknowledged() const { return acknowledged() == static_cast<int>(acked_.size()); }
-
-private:
-    void Run(int client) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{90};
-        std::optional<HttpClient> http;
-        // Only this thread sends its share, so it stops once that share is acknowledged
-        // instead of spinning while the others finish.
-        bool pending = true;
-        while (pending && std::chrono::steady_clock::now() < deadline) {
-            pending = false;
-            for (std::size_t i = static_cast<std::size_t>(client); i < acked_.size();
-                 i += kClients) {
-                if (acked_[i].load()) continue;
-                pending = true;
-                const std::string key = "R-" + std::to_string(i);
-                const std::string body = testing::GenericPayment(key, "TX-" + key, amount_);
-                try {
-                    if (!http) http.emplace(port_);
-                    const std::string signature =
-                        GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body);
-                    const HttpResult r = http->Post("/v1/callbacks/generic", body,
-                                                    {{"Payledger-Signature", signature}});
-                    if (r.status == 200) {
-                        const std::string outcome = r.Json()["outcome"];
-                        if (outcome == "appended") ++appended_;
-                        acked_[i] = true;
-                        ++acknowledged_;
-                    } else {
-                        ASSERT_EQ(r.status, 503) << r.body;  // Only "not now" is allowed.
-                        // The database is away: back off a little before retrying.
-                        std::this_thread::sleep_for(std::chrono::milliseconds{20});
-                    }
-                } catch (const std::exception&) {
-                    http.reset();  // The server is away: reconnect on the next try.
-                    std::this_thread::sleep_for(std::chrono::milliseconds{20});
-                }
-            }
-        }
-    }
-
-    unsigned short port_;
-    std::int64_t amount_;
-    std::vector<std::atomic<bool>> acked_;
-    std::atomic<int> acknowledged_{0};
-    std::atomic<int> appended_{0};
-    std::vector<std::thread> threads_;
-};
-
-void AwaitCount(const PaymentStorm& storm, int count) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
-    while (storm.acknowledged() < count && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds{5});  // Poll pace; cores are few.
-    }
-    ASSERT_GE(storm.acknowledged(), count);
-}
-
-// Every order acknowledged in `acked` has its payment in the ledger at `url`.
-void ExpectAcknowledgedArePersisted(const std::string& url, const std::vector<bool>& acked) {
-    auto connection = ledger::Connect(url);
-    pqxx::read_transaction tx{*connection};
-    std::set<std::string> paid;
-    for (const pqxx::row& row :
-         tx.exec("SELECT out_trade_no FROM ledger_events WHERE event_type = 'PAYMENT_SUCCEEDED'")) {
-        paid.insert(row[0].as<std::string>());
-    }
-    int checked = 0;
-    for (std::size_t i = 0; i < acked.size(); ++i) {
-        if (!acked[i]) continue;
-        ++checked;
-        EXPECT_EQ(paid.count("R-" + std::to_string(i)), 1u) << "acknowledged but lost: R-" << i;
-    }
-    EXPECT_GT(checked, 0);
-}
-
-void ExpectLedgerComplete(const std::string& url, int orders, std::int64_t amount) {
-    auto connection = ledger::Connect(url);
-    pqxx::read_transaction tx{*connection};
-    EXPECT_EQ(tx.exec("SELECT count(*) FROM ledger_events")[0][0].as<int>(), 2 * orders);
-    EXPECT_EQ(tx.exec("SELECT sum(balance) FROM balances")[0][0].as<std::int64_t>(),
-              orders * amount);
-    tx.commit();
-    const ledger::VerifyReport report = ledger::Verify(url);
-    EXPECT_TRUE(report.ok()) << ledger::FormatReport(report);
-}
 
 TEST(ReliabilityPgTest, SigkillMidStormLosesNoAcknowledgedDelivery) {
     TestDatabase db;

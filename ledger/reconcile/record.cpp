@@ -1,0 +1,160 @@
+#include "ledger/reconcile/record.hpp"
+
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "ledger/database.hpp"
+#include "projections/assert.hpp"
+
+namespace payledger::ledger::reconcile {
+namespace {
+
+using nlohmann::json;
+using projections::Category;
+using projections::EventType;
+
+json CountsJson(const ReconcileReport& report) {
+    json counts = {{"rows", report.rows}};
+    for (int i = 0; i < projections::kCategoryCount; ++i) {
+        counts[std::string(projections::ToString(static_cast<Category>(i)))] =
+            report.counts.at(static_cast<std::size_t>(i));
+    }
+    return counts;
+}
+
+constexpr const char* kRecordSql = R"sql(
+INSERT INTO reconciliations (platform, date, bill, bill_sha256, applied, counts, ok, differences)
+SELECT $1, $2::date, (SELECT string_agg(bytes, ''::bytea ORDER BY n) FROM reconcile_bill_bytes),
+       $3, $4, $5::jsonb, $6,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'category', category, 'event_type', event_type, 'out_trade_no', out_trade_no,
+                   'bill', bill, 'ledger', ledger)
+                   ORDER BY category_rank, event_type, out_trade_no, line_number), '[]'::jsonb)
+        FROM reconcile_differences)
+RETURNING id
+)sql";
+
+// The fallback record when the session (and its temporary tables) is gone: the bill's bytes
+// from the private copy, the counts, no differences.
+constexpr const char* kRecordWithoutDifferencesSql = R"sql(
+INSERT INTO reconciliations (platform, date, bill, bill_sha256, applied, counts, ok, differences)
+VALUES ($1, $2::date, $3, $4, $5, $6::jsonb, false, '[]'::jsonb)
+RETURNING id
+)sql";
+
+constexpr int kRecordAttemptsMax = 3;
+
+}  // namespace
+
+bool IsDifference(Category category) {
+    switch (category) {
+        case Category::kMatched:
+        case Category::kPending:
+        case Category::kApplied:
+            return false;
+        case Category::kMissingInLedger:
+        case Category::kMissingInBill:
+        case Category::kAmountMismatch:
+        case Category::kTransactionMismatch:
+        case Category::kUnknownOrder:
+            return true;
+    }
+    PAYLEDGER_ASSERT(false);
+    return true;
+}
+
+void Print(pqxx::connection& connection, const ReconcileOptions& options,
+           const ReconcileReport& report, std::ostream& out) {
+    out << "reconcile " << ToString(options.platform) << ' ' << options.date
+        << " rows=" << report.rows;
+    for (int i = 0; i < projections::kCategoryCount; ++i) {
+        out << ' ' << projections::ToString(static_cast<Category>(i)) << '='
+            << report.counts.at(static_cast<std::size_t>(i));
+    }
+    out << (report.ok ? " OK" : " DIFFERS") << '\n';
+    pqxx::work tx{connection};
+    tx.exec(
+        "DECLARE reconcile_output NO SCROLL CURSOR FOR SELECT category_rank, event_type, "
+        "out_trade_no, coalesce(bill, '-'), coalesce(ledger, '-') FROM reconcile_differences "
+        "ORDER BY category_rank, event_type, out_trade_no, line_number");
+    for (;;) {
+        const pqxx::result rows = tx.exec("FETCH FORWARD 1000 FROM reconcile_output");
+        if (rows.empty()) break;
+        for (const pqxx::row& row : rows) {
+            const std::optional<EventType> type = projections::ParseEventType(row[1].c_str());
+            PAYLEDGER_ASSERT(type.has_value());
+            out << projections::DifferenceLine(static_cast<Category>(row[0].as<int>()), *type,
+                                               row[2].c_str(), row[3].c_str(), row[4].c_str())
+                << '\n';
+        }
+    }
+    tx.exec("CLOSE reconcile_output");
+    tx.commit();
+    out.flush();
+}
+
+void PrintReasons(pqxx::connection& connection, std::ostream& log) {
+    pqxx::work tx{connection};
+    tx.exec(
+        "DECLARE reconcile_reasons NO SCROLL CURSOR FOR SELECT line_number, event_type, "
+        "out_trade_no, reason FROM reconcile_differences WHERE reason IS NOT NULL "
+        "ORDER BY category_rank, event_type, out_trade_no, line_number");
+    for (;;) {
+        const pqxx::result rows = tx.exec("FETCH FORWARD 1000 FROM reconcile_reasons");
+        if (rows.empty()) break;
+        for (const pqxx::row& row : rows) {
+            log << "payledger: reconcile: line " << row[0].c_str() << ' ' << row[1].c_str() << ' '
+                << row[2].c_str() << " not applied: " << row[3].c_str() << '\n';
+        }
+    }
+    tx.exec("CLOSE reconcile_reasons");
+    tx.commit();
+    log.flush();
+}
+
+std::optional<std::string> Record(pqxx::connection& connection, const std::string& database_url,
+                                  const ReconcileOptions& options, const BillCopy& bill,
+                                  ReconcileReport& report) {
+    const std::string platform{ToString(options.platform)};
+    const std::string counts = CountsJson(report).dump();
+    std::string failure;
+    for (int attempt = 1; attempt <= kRecordAttemptsMax; ++attempt) {
+        try {
+            pqxx::work tx{connection};
+            tx.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
+            const pqxx::result id = tx.exec_params(kRecordSql, platform, options.date,
+                                                   bill.sha256, options.apply, counts, report.ok);
+            report.id = id[0][0].as<std::int64_t>();
+            tx.commit();
+            return std::nullopt;
+        } catch (const pqxx::in_doubt_error&) {
+            // It may have committed: storing it again could record the run twice.
+            throw;
+        } catch (const pqxx::broken_connection& error) {
+            failure = error.what();
+            break;
+        } catch (const pqxx::sql_error& error) {
+            failure = error.what();
+        }
+    }
+    std::string bytes;
+    {
+        std::ifstream file{bill.copy->path(), std::ios::binary};
+        bytes.assign(std::istreambuf_iterator<char>(file), {});
+    }
+    std::unique_ptr<pqxx::connection> fresh = Connect(database_url, kSession);
+    pqxx::work tx{*fresh};
+    tx.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
+    const pqxx::result id =
+        tx.exec_params(kRecordWithoutDifferencesSql, platform, options.date,
+                       pqxx::binarystring(bytes), bill.sha256, options.apply, counts);
+    report.id = id[0][0].as<std::int64_t>();
+    tx.commit();
+    report.ok = false;
+    return "the run could not be stored with its differences (" + failure +
+           "); it is stored as reconciliation " + std::to_string(report.id) +
+           " with its counts only";
+}
+
+}  // namespace payledger::ledger::reconcile

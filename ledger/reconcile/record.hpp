@@ -1,0 +1,33 @@
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <pqxx/pqxx>
+#include <string>
+
+#include "ledger/reconcile/reconciliation.hpp"
+#include "ledger/reconcile/session.hpp"
+#include "projections/reconcile.hpp"
+
+namespace payledger::ledger::reconcile {
+
+// SPEC §10: matched, pending and applied are not differences.
+[[nodiscard]] bool IsDifference(projections::Category category);
+
+// Stores the run under the writer lock (a reader paging by id never skips one, SPEC §7).
+// A statement that fails is tried again; a session that is gone takes its temporary tables
+// with it, so the run is then stored from the private copy without its differences.
+// Sets report.id; returns why the full record could not be written, or nullopt.
+[[nodiscard]] std::optional<std::string> Record(pqxx::connection& connection,
+                                                const std::string& database_url,
+                                                const ReconcileOptions& options,
+                                                const BillCopy& bill, ReconcileReport& report);
+
+// SPEC §10's lines: the counts, then each difference in the specified order.
+void Print(pqxx::connection& connection, const ReconcileOptions& options,
+           const ReconcileReport& report, std::ostream& out);
+
+// Why entries were not applied, one line each, in the output's order.
+void PrintReasons(pqxx::connection& connection, std::ostream& log);
+
+}  // namespace payledger::ledger::reconcile
