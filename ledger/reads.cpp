@@ -1,5 +1,7 @@
 #include "ledger/reads.hpp"
 
+#include <algorithm>
+
 #include "ledger/statements.hpp"
 #include "projections/assert.hpp"
 
@@ -30,6 +32,20 @@ const std::vector<Statement>& ReadStatements() {
         {"read_receipts_after_of_outcome",
          Select(kReceiptColumns,
                 "FROM callback_receipts WHERE id > $1 AND outcome = $3 ORDER BY id LIMIT $2")},
+        // The pages just below a position (SPEC §5 before=), newest first; the readers put
+        // them back in ascending order.
+        {"read_order_receipts_before",
+         Select(kReceiptColumns,
+                "FROM callback_receipts WHERE out_trade_no = $1 AND id < $2 "
+                "ORDER BY id DESC LIMIT $3")},
+        {"read_events_before",
+         Select(kEventColumns, "FROM ledger_events WHERE seq < $1 ORDER BY seq DESC LIMIT $2")},
+        {"read_receipts_before",
+         Select(kReceiptColumns, "FROM callback_receipts WHERE id < $1 ORDER BY id DESC LIMIT $2")},
+        {"read_receipts_before_of_outcome",
+         Select(kReceiptColumns,
+                "FROM callback_receipts WHERE id < $1 AND outcome = $3 "
+                "ORDER BY id DESC LIMIT $2")},
     };
     return statements;
 }
@@ -96,6 +112,47 @@ std::vector<Receipt> ReadReceiptsAfter(pqxx::transaction_base& tx, std::int64_t 
                                   : tx.exec_prepared("read_receipts_after", after, limit);
     std::vector<Receipt> receipts;
     for (const pqxx::row& row : rows) receipts.push_back(ReceiptFromRow(row));
+    return receipts;
+}
+
+std::vector<Receipt> ReadOrderReceiptsBefore(pqxx::transaction_base& tx,
+                                             const std::string& out_trade_no, std::int64_t before,
+                                             std::int64_t limit) {
+    PAYLEDGER_ASSERT(limit > 0);
+    PAYLEDGER_ASSERT(limit <= kPageSizeMax);
+    std::vector<Receipt> receipts;
+    for (const pqxx::row& row :
+         tx.exec_prepared("read_order_receipts_before", out_trade_no, before, limit)) {
+        receipts.push_back(ReceiptFromRow(row));
+    }
+    std::reverse(receipts.begin(), receipts.end());
+    return receipts;
+}
+
+std::vector<projections::Event> ReadEventsBefore(pqxx::transaction_base& tx, std::int64_t before,
+                                                 std::int64_t limit) {
+    PAYLEDGER_ASSERT(limit > 0);
+    PAYLEDGER_ASSERT(limit <= kPageSizeMax);
+    std::vector<projections::Event> events;
+    for (const pqxx::row& row : tx.exec_prepared("read_events_before", before, limit)) {
+        events.push_back(EventFromRow(row));
+    }
+    std::reverse(events.begin(), events.end());
+    return events;
+}
+
+std::vector<Receipt> ReadReceiptsBefore(pqxx::transaction_base& tx, std::int64_t before,
+                                        std::int64_t limit,
+                                        std::optional<projections::Outcome> outcome) {
+    PAYLEDGER_ASSERT(limit > 0);
+    PAYLEDGER_ASSERT(limit <= kPageSizeMax);
+    const pqxx::result rows =
+        outcome ? tx.exec_prepared("read_receipts_before_of_outcome", before, limit,
+                                   std::string(projections::ToString(*outcome)))
+                : tx.exec_prepared("read_receipts_before", before, limit);
+    std::vector<Receipt> receipts;
+    for (const pqxx::row& row : rows) receipts.push_back(ReceiptFromRow(row));
+    std::reverse(receipts.begin(), receipts.end());
     return receipts;
 }
 

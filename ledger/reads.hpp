@@ -39,6 +39,20 @@ inline constexpr std::int64_t kPageSizeMax = 1000;
                                                      std::int64_t limit,
                                                      std::optional<projections::Outcome> outcome);
 
+// SPEC §5 before=: the at most `limit` positions just below `before` (of one order; of all;
+// of all, optionally of one outcome), in ascending order. An event or receipt that commits
+// later has a larger position (SPEC §7), so a page read backwards is complete once read.
+// REQUIRES: 0 < limit <= kPageSizeMax.
+[[nodiscard]] std::vector<Receipt> ReadOrderReceiptsBefore(pqxx::transaction_base& tx,
+                                                           const std::string& out_trade_no,
+                                                           std::int64_t before, std::int64_t limit);
+[[nodiscard]] std::vector<projections::Event> ReadEventsBefore(pqxx::transaction_base& tx,
+                                                               std::int64_t before,
+                                                               std::int64_t limit);
+[[nodiscard]] std::vector<Receipt> ReadReceiptsBefore(pqxx::transaction_base& tx,
+                                                      std::int64_t before, std::int64_t limit,
+                                                      std::optional<projections::Outcome> outcome);
+
 // Calls `each` for every event with seq > after (of one order when `out_trade_no` is set),
 // in seq order, reading a page at a time so memory stays constant. Stops early when `each`
 // returns false.

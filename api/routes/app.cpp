@@ -10,6 +10,7 @@
 #include "api/crypto.hpp"
 #include "api/http/json_output.hpp"
 #include "api/log.hpp"
+#include "api/routes/console.hpp"
 #include "api/routes/reconciliations.hpp"
 #include "api/routes/route_helpers.hpp"
 
@@ -240,10 +241,13 @@ void App::Handle(Incoming incoming, Respond respond) {
                                        NotReady().message));
         }
         if (is({"v1", "admin", "verify"})) {
-            if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
+            // The token before the method: a GET answers 405 to an admin token and 403 to
+            // an auditor's, which is how the console learns whether to offer verify
+            // (SPEC §12) without running it.
             if (auto denied = Authorize(incoming.request, Role::kAdmin)) {
                 return timed(std::move(*denied));
             }
+            if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
             return timed(HandleAdminVerify());
         }
         if (is({"v1", "audit", "checkpoint"})) {  // SPEC §11.
@@ -252,6 +256,9 @@ void App::Handle(Incoming incoming, Respond respond) {
                 return timed(std::move(*denied));
             }
             return timed(HandleAuditCheckpoint());
+        }
+        if (!segments.empty() && segments[0] == "console") {  // SPEC §12: static files.
+            return timed(ConsoleResponse(incoming.request, segments));
         }
         const bool read = is({"v1", "orders", "*"}) || is({"v1", "orders", "*", "events"}) ||
                           is({"v1", "orders", "*", "receipts"}) ||

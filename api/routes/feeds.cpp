@@ -103,27 +103,30 @@ void App::HandleEventExport(Incoming incoming, Respond respond) {
 }
 
 Response App::HandleFeed(const Incoming& incoming, bool events) {
-    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, !events);
+    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, !events, true);
     if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
-    const auto [after, limit, outcome] = std::get<PageQuery>(query);
+    const PageQuery& page = std::get<PageQuery>(query);
     ledger::ConnectionPool::Lease connection = reads_->Acquire();  // SPEC §13.
     pqxx::read_transaction tx{*connection};
     json items = json::array();
-    std::int64_t next_after = after;
+    std::vector<std::int64_t> positions;
     if (events) {
-        for (const projections::Event& event : ledger::ReadEventsAfter(tx, after, limit)) {
+        for (const projections::Event& event :
+             page.before ? ledger::ReadEventsBefore(tx, *page.before, page.limit)
+                         : ledger::ReadEventsAfter(tx, page.after, page.limit)) {
             items.push_back(EventJson(event));
-            next_after = event.seq;
+            positions.push_back(event.seq);
         }
     } else {
         for (const ledger::Receipt& receipt :
-             ledger::ReadReceiptsAfter(tx, after, limit, outcome)) {
+             page.before ? ledger::ReadReceiptsBefore(tx, *page.before, page.limit, page.outcome)
+                         : ledger::ReadReceiptsAfter(tx, page.after, page.limit, page.outcome)) {
             items.push_back(ReceiptJson(receipt));
-            next_after = receipt.id;
+            positions.push_back(receipt.id);
         }
     }
-    return JsonResponse(http::status::ok, {{events ? "events" : "receipts", std::move(items)},
-                                           {"next_after", next_after}});
+    return JsonResponse(http::status::ok, PageBody(events ? "events" : "receipts", std::move(items),
+                                                   page, positions));
 }
 
 }  // namespace payledger::api

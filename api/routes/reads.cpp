@@ -27,7 +27,9 @@ Response Balances(pqxx::read_transaction& tx, const std::string& account_id) {
 }  // namespace
 
 Response App::HandleRead(const Incoming& incoming, const std::vector<std::string>& segments) {
-    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false);
+    // Of the reads, an order's receipts are paged (SPEC §5), forwards or backwards.
+    const bool paged = segments.size() == 4 && segments[3] == "receipts";
+    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false, paged);
     if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
     const PageQuery page = std::get<PageQuery>(query);
     const Checked<std::string> checked = RequireKey(segments[2], "the key");
@@ -43,26 +45,24 @@ Response App::HandleRead(const Incoming& incoming, const std::vector<std::string
         return JsonResponse(http::status::ok, OrderJson(*order));
     }
     json items = json::array();
-    json body = json::object();
     if (segments[3] == "events") {  // At most one per event type: never more than four.
         for (const projections::Event& event : ledger::ReadOrderEvents(tx, key)) {
             items.push_back(EventJson(event));
         }
-    } else {
-        // Paged like the feeds (SPEC §5): unverified deliveries can name any order, so an
-        // order's history is as long as strangers make it, and one page is the most that a
-        // response holds.
-        std::int64_t next_after = page.after;
-        for (const ledger::Receipt& receipt :
-             ledger::ReadOrderReceipts(tx, key, page.after, page.limit)) {
-            items.push_back(ReceiptJson(receipt));
-            next_after = receipt.id;
-        }
-        body["next_after"] = next_after;
+        if (items.empty() && !ledger::ReadOrder(tx, key)) return UnknownOrder("no order " + key);
+        return JsonResponse(http::status::ok, {{"events", std::move(items)}});
+    }
+    // Paged like the feeds (SPEC §5): unverified deliveries can name any order, so an order's
+    // history is as long as strangers make it, and one page is the most that a response holds.
+    std::vector<std::int64_t> positions;
+    for (const ledger::Receipt& receipt :
+         page.before ? ledger::ReadOrderReceiptsBefore(tx, key, *page.before, page.limit)
+                     : ledger::ReadOrderReceipts(tx, key, page.after, page.limit)) {
+        items.push_back(ReceiptJson(receipt));
+        positions.push_back(receipt.id);
     }
     if (items.empty() && !ledger::ReadOrder(tx, key)) return UnknownOrder("no order " + key);
-    body[segments[3]] = std::move(items);
-    return JsonResponse(http::status::ok, body);
+    return JsonResponse(http::status::ok, PageBody("receipts", std::move(items), page, positions));
 }
 
 }  // namespace payledger::api

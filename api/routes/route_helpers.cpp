@@ -41,15 +41,23 @@ std::optional<std::int64_t> ParseCursor(std::string_view text) {
     return projections::ParseDigits(text, std::numeric_limits<std::int64_t>::max());
 }
 
-std::variant<PageQuery, Response> ParsePageQuery(const Incoming& incoming, bool with_outcome) {
+std::variant<PageQuery, Response> ParsePageQuery(const Incoming& incoming, bool with_outcome,
+                                                 bool with_before) {
     const boost::urls::url_view url =
         boost::urls::parse_origin_form(incoming.request.target()).value();
     PageQuery query;
+    bool after_given = false;
     for (const auto& param : url.params()) {
         if (param.key == "after") {
             const std::optional<std::int64_t> value = ParseCursor(param.value);
             if (!value) return BadRequest("after must be a non-negative integer");
             query.after = *value;
+            after_given = true;
+        } else if (param.key == "before") {
+            if (!with_before) return BadRequest("this list is read forwards only (after=)");
+            const std::optional<std::int64_t> value = ParseCursor(param.value);
+            if (!value) return BadRequest("before must be a non-negative integer");
+            query.before = *value;
         } else if (param.key == "limit") {
             const std::optional<std::int64_t> value = ParseCursor(param.value);
             if (!value || *value < 1 || *value > ledger::kPageSizeMax) {
@@ -64,7 +72,21 @@ std::variant<PageQuery, Response> ParsePageQuery(const Incoming& incoming, bool 
             }
         }
     }
+    if (after_given && query.before) {
+        return BadRequest("give after or before, not both: one reads forwards, one backwards");
+    }
     return query;
+}
+
+json PageBody(const char* key, json items, const PageQuery& query,
+              const std::vector<std::int64_t>& positions) {
+    PAYLEDGER_ASSERT(items.size() == positions.size());
+    if (query.before) {
+        return {{key, std::move(items)},
+                {"prev_before", positions.empty() ? *query.before : positions.front()}};
+    }
+    return {{key, std::move(items)},
+            {"next_after", positions.empty() ? query.after : positions.back()}};
 }
 
 http::status StatusOf(ledger::FailureKind kind) {
