@@ -236,6 +236,9 @@ void App::Handle(Incoming incoming, Respond respond) {
             if (!ready) return timed(orders_.Answer(NotReady()));
             return HandleCreateOrder(*token, std::move(incoming), std::move(timed));
         }
+        if (!segments.empty() && segments[0] == "console") {  // SPEC §12: static files, ready or not.
+            return timed(ConsoleResponse(incoming.request, segments));
+        }
         if (!ready) {
             return timed(ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
                                        NotReady().message));
@@ -256,9 +259,6 @@ void App::Handle(Incoming incoming, Respond respond) {
                 return timed(std::move(*denied));
             }
             return timed(HandleAuditCheckpoint());
-        }
-        if (!segments.empty() && segments[0] == "console") {  // SPEC §12: static files.
-            return timed(ConsoleResponse(incoming.request, segments));
         }
         const bool read = is({"v1", "orders", "*"}) || is({"v1", "orders", "*", "events"}) ||
                           is({"v1", "orders", "*", "receipts"}) ||
