@@ -236,7 +236,8 @@ void App::Handle(Incoming incoming, Respond respond) {
             if (!ready) return timed(orders_.Answer(NotReady()));
             return HandleCreateOrder(*token, std::move(incoming), std::move(timed));
         }
-        if (!segments.empty() && segments[0] == "console") {  // SPEC §12: static files, ready or not.
+        // SPEC §12: the console's static files, ready or not.
+        if (!segments.empty() && segments[0] == "console") {
             return timed(ConsoleResponse(incoming.request, segments));
         }
         if (!ready) {
