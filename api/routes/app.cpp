@@ -339,7 +339,15 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
     committer_.Submit(std::move(delivery), [defer = std::move(defer), effects = std::move(effects)](
                                                ledger::DeliveryResult result) mutable {
         if (!defer) return effects(result);
-        defer([effects = std::move(effects), result = std::move(result)] { effects(result); });
+        defer([effects = std::move(effects), result = std::move(result)] {
+            try {
+                effects(result);
+            } catch (...) {
+                // On a worker thread nothing may escape (it would end the process); the
+                // delivery is stored as decided, only its answer failed (STYLE §3).
+                LogJson("error", "{\"msg\":\"answering a committed delivery failed\"}");
+            }
+        });
     });
 }
 

@@ -88,6 +88,7 @@ protected:
         committer_ = std::make_unique<ledger::Committer>(ledger::Committer::Options{
             .url = db_.url(), .session = testing::PatientSession(db_.name())});
         app_ = std::make_unique<App>(config_, *pool_, *committer_, metrics_);
+        app_->SetReady();  // The test's database is created and migrated already.
     }
 
     void TearDown() override {
