@@ -1,5 +1,7 @@
 #include "ledger/audit.hpp"
 
+#include <array>
+
 #include <pqxx/pqxx>
 
 #include "ledger/database.hpp"
@@ -28,25 +30,28 @@ constexpr const char* kOrphanEventsSql =
     "                  WHERE r.id = e.receipt_id AND r.outcome = 'appended') "
     "ORDER BY e.seq LIMIT $1";
 
-int HexDigit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
+// The value of each hex digit, and -1 for every other byte.
+constexpr std::array<signed char, 256> kHexValue = [] {
+    std::array<signed char, 256> table{};
+    table.fill(-1);
+    for (int c = '0'; c <= '9'; ++c) table[static_cast<std::size_t>(c)] = static_cast<signed char>(c - '0');
+    for (int c = 'a'; c <= 'f'; ++c) table[static_cast<std::size_t>(c)] = static_cast<signed char>(c - 'a' + 10);
+    for (int c = 'A'; c <= 'F'; ++c) table[static_cast<std::size_t>(c)] = static_cast<signed char>(c - 'A' + 10);
+    return table;
+}();
 
-// A bytea in PostgreSQL's hex output ("\x4142"), as bytes.
-std::string ByteaFromHex(std::string_view text) {
+// A bytea in PostgreSQL's hex output ("\x4142"), as bytes, into `bytes` (reused from one row
+// to the next: a million bodies, no allocation each).
+void ByteaFromHex(std::string_view text, std::string& bytes) {
     PAYLEDGER_ASSERT(text.size() >= 2 && text[0] == '\\' && text[1] == 'x' && text.size() % 2 == 0);
-    std::string bytes;
-    bytes.reserve((text.size() - 2) / 2);
-    for (std::size_t i = 2; i < text.size(); i += 2) {
-        const int high = HexDigit(text[i]);
-        const int low = HexDigit(text[i + 1]);
+    bytes.resize((text.size() - 2) / 2);
+    const auto* hex = reinterpret_cast<const unsigned char*>(text.data()) + 2;
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+        const int high = kHexValue[hex[2 * i]];
+        const int low = kHexValue[hex[2 * i + 1]];
         PAYLEDGER_ASSERT(high >= 0 && low >= 0);
-        bytes += static_cast<char>(high * 16 + low);
+        bytes[i] = static_cast<char>(high * 16 + low);
     }
-    return bytes;
 }
 
 class Breaks {
@@ -84,6 +89,10 @@ AuditReport Audit(const std::string& url, const Checkpoint* checkpoint, const Ed
         std::string line;
         CopyFields fields;
         ChainValue previous = kChainStart;
+        // Reused from one receipt to the next (their capacity stays): no allocation per row.
+        std::string body;
+        std::string scratch;
+        projections::Event stored_event;
         while (stream.get_raw_line(line)) {
             fields.Parse(line);
             PAYLEDGER_ASSERT(fields.size() == 16);
@@ -93,43 +102,53 @@ AuditReport Audit(const std::string& url, const Checkpoint* checkpoint, const Ed
             PAYLEDGER_ASSERT(source && outcome);
             const std::optional<std::int64_t> seq =
                 fields.null(4) ? std::nullopt : std::optional(fields.integer(4));
-            const std::string body_sha256 = Sha256Hex(ByteaFromHex(fields.text(6)));
+            ByteaFromHex(fields.text(6), body);
+            const Sha256HexDigits body_sha256 = Sha256HexOf(body);
             const std::optional<ChainValue> stored = ParseChainHex(fields.text(7));
             PAYLEDGER_ASSERT(stored.has_value());
 
-            std::optional<projections::Event> event;
+            const projections::Event* event = nullptr;
             if (!fields.null(8)) {
                 const auto type = projections::ParseEventType(fields.text(9));
                 PAYLEDGER_ASSERT(type.has_value());
-                event = projections::Event{
-                    .seq = fields.integer(8),
-                    .out_trade_no = std::string(fields.text(10)),
-                    .event_type = *type,
-                    .account_id = std::string(fields.text(11)),
-                    .amount = fields.null(12) ? 0 : fields.integer(12),
-                    .currency = fields.null(13) ? std::string{} : std::string(fields.text(13)),
-                    .transaction_id = fields.optional_text(14),
-                    .occurred_at = fields.integer(15)};
+                stored_event.seq = fields.integer(8);
+                stored_event.out_trade_no.assign(fields.text(10));
+                stored_event.event_type = *type;
+                stored_event.account_id.assign(fields.text(11));
+                stored_event.amount = fields.null(12) ? 0 : fields.integer(12);
+                if (fields.null(13)) {
+                    stored_event.currency.clear();
+                } else {
+                    stored_event.currency.assign(fields.text(13));
+                }
+                if (fields.null(14)) {
+                    stored_event.transaction_id.reset();
+                } else if (stored_event.transaction_id) {
+                    stored_event.transaction_id->assign(fields.text(14));
+                } else {
+                    stored_event.transaction_id.emplace(fields.text(14));
+                }
+                stored_event.occurred_at = fields.integer(15);
+                event = &stored_event;
             }
-            if (*outcome == projections::Outcome::kAppended && !event) {
+            if (*outcome == projections::Outcome::kAppended && event == nullptr) {
                 breaks.Add("receipt " + std::to_string(id) + " appended no event");
-            } else if (event && seq != event->seq) {
+            } else if (event != nullptr && seq != event->seq) {
                 breaks.Add("receipt " + std::to_string(id) + " names seq " +
                            (seq ? std::to_string(*seq) : std::string("none")) +
                            ", its event is seq " + std::to_string(event->seq));
             }
-            const std::string out_trade_no = fields.optional_text(5).value_or("");
-            const ChainValue computed =
-                NextChain(previous, ReceiptLine({.id = id,
-                                                 .source = *source,
-                                                 .received_at = fields.integer(2),
-                                                 .outcome = *outcome,
-                                                 .seq = seq,
-                                                 .out_trade_no = out_trade_no,
-                                                 .body_sha256_hex = body_sha256},
-                                                event && *outcome == projections::Outcome::kAppended
-                                                    ? &*event
-                                                    : nullptr));
+            const ChainValue computed = NextChain(
+                previous,
+                {.id = id,
+                 .source = *source,
+                 .received_at = fields.integer(2),
+                 .outcome = *outcome,
+                 .seq = seq,
+                 .out_trade_no = fields.null(5) ? std::string_view{} : fields.text(5),
+                 .body_sha256_hex = std::string_view(body_sha256.data(), body_sha256.size())},
+                event != nullptr && *outcome == projections::Outcome::kAppended ? event : nullptr,
+                scratch);
             if (computed != *stored) {
                 breaks.Add("receipt " + std::to_string(id) +
                            " chain differs: a receipt, its event or the receipt before it was "

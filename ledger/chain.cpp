@@ -2,6 +2,9 @@
 
 #include <openssl/sha.h>
 
+#include <charconv>
+#include <system_error>
+
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 
@@ -26,9 +29,16 @@ int HexValue(char c) {
     return -1;
 }
 
+void AppendInteger(std::int64_t value, std::string& out) {
+    char digits[24];
+    const auto [end, error] = std::to_chars(digits, digits + sizeof digits, value);
+    PAYLEDGER_ASSERT(error == std::errc{});
+    out.append(digits, end);
+}
+
 void AppendEvent(const projections::Event& event, std::string& out) {
     const bool has_money = event.event_type != projections::EventType::kPaymentClosed;
-    out += std::to_string(event.seq);
+    AppendInteger(event.seq, out);
     out += ',';
     out += projections::ToString(event.event_type);
     out += ',';
@@ -36,13 +46,13 @@ void AppendEvent(const projections::Event& event, std::string& out) {
     out += ',';
     out += event.account_id;
     out += ',';
-    if (has_money) out += std::to_string(event.amount);
+    if (has_money) AppendInteger(event.amount, out);
     out += ',';
     if (has_money) out += event.currency;
     out += ',';
-    out += event.transaction_id.value_or("");
+    if (event.transaction_id) out += *event.transaction_id;
     out += ',';
-    out += projections::FormatRfc3339Micros(event.occurred_at);
+    projections::AppendRfc3339Micros(event.occurred_at, out);
 }
 
 }  // namespace
@@ -60,35 +70,49 @@ std::string ReceiptLine(const Receipt& receipt, const projections::Event* append
 }
 
 std::string ReceiptLine(const ReceiptLineFields& receipt, const projections::Event* appended) {
-    PAYLEDGER_ASSERT((appended != nullptr) == (receipt.outcome == projections::Outcome::kAppended));
     std::string line;
     line.reserve(192);
-    line += std::to_string(receipt.id);
-    line += '\t';
-    line += projections::ToString(receipt.source);
-    line += '\t';
-    line += projections::FormatRfc3339Micros(receipt.received_at);
-    line += '\t';
-    line += projections::ToString(receipt.outcome);
-    line += '\t';
-    if (receipt.seq) line += std::to_string(*receipt.seq);
-    line += '\t';
-    line += receipt.out_trade_no;
-    line += '\t';
-    line += receipt.body_sha256_hex;
-    line += '\t';
-    if (appended != nullptr) AppendEvent(*appended, line);
-    line += '\n';
+    AppendReceiptLine(receipt, appended, line);
     return line;
 }
 
+void AppendReceiptLine(const ReceiptLineFields& receipt, const projections::Event* appended,
+                       std::string& out) {
+    PAYLEDGER_ASSERT((appended != nullptr) == (receipt.outcome == projections::Outcome::kAppended));
+    AppendInteger(receipt.id, out);
+    out += '\t';
+    out += projections::ToString(receipt.source);
+    out += '\t';
+    projections::AppendRfc3339Micros(receipt.received_at, out);
+    out += '\t';
+    out += projections::ToString(receipt.outcome);
+    out += '\t';
+    if (receipt.seq) AppendInteger(*receipt.seq, out);
+    out += '\t';
+    out += receipt.out_trade_no;
+    out += '\t';
+    out += receipt.body_sha256_hex;
+    out += '\t';
+    if (appended != nullptr) AppendEvent(*appended, out);
+    out += '\n';
+}
+
 ChainValue NextChain(const ChainValue& previous, std::string_view line) {
-    std::string input;
-    input.reserve(previous.size() + line.size());
-    input.append(reinterpret_cast<const char*>(previous.data()), previous.size());
-    input.append(line);
+    std::string scratch;
+    scratch.reserve(previous.size() + line.size());
+    scratch.append(reinterpret_cast<const char*>(previous.data()), previous.size());
+    scratch.append(line);
     ChainValue next{};
-    SHA256(reinterpret_cast<const unsigned char*>(input.data()), input.size(), next.data());
+    SHA256(reinterpret_cast<const unsigned char*>(scratch.data()), scratch.size(), next.data());
+    return next;
+}
+
+ChainValue NextChain(const ChainValue& previous, const ReceiptLineFields& receipt,
+                     const projections::Event* appended, std::string& scratch) {
+    scratch.assign(reinterpret_cast<const char*>(previous.data()), previous.size());
+    AppendReceiptLine(receipt, appended, scratch);
+    ChainValue next{};
+    SHA256(reinterpret_cast<const unsigned char*>(scratch.data()), scratch.size(), next.data());
     return next;
 }
 
@@ -107,9 +131,19 @@ std::optional<ChainValue> ParseChainHex(std::string_view hex) {
 }
 
 std::string Sha256Hex(std::string_view bytes) {
+    const Sha256HexDigits digits = Sha256HexOf(bytes);
+    return std::string(digits.data(), digits.size());
+}
+
+Sha256HexDigits Sha256HexOf(std::string_view bytes) {
     unsigned char digest[SHA256_DIGEST_LENGTH];
     SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
-    return Hex(digest, sizeof digest);
+    Sha256HexDigits digits{};
+    for (std::size_t i = 0; i < sizeof digest; ++i) {
+        digits[2 * i] = kHexDigits[digest[i] >> 4];
+        digits[2 * i + 1] = kHexDigits[digest[i] & 0x0f];
+    }
+    return digits;
 }
 
 }  // namespace payledger::ledger

@@ -35,11 +35,18 @@ struct ReceiptLineFields {
 // RFC 3339 UTC with six fractional digits.
 [[nodiscard]] std::string ReceiptLine(const ReceiptLineFields& receipt,
                                       const projections::Event* appended);
+// The same line, appended to `out`.
+void AppendReceiptLine(const ReceiptLineFields& receipt, const projections::Event* appended,
+                       std::string& out);
 
 // The line of a stored receipt (its body's digest computed here).
 [[nodiscard]] std::string ReceiptLine(const Receipt& receipt, const projections::Event* appended);
 
 [[nodiscard]] ChainValue NextChain(const ChainValue& previous, std::string_view line);
+// The same for the receipt's line, built in `scratch` (reused from one receipt to the next, so
+// that chaining a million receipts allocates nothing per receipt: the writer's and audit's loop).
+[[nodiscard]] ChainValue NextChain(const ChainValue& previous, const ReceiptLineFields& receipt,
+                                   const projections::Event* appended, std::string& scratch);
 
 // Lower-case hex, and back (nullopt unless exactly 64 hex digits).
 [[nodiscard]] std::string ChainHex(const ChainValue& value);
@@ -47,5 +54,7 @@ struct ReceiptLineFields {
 
 // Lower-case hex SHA-256 of `bytes` (a receipt's body_sha256).
 [[nodiscard]] std::string Sha256Hex(std::string_view bytes);
+using Sha256HexDigits = std::array<char, 64>;
+[[nodiscard]] Sha256HexDigits Sha256HexOf(std::string_view bytes);
 
 }  // namespace payledger::ledger

@@ -239,23 +239,25 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     std::string bodies;
     bodies.reserve(bodies_size);
     // SPEC §11: each receipt's chain, in id order, under the writer lock.
+    std::string line_scratch;
     std::size_t appended = 0;
     for (std::size_t i = 0; i < deliveries.size(); ++i) {
         const Receipt& received = deliveries[i].receipt;
         const projections::PlannedDelivery& planned = plan.deliveries[i];
         const Event* event = nullptr;
         if (planned.outcome == Outcome::kAppended) event = &plan.events.at(appended++);
-        const std::string body_sha256 = Sha256Hex(received.body);
-        chain = NextChain(
-            chain, ReceiptLine({.id = planned.receipt_id,
-                                .source = received.source,
-                                .received_at = received.received_at,
-                                .outcome = planned.outcome,
-                                .seq = planned.ReceiptSeq(),
-                                .out_trade_no = received.out_trade_no ? *received.out_trade_no
-                                                                      : std::string_view{},
-                                .body_sha256_hex = body_sha256},
-                               event));
+        const Sha256HexDigits body_sha256 = Sha256HexOf(received.body);
+        chain = NextChain(chain,
+                          {.id = planned.receipt_id,
+                           .source = received.source,
+                           .received_at = received.received_at,
+                           .outcome = planned.outcome,
+                           .seq = planned.ReceiptSeq(),
+                           .out_trade_no = received.out_trade_no ? *received.out_trade_no
+                                                                 : std::string_view{},
+                           .body_sha256_hex =
+                               std::string_view(body_sha256.data(), body_sha256.size())},
+                          event, line_scratch);
         receipts.push_back(ReceiptJson(received, planned, bodies.size(), chain));
         bodies += received.body;
     }

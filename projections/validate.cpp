@@ -199,7 +199,17 @@ std::optional<TimeMicros> ParseShanghaiDashed(std::string_view text) {
 
 namespace {
 
-std::string FormatUtc(TimeMicros time, bool always_six_digits) {
+// `width` decimal digits of `value` (0 <= value < 10^width), zero-padded.
+void AppendDigits(std::int64_t value, int width, std::string& out) {
+    char digits[20];
+    for (int i = width - 1; i >= 0; --i) {
+        digits[i] = static_cast<char>('0' + value % 10);
+        value /= 10;
+    }
+    out.append(digits, static_cast<std::size_t>(width));
+}
+
+void AppendUtc(TimeMicros time, bool always_six_digits, std::string& out) {
     std::int64_t seconds = time / kMicrosPerSecond;
     std::int64_t micros = time % kMicrosPerSecond;
     if (micros < 0) {
@@ -225,25 +235,46 @@ std::string FormatUtc(TimeMicros time, bool always_six_digits) {
     const std::int64_t month = mp < 10 ? mp + 3 : mp - 9;
     const std::int64_t year = year_of_era + era * 400 + (month <= 2 ? 1 : 0);
 
-    char buffer[40];
-    int length =
-        std::snprintf(buffer, sizeof buffer, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld",
-                      static_cast<long long>(year), static_cast<long long>(month),
-                      static_cast<long long>(day), static_cast<long long>(rest / 3600),
-                      static_cast<long long>(rest / 60 % 60), static_cast<long long>(rest % 60));
-    std::string out(buffer, static_cast<std::size_t>(length));
-    if (micros != 0 || always_six_digits) {
-        length = std::snprintf(buffer, sizeof buffer, ".%06lld", static_cast<long long>(micros));
+    // Years 0 to 9999 as four digits; others (outside every validated input) as %04lld did.
+    if (year >= 0 && year <= 9999) {
+        AppendDigits(year, 4, out);
+    } else {
+        char buffer[24];
+        const int length =
+            std::snprintf(buffer, sizeof buffer, "%04lld", static_cast<long long>(year));
         out.append(buffer, static_cast<std::size_t>(length));
     }
+    out += '-';
+    AppendDigits(month, 2, out);
+    out += '-';
+    AppendDigits(day, 2, out);
+    out += 'T';
+    AppendDigits(rest / 3600, 2, out);
+    out += ':';
+    AppendDigits(rest / 60 % 60, 2, out);
+    out += ':';
+    AppendDigits(rest % 60, 2, out);
+    if (micros != 0 || always_six_digits) {
+        out += '.';
+        AppendDigits(micros, 6, out);
+    }
     out += 'Z';
-    return out;
 }
 
 }  // namespace
 
-std::string FormatRfc3339(TimeMicros time) { return FormatUtc(time, false); }
+std::string FormatRfc3339(TimeMicros time) {
+    std::string out;
+    AppendUtc(time, false, out);
+    return out;
+}
 
-std::string FormatRfc3339Micros(TimeMicros time) { return FormatUtc(time, true); }
+std::string FormatRfc3339Micros(TimeMicros time) {
+    std::string out;
+    AppendRfc3339Micros(time, out);
+    return out;
+}
+
+void AppendRfc3339Micros(TimeMicros time, std::string& out) { AppendUtc(time, true, out); }
 
 }  // namespace payledger::projections

@@ -47,5 +47,7 @@ inline constexpr const char* kKeyRuleText = "1-64 characters of A-Z a-z 0-9 _ - 
 [[nodiscard]] std::string FormatRfc3339(TimeMicros time);
 // The same with exactly six fractional digits, always (SPEC §11: receipt lines, checkpoints).
 [[nodiscard]] std::string FormatRfc3339Micros(TimeMicros time);
+// The same, appended to `out` (no allocation once `out` has room).
+void AppendRfc3339Micros(TimeMicros time, std::string& out);
 
 }  // namespace payledger::projections
