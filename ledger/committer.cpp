@@ -38,7 +38,15 @@ Committer::Committer(Options options) : options_(std::move(options)) {
     PAYLEDGER_ASSERT(options_.queue_bytes_max >= 1);
     PAYLEDGER_ASSERT(options_.batch_bytes_max >= 1);
     PAYLEDGER_ASSERT(options_.transaction_attempts_max >= 1);
-    thread_ = std::thread([this] { Run(); });
+    answer_thread_ = std::thread([this] { AnswerLoop(); });
+    thread_ = std::thread([this] {
+        Run();
+        {
+            std::lock_guard lock{answers_mutex_};
+            written_all_ = true;
+        }
+        answers_ready_.notify_one();
+    });
 }
 
 Committer::~Committer() { Stop(); }
@@ -76,6 +84,7 @@ void Committer::Stop() {
     // Two threads may stop at once (a signal handler's thread and the destructor).
     std::lock_guard join_lock{join_mutex_};
     if (thread_.joinable()) thread_.join();
+    if (answer_thread_.joinable()) answer_thread_.join();
 }
 
 void Committer::Run() {
@@ -104,8 +113,26 @@ void Committer::Run() {
         // answer can neither re-run nor re-answer the batch.
         std::vector<DeliveryResult> results = WriteWithRetries(batch);
         PAYLEDGER_ASSERT(results.size() == batch.dones.size());
-        for (std::size_t i = 0; i < results.size(); ++i) {
-            Answer(batch.dones[i], std::move(results[i]));
+        {
+            std::lock_guard lock{answers_mutex_};
+            answers_.push_back(Answers{std::move(batch.dones), std::move(results)});
+        }
+        answers_ready_.notify_one();
+    }
+}
+
+void Committer::AnswerLoop() {
+    for (;;) {
+        Answers answers;
+        {
+            std::unique_lock lock{answers_mutex_};
+            answers_ready_.wait(lock, [this] { return written_all_ || !answers_.empty(); });
+            if (answers_.empty()) return;  // Everything written is answered.
+            answers = std::move(answers_.front());
+            answers_.pop_front();
+        }
+        for (std::size_t i = 0; i < answers.results.size(); ++i) {
+            Answer(answers.dones[i], std::move(answers.results[i]));
         }
     }
 }

@@ -32,9 +32,6 @@ using RespondStream = std::function<void(Response header, std::unique_ptr<BodyPr
 // SPEC §5: requests over 64 KiB are refused before their body is read.
 inline constexpr std::size_t kRequestBodyBytesMax = 64 * 1024;
 
-// Runs a task later on one of the server's worker threads; the caller does not wait.
-using Defer = std::function<void(std::function<void()>)>;
-
 // A request as the server hands it to the application.
 struct Incoming {
     Request request{};
@@ -43,9 +40,6 @@ struct Incoming {
     projections::TimeMicros received_at = 0;
     std::chrono::steady_clock::time_point started{};
     RespondStream respond_stream{};  // For streamed answers instead of Respond.
-    // Where the effects of a committed delivery run (its answer, log line and metrics), so
-    // that the committer's thread only writes (issue 10). Empty: they run where they are.
-    Defer defer{};
 };
 
 // Builds a response with the given status, content type and body.

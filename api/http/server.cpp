@@ -99,9 +99,6 @@ private:
                           self->WriteStream(std::move(header), std::move(producer));
                       });
         };
-        incoming.defer = [workers = server_.workers_.get_executor()](std::function<void()> task) {
-            net::post(workers, std::move(task));
-        };
         keep_alive_ = incoming.request.keep_alive();
         version_ = incoming.request.version();
         server_.RequestStarted();

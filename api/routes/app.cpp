@@ -311,10 +311,10 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
             .outcome = Outcome::kRateLimited,
             .message = "too many unverified deliveries from this address; retry later"}));
     }
-    // After the commit: counted, logged and answered in the channel's format. It runs on a
-    // worker thread (incoming.defer), so that the committer's thread goes back to writing.
+    // After the commit: counted, logged and answered in the channel's format, on the
+    // committer's answer thread (one hand-off per batch), so that its writing thread goes back
+    // to writing. What it throws is counted there (Committer::Stats::answer_failures).
     std::optional<std::string> out_trade_no = delivery.receipt.out_trade_no;
-    Defer defer = incoming.defer;
     auto effects = [this, &channel, source, unverified, admitted_at,
                     out_trade_no = std::move(out_trade_no), incoming = std::move(incoming),
                     respond = std::move(respond)](const ledger::DeliveryResult& result) {
@@ -335,20 +335,7 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
         }
         respond(std::move(response));
     };
-    // The committer calls this exactly once: its effects move on to the worker.
-    committer_.Submit(std::move(delivery), [defer = std::move(defer), effects = std::move(effects)](
-                                               ledger::DeliveryResult result) mutable {
-        if (!defer) return effects(result);
-        defer([effects = std::move(effects), result = std::move(result)] {
-            try {
-                effects(result);
-            } catch (...) {
-                // On a worker thread nothing may escape (it would end the process); the
-                // delivery is stored as decided, only its answer failed (STYLE §3).
-                LogJson("error", "{\"msg\":\"answering a committed delivery failed\"}");
-            }
-        });
-    });
+    committer_.Submit(std::move(delivery), std::move(effects));  // Called exactly once.
 }
 
 }  // namespace payledger::api

@@ -22,8 +22,8 @@ namespace payledger::api {
 
 // The HTTP application: routes each request to its handler (SPEC §5) and authorizes it.
 // Handle runs on a worker thread and may block on the read pool; writes go to the committer,
-// whose callback hands the answer, log line and metrics of each delivery back to a worker
-// (Incoming::defer) after the commit. The auditor reads go through a ReadRouter (SPEC §13:
+// whose answer thread gives each delivery its answer, log line and metrics after the commit.
+// The auditor reads go through a ReadRouter (SPEC §13:
 // the replica of read_database_url, else `pool`); /readyz and the checkpoint use `pool`.
 // Thread-safe. The handlers live beside this file: app.cpp (routing, authorization, deliveries),
 // orders.cpp, reads.cpp, feeds.cpp, admin.cpp.

@@ -8,6 +8,7 @@
 // budget (issue 11 point 2): with the committer held at the writer lock, 64 KiB deliveries
 // queue until the next would pass queue_bytes_max; that one is answered unavailable at once,
 // on the caller's thread, and nothing of it is stored; the queued ones are written after.
+// Answers run on the answer thread: a slow one does not hold up the next batch's write.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -17,6 +18,9 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "ledger/committer.hpp"
 #include "projections/assert.hpp"
@@ -204,6 +208,54 @@ TEST_F(CommitterPgTest, DeliveryOverTheByteBudgetIsAnsweredUnavailableAtOnce) {
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts WHERE length(body) = " +
                          std::to_string(kBodyBytes)),
               std::to_string(fitting));
+}
+
+TEST_F(CommitterPgTest, ASlowAnswerDoesNotHoldUpTheNextBatchAndAnswersKeepCommitOrder) {
+    // Answers run on the committer's answer thread, one task per batch (issue 10): while the
+    // first batch's answer is still running, the next batch is written and committed.
+    Committer committer{{.url = db_.url(), .session = testing::PatientSession(db_.name())}};
+    std::mutex mutex;
+    std::condition_variable answered;
+    std::vector<std::string> order;  // Guarded by mutex.
+    const auto record = [&](const std::string& name) {
+        std::lock_guard lock{mutex};
+        order.push_back(name);
+        answered.notify_all();
+    };
+    const auto await_answers = [&](std::size_t count) {
+        std::unique_lock lock{mutex};
+        return answered.wait_for(lock, std::chrono::seconds{60},
+                                 [&] { return order.size() >= count; });
+    };
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+
+    committer.Submit(Order("ORD-SLOW"), [&, released](const DeliveryResult&) {
+        record("ORD-SLOW");
+        released.wait();
+    });
+    ASSERT_TRUE(await_answers(1)) << "the first delivery was never answered";
+    committer.Submit(Order("ORD-NEXT"), [&](const DeliveryResult&) { record("ORD-NEXT"); });
+    // Its receipt is committed while the first answer still runs.
+    bool written = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+    while (!written && std::chrono::steady_clock::now() < deadline) {
+        written = db_.Scalar("SELECT count(*) FROM callback_receipts WHERE out_trade_no = "
+                             "'ORD-NEXT'") == "1";
+        if (!written) std::this_thread::sleep_for(std::chrono::milliseconds{1});  // Poll pace.
+    }
+    std::size_t answered_while_blocked = 0;
+    {
+        std::lock_guard lock{mutex};
+        answered_while_blocked = order.size();
+    }
+    release.set_value();  // Before any assertion, so that Stop() cannot hang.
+    EXPECT_TRUE(written) << "the next batch waited for the previous batch's answer";
+    EXPECT_EQ(answered_while_blocked, 1u);
+    ASSERT_TRUE(await_answers(2)) << "the second delivery was never answered";
+    committer.Stop();
+    EXPECT_EQ(order, (std::vector<std::string>{"ORD-SLOW", "ORD-NEXT"}));
+    EXPECT_EQ(committer.stats().batches.load(), 2u);
 }
 
 TEST(CommitterTest, ThrowingAnswersOfRefusedDeliveriesStayInTheCommitter) {
