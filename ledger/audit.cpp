@@ -10,7 +10,6 @@
 #include <pqxx/pqxx>
 
 #include "ledger/database.hpp"
-#include "ledger/projection_streams.hpp"
 #include "ledger/verify.hpp"
 #include "projections/assert.hpp"
 

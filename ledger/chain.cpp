@@ -13,14 +13,12 @@ namespace {
 
 constexpr char kHexDigits[] = "0123456789abcdef";
 
-std::string Hex(const unsigned char* bytes, std::size_t size) {
-    std::string out;
-    out.reserve(size * 2);
+// The 2 * size lower-case hex digits of `bytes`, written to `out`.
+void HexInto(const unsigned char* bytes, std::size_t size, char* out) {
     for (std::size_t i = 0; i < size; ++i) {
-        out += kHexDigits[bytes[i] >> 4];
-        out += kHexDigits[bytes[i] & 0x0f];
+        out[2 * i] = kHexDigits[bytes[i] >> 4];
+        out[2 * i + 1] = kHexDigits[bytes[i] & 0x0f];
     }
-    return out;
 }
 
 int HexValue(char c) {
@@ -116,7 +114,11 @@ ChainValue NextChain(const ChainValue& previous, const ReceiptLineFields& receip
     return next;
 }
 
-std::string ChainHex(const ChainValue& value) { return Hex(value.data(), value.size()); }
+std::string ChainHex(const ChainValue& value) {
+    std::string hex(value.size() * 2, '\0');
+    HexInto(value.data(), value.size(), hex.data());
+    return hex;
+}
 
 std::optional<ChainValue> ParseChainHex(std::string_view hex) {
     ChainValue value{};
@@ -139,10 +141,7 @@ Sha256HexDigits Sha256HexOf(std::string_view bytes) {
     unsigned char digest[SHA256_DIGEST_LENGTH];
     SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
     Sha256HexDigits digits{};
-    for (std::size_t i = 0; i < sizeof digest; ++i) {
-        digits[2 * i] = kHexDigits[digest[i] >> 4];
-        digits[2 * i + 1] = kHexDigits[digest[i] & 0x0f];
-    }
+    HexInto(digest, sizeof digest, digits.data());
     return digits;
 }
 
