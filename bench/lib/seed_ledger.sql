@@ -24,7 +24,7 @@ BEGIN
         RAISE EXCEPTION 'seed_ledger.sql needs an empty ledger';
     END IF;
 END $$;
--- The deferred foreign keys between events and receipts would queue one check per row;
+-- The reference triggers between events and receipts (0004) want both in one statement;
 -- replica mode skips them, and the anti-joins at the end check all of them at once.
 SET LOCAL session_replication_role = replica;
 SET LOCAL work_mem = '256MB';

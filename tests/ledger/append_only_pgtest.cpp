@@ -81,6 +81,33 @@ TEST_F(AppendOnlyPgTest, TheUniqueKeyRefusesASecondEventOfOneType) {
     EXPECT_NE(error.find("ledger_events_one_per_type"), std::string::npos) << error;
 }
 
+// schema/0004: the references between receipts and events hold at the end of every statement
+// that inserts them (they were deferred foreign keys; the append-only triggers keep the
+// referenced rows from changing).
+TEST_F(AppendOnlyPgTest, AReceiptMustNameAnEventThatExists) {
+    const std::string error = Refusal(
+        "INSERT INTO callback_receipts (source, received_at, peer, body, outcome, seq, chain) "
+        "VALUES ('api', now(), 'test', '', 'duplicate', 999999, sha256(''))");
+    EXPECT_NE(error.find("names an event that does not exist"), std::string::npos) << error;
+    EXPECT_NE(error.find("(seq)=(999999)"), std::string::npos) << error;
+    // The event the stored receipt names is a valid target.
+    EXPECT_EQ(Refusal("INSERT INTO callback_receipts (source, received_at, peer, body, outcome, "
+                      "seq, chain) SELECT 'api', now(), 'test', '', 'duplicate', seq, "
+                      "sha256('') FROM ledger_events"),
+              "");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"), "2");
+}
+
+TEST_F(AppendOnlyPgTest, AnEventMustNameAReceiptThatExists) {
+    const std::string error = Refusal(
+        "INSERT INTO ledger_events (out_trade_no, event_type, source, account_id, amount, "
+        "currency, occurred_at, receipt_id) "
+        "VALUES ('ORD-2', 'ORDER_CREATED', 'api', 'acct', 100, 'CNY', now(), 999999)");
+    EXPECT_NE(error.find("names a receipt that does not exist"), std::string::npos) << error;
+    EXPECT_NE(error.find("(receipt_id)=(999999)"), std::string::npos) << error;
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), "1");
+}
+
 TEST_F(AppendOnlyPgTest, MoneyColumnsRefuseWhatSpecSection1Forbids) {
     const std::string insert =
         "INSERT INTO ledger_events (out_trade_no, event_type, source, account_id, amount, "

@@ -108,13 +108,13 @@ protected:
         const std::string seq = std::to_string(last[1].as<std::int64_t>() - first) + " + i";
         const std::string rows = "FROM generate_series(" + std::to_string(first + 1) + ", " +
                                  std::to_string(first + n) + ") AS i";
+        // One statement: each table's rows name the other's (schema/0004).
         tx.exec0(
-            "INSERT INTO callback_receipts (id, source, received_at, peer, body, outcome, seq, "
-            "out_trade_no, chain) SELECT " +
+            "WITH r AS (INSERT INTO callback_receipts (id, source, received_at, peer, body, "
+            "outcome, seq, out_trade_no, chain) SELECT " +
             id + ", 'api', now(), '127.0.0.1:9', convert_to('load', 'UTF8'), 'appended', " + seq +
-            ", 'LOAD-' || i, sha256(convert_to('load' || i, 'UTF8')) " + rows);
-        tx.exec0(
-            "INSERT INTO ledger_events (seq, out_trade_no, event_type, source, account_id, "
+            ", 'LOAD-' || i, sha256(convert_to('load' || i, 'UTF8')) " + rows +
+            ") INSERT INTO ledger_events (seq, out_trade_no, event_type, source, account_id, "
             "amount, currency, occurred_at, receipt_id) SELECT " +
             seq +
             ", 'LOAD-' || i, 'ORDER_CREATED', 'api', 'acct-' || i % 100, 100 + i % 900, "
