@@ -14,12 +14,12 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& url, const SessionS
     connection->inhibit_reactivation(true);
 #pragma GCC diagnostic pop
     // One round trip for all settings. The values are ours, never client input.
-    // plan_cache_mode (issue 10): every execution of a prepared statement, and of the foreign
-    // key checks it fires, is planned for its own parameters and the tables' current size.
-    // Left to itself PostgreSQL keeps, after five runs, a generic plan made while the tables
-    // were nearly empty, and nothing replaces it until an ANALYZE: on a fresh database that
-    // was a sequential scan of `orders` per batch. Our statements take well under a
-    // millisecond to plan; a scan of a large table takes far longer.
+    // plan_cache_mode (issue 10): every execution of a prepared statement is planned for its
+    // own parameters and the tables' current size. Left to itself PostgreSQL keeps, after
+    // five runs, a generic plan made while the tables were nearly empty, and nothing replaces
+    // it until an ANALYZE: on a fresh database that was a sequential scan of `orders` per
+    // batch. The writer's transactions set their own (ledger/writer.cpp: generic plans that
+    // never scan sequentially, as all their accesses are by key).
     pqxx::nontransaction tx{*connection};
     const pqxx::result result =
         tx.exec("SET application_name = " + tx.quote(settings.application_name) +

@@ -84,9 +84,12 @@ constexpr std::string_view kBeginSql =
     "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL jit = off; "
     "SET LOCAL plan_cache_mode = force_generic_plan; SELECT pg_advisory_xact_lock(";
 constexpr std::string_view kReadStateName = "writer_read_state";
+constexpr std::string_view kWriteName = "writer_write";
+// SQLSTATE assert_failure: payledger_expect_counts found a row count other than the plan's.
+constexpr std::string_view kAssertFailure = "P0004";
 
-// One statement writes everything and reports how many rows each part touched, so that the
-// caller can check them (SPEC §4: a row count other than expected aborts the transaction).
+// One statement writes everything and checks how many rows each part touched against $10,
+// the plan's counts (SPEC §4: a row count other than expected aborts the transaction).
 constexpr const char* kWriteSql = R"sql(
 WITH r AS (
     INSERT INTO callback_receipts
@@ -141,8 +144,10 @@ WITH r AS (
     ON CONFLICT (account_id, currency) DO UPDATE SET balance = b.balance + EXCLUDED.balance
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM e), (SELECT count(*) FROM o_new),
-       (SELECT count(*) FROM o_upd), (SELECT count(*) FROM b),
+SELECT payledger_expect_counts(
+           ARRAY[(SELECT count(*) FROM r), (SELECT count(*) FROM e), (SELECT count(*) FROM o_new),
+                 (SELECT count(*) FROM o_upd), (SELECT count(*) FROM b)],
+           $10::bigint[]),
        setval('callback_receipts_id_seq', $6::bigint),
        CASE WHEN $7::bigint > 0 THEN setval('ledger_events_seq_seq', $7::bigint) END
 )sql";
@@ -151,8 +156,8 @@ SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM e), (SELECT count(*) FROM
 
 const std::vector<Statement>& WriterStatements() {
     static const std::vector<Statement> statements = {
-        {kReadStateName.data(), kReadStateSql},  // Run by EXECUTE: see Connect.
-        {"writer_write", kWriteSql},
+        {kReadStateName.data(), kReadStateSql},  // Both run by EXECUTE: see WriteBatch.
+        {kWriteName.data(), kWriteSql},
     };
     return statements;
 }
@@ -248,18 +253,21 @@ public:
         return session_.exec(sql);
     }
 
-    // Like pqxx::work::commit: a session lost while COMMIT was in flight leaves the outcome
-    // unknown (pqxx::in_doubt_error, never retried); an error answered by the server means
-    // nothing was committed. REQUIRES: every statement of the block succeeded (a failed one
-    // threw), since PostgreSQL answers COMMIT of a failed block with a silent ROLLBACK.
-    void Commit() {
+    // Runs `sql`, the block's last statements, and COMMIT, in one round trip. Like
+    // pqxx::work::commit: a session lost while they were in flight leaves the outcome unknown
+    // (pqxx::in_doubt_error, never retried); an error answered by the server means nothing was
+    // committed (PostgreSQL skips the rest of the string, COMMIT included, after an error).
+    void CommitAfter(const std::string& sql) {
         PAYLEDGER_ASSERT(open_);
-        open_ = false;  // Committed, failed or in doubt: nothing is left to roll back.
         try {
-            session_.exec("COMMIT");
+            session_.exec(sql + "; COMMIT");
         } catch (const pqxx::broken_connection& e) {
+            open_ = false;  // Nothing to roll back on a lost session.
             throw pqxx::in_doubt_error(std::string("connection lost during COMMIT: ") + e.what());
         }
+        // Done, as `sql` succeeded: a block that failed before would have thrown (a failed
+        // block would answer COMMIT with a silent ROLLBACK).
+        open_ = false;
     }
 
 private:
@@ -277,10 +285,11 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
         PAYLEDGER_ASSERT((delivery.verdict == Outcome::kAppended) == delivery.event.has_value());
         if (delivery.event) keys.insert(delivery.event->out_trade_no);
     }
-    // The read runs by SQL EXECUTE, inside the first round trip's string, so it must be on the
-    // server before (libpqxx prepares a statement at its first exec_prepared otherwise); a no-op
-    // once done on this connection.
+    // The read and the write run by SQL EXECUTE, inside the round trips' strings, so they must
+    // be on the server before (libpqxx prepares a statement at its first exec_prepared
+    // otherwise); a no-op once done on this connection.
     connection.prepare_now(std::string(kReadStateName));
+    connection.prepare_now(std::string(kWriteName));
     TransactionBlock block{connection};
     pqxx::nontransaction& tx = block.session();
     std::string read_sql;
@@ -380,16 +389,33 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
             {{"account_id", key.first}, {"currency", key.second}, {"delta", delta}});
     }
 
-    const pqxx::row counts = tx.exec_prepared1(
-        "writer_write", DumpJson(receipts), DumpJson(events), DumpJson(new_orders),
-        DumpJson(updated_orders), DumpJson(balance_rows), plan.last_receipt_id, plan.last_seq,
-        TextArray(updated_keys), pqxx::binarystring(bodies.data(), bodies.size()));
-    PAYLEDGER_ASSERT(counts[0].as<std::size_t>() == receipts.size());
-    PAYLEDGER_ASSERT(counts[1].as<std::size_t>() == events.size());
-    PAYLEDGER_ASSERT(counts[2].as<std::size_t>() == new_orders.size());
-    PAYLEDGER_ASSERT(counts[3].as<std::size_t>() == updated_orders.size());
-    PAYLEDGER_ASSERT(counts[4].as<std::size_t>() == balance_rows.size());
-    block.Commit();
+    // The write runs by EXECUTE, with its parameters as literals, so that COMMIT can follow
+    // it in the same round trip; the statement checks its own row counts
+    // (payledger_expect_counts, schema/0005) and fails before COMMIT when they differ.
+    const std::string expected_counts =
+        "{" + std::to_string(receipts.size()) + "," + std::to_string(events.size()) + "," +
+        std::to_string(new_orders.size()) + "," + std::to_string(updated_orders.size()) + "," +
+        std::to_string(balance_rows.size()) + "}";
+    std::string write_sql = "EXECUTE " + std::string(kWriteName) + "(";
+    for (const json* part : {&receipts, &events, &new_orders, &updated_orders, &balance_rows}) {
+        write_sql.append(tx.quote(DumpJson(*part))).append(", ");
+    }
+    write_sql.append(std::to_string(plan.last_receipt_id))
+        .append(", ")
+        .append(std::to_string(plan.last_seq))
+        .append(", ")
+        .append(tx.quote(TextArray(updated_keys)))
+        .append(", ")
+        .append(tx.quote_raw(reinterpret_cast<const unsigned char*>(bodies.data()), bodies.size()))
+        .append(", ")
+        .append(tx.quote(expected_counts))
+        .append(")");
+    try {
+        block.CommitAfter(write_sql);
+    } catch (const pqxx::sql_error& e) {
+        if (e.sqlstate() != kAssertFailure) throw;
+        throw InvariantError(e.what());  // Rolled back, as the contract says (writer.hpp).
+    }
 
     std::vector<DeliveryResult> results;
     results.reserve(plan.deliveries.size());
