@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "ledger/chain.hpp"
 #include "ledger/database.hpp"
@@ -184,8 +185,9 @@ json Nullable(const std::optional<std::string>& value) {
 json AnomaliesLiteral(const OrderRow& row) { return row.anomalies; }
 
 // The row of a delivery's receipt: what was received, and what the plan made of it. Its body
-// is the bytes [body_at, body_at + body_length) of the batch's bodies, which travel once, as
-// they are, in one binary parameter (no hex, no JSON string escaping).
+// is the bytes [body_at, body_at + body_length) of the batch's bodies, which travel once, in
+// one bytea literal (hex: the write and COMMIT share a round trip as one query string), never
+// as JSON string escapes.
 json ReceiptJson(const Receipt& received, const projections::PlannedDelivery& planned,
                  std::size_t body_at, const ChainValue& chain) {
     const std::optional<std::int64_t> seq = planned.ReceiptSeq();
@@ -225,10 +227,10 @@ std::string DumpJson(const json& value) {
 }
 
 // The batch's transaction block on a nontransaction session: BEGIN goes out with the lock and
-// the read (Open, with kBeginSql), COMMIT alone. Once opened and until Commit(), leaving
-// the scope rolls the block back, so the session is usable for the next batch (or, broken,
-// replaced by the committer). libpqxx's own pqxx::work would send BEGIN in a round trip of its
-// own.
+// the read (Open, with kBeginSql), COMMIT with the write (CommitAfter). Once opened and until
+// CommitAfter() succeeds, leaving the scope rolls the block back, so the session is usable for
+// the next batch (or, broken, replaced by the committer). libpqxx's own pqxx::work would send
+// BEGIN and COMMIT in round trips of their own.
 class TransactionBlock {
 public:
     explicit TransactionBlock(pqxx::connection& connection) : session_(connection) {}
@@ -257,10 +259,11 @@ public:
     // pqxx::work::commit: a session lost while they were in flight leaves the outcome unknown
     // (pqxx::in_doubt_error, never retried); an error answered by the server means nothing was
     // committed (PostgreSQL skips the rest of the string, COMMIT included, after an error).
-    void CommitAfter(const std::string& sql) {
+    void CommitAfter(std::string sql) {
         PAYLEDGER_ASSERT(open_);
+        sql += "; COMMIT";
         try {
-            session_.exec(sql + "; COMMIT");
+            session_.exec(sql);
         } catch (const pqxx::broken_connection& e) {
             open_ = false;  // Nothing to roll back on a lost session.
             throw pqxx::in_doubt_error(std::string("connection lost during COMMIT: ") + e.what());
@@ -302,7 +305,9 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
         .append(")");
     const pqxx::result rows = block.Open(read_sql);
     PAYLEDGER_ASSERT(!rows.empty());
-    if (stats != nullptr) stats->lock_wait = std::chrono::microseconds(rows[0][3].as<std::int64_t>());
+    if (stats != nullptr) {
+        stats->lock_wait = std::chrono::microseconds(rows[0][3].as<std::int64_t>());
+    }
     projections::LedgerState state{.next_seq = rows[0][0].as<std::int64_t>(),
                                    .next_receipt_id = rows[0][1].as<std::int64_t>()};
     ChainValue chain = kChainStart;  // An empty ledger's.
@@ -411,7 +416,7 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
         .append(tx.quote(expected_counts))
         .append(")");
     try {
-        block.CommitAfter(write_sql);
+        block.CommitAfter(std::move(write_sql));
     } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != kAssertFailure) throw;
         throw InvariantError(e.what());  // Rolled back, as the contract says (writer.hpp).
