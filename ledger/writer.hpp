@@ -41,14 +41,15 @@ struct BatchStats {
     std::chrono::steady_clock::duration lock_wait{};
 };
 
-// Writes a batch of deliveries in one transaction on `connection` and commits it: takes the
-// writer lock (SPEC §7), reads the sequences and the stored events of the orders named,
-// plans the batch with projections::PlanBatch (pure: outcomes in order, so two copies in one
-// batch give appended, then duplicate; the new events; the order rows; the balance deltas),
-// writes it in one statement and checks every row count it reports.
+// Writes a batch of deliveries in one transaction on `connection` and commits it, in two round
+// trips: takes the writer lock (SPEC §7) and reads the sequences and the stored events of the
+// orders named; plans the batch with projections::PlanBatch (pure: outcomes in order, so two
+// copies in one batch give appended, then duplicate; the new events; the order rows; the
+// balance deltas); then writes it in one statement, which checks every row count against the
+// plan's, and commits.
 // Returns one result per delivery, in order, valid only because the commit succeeded.
-// Throws pqxx exceptions (nothing committed, or pqxx::in_doubt_error) and InvariantError
-// (rolled back).
+// Throws pqxx exceptions (nothing committed, or pqxx::in_doubt_error when the session was lost
+// during the write and COMMIT) and InvariantError (rolled back).
 [[nodiscard]] std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                                                      std::span<const Delivery> deliveries,
                                                      BatchStats* stats = nullptr);
