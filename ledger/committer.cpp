@@ -30,6 +30,9 @@ std::size_t Committer::QueuedBytes(const Delivery& delivery) {
     std::size_t bytes = kDeliveryOverheadBytes + receipt.body.size() + receipt.headers.size() +
                         receipt.peer.size() + delivery.message.size();
     if (delivery.event) bytes += delivery.event->data.size();
+    if (delivery.prepared) {
+        bytes += delivery.prepared->receipt_members.size() + delivery.prepared->event_data.size();
+    }
     return bytes;
 }
 
@@ -52,6 +55,8 @@ Committer::Committer(Options options) : options_(std::move(options)) {
 Committer::~Committer() { Stop(); }
 
 void Committer::Submit(Delivery delivery, Done done) {
+    // Here, on the submitting thread: the writing thread holds the writer lock (issue 10).
+    PrepareForWrite(delivery);
     const std::size_t bytes = QueuedBytes(delivery);
     const char* refusal = nullptr;
     {

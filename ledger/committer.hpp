@@ -58,7 +58,8 @@ public:
     // thread, with kUnavailable (a throw from it is counted, never propagated).
     void Submit(Delivery delivery, Done done);
 
-    // What one queued delivery counts against queue_bytes_max: its variable-length texts
+    // What one queued delivery counts against queue_bytes_max: its variable-length texts (the
+    // prepared ones too, once PrepareForWrite ran)
     // plus a fixed allowance for the structures around them and the caller's `done`.
     [[nodiscard]] static std::size_t QueuedBytes(const Delivery& delivery);
 

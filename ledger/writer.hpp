@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ledger/chain.hpp"  // Sha256HexDigits.
 #include "ledger/rows.hpp"
 #include "projections/decide.hpp"  // Claims.
 #include "projections/event.hpp"
@@ -19,13 +20,30 @@ namespace payledger::ledger {
 // the ledger must decide (`event` is then set); any other verdict was reached before the
 // ledger (malformed, bad_signature, mismatch with the configuration, ignored) and only the
 // receipt is recorded.
+// What the writer sends of a delivery that no batch changes, rendered ahead of the batch by
+// PrepareForWrite (issue 10: rendered on the writing thread, which holds the writer lock, it
+// was about half of that thread's time).
+struct PreparedDelivery {
+    // The receipt row's members that do not depend on the batch, as JSON: "source":...,
+    // "received_at":..., "peer":..., "headers":..., "body_length":..., "out_trade_no":...
+    std::string receipt_members{};
+    std::string event_data{};  // The event's data as a JSON string; empty without an event.
+    Sha256HexDigits body_sha256{};
+};
+
 struct Delivery {
     Receipt receipt{};  // id, outcome and seq are filled in by the writer.
     projections::Outcome verdict = projections::Outcome::kAppended;
     std::string message{};
     std::optional<projections::Event> event{};  // seq, receipt_id are filled in by the writer.
     projections::Claims claims{};  // What a refund notice names about its order (SPEC §6).
+    // Set by PrepareForWrite, and then only valid while receipt and event stay as they were.
+    std::optional<PreparedDelivery> prepared{};
 };
+
+// Renders what WriteBatch sends of `delivery` that no batch changes (a no-op when done).
+// Committer::Submit calls it on the submitting thread; WriteBatch renders what is missing.
+void PrepareForWrite(Delivery& delivery);
 
 // What became of one delivery, after the commit that holds it.
 struct DeliveryResult {

@@ -218,6 +218,40 @@ TEST_F(WriterPgTest, NulBytesFromTheWireCannotMakeAReceiptUnstorable) {
     EXPECT_EQ(db_.Scalar("SELECT data->>'attach' FROM ledger_events WHERE seq = 2"), "a\uFFFDb");
 }
 
+TEST_F(WriterPgTest, TextsThatNeedEscapesAreStoredAsGivenPreparedOrNot) {
+    // The writer renders its JSON parameters itself (issue 10), ahead of the batch
+    // (PrepareForWrite, as the committer does) or in it: both must store the same texts.
+    const std::string quoted = "a \"quoted\" \\ back\tslash 'single' \u00e9t\u00e9 \x01";
+    const std::string invalid_utf8 = "peer \xff\xfe";
+    for (const bool prepared : {false, true}) {
+        const std::string key = prepared ? "ORD-P" : "ORD-U";
+        (void)Write({Order(key, 100)});
+        Delivery rejected{.receipt = ReceiptFor(key, projections::Source::kGeneric),
+                          .verdict = Outcome::kMalformed,
+                          .message = quoted};
+        rejected.receipt.peer = invalid_utf8;
+        rejected.receipt.headers = R"({"X-Quote":"say \"hi\"","X-Slash":"c:\\d"})";
+        Delivery paid = Payment(key, "TX-" + quoted, 100);
+        paid.event->data = R"({"attach":"\"x\" \\ \u00fc"})";
+        if (prepared) {
+            PrepareForWrite(rejected);
+            PrepareForWrite(paid);
+        }
+        const auto results = Write({rejected, paid});
+        ASSERT_EQ(results[1].outcome, Outcome::kAppended) << results[1].message;
+        const std::string receipt = "FROM callback_receipts WHERE out_trade_no = '" + key +
+                                    "' AND outcome = 'malformed'";
+        EXPECT_EQ(db_.Scalar("SELECT message " + receipt), quoted) << prepared;
+        EXPECT_EQ(db_.Scalar("SELECT peer " + receipt), "peer \uFFFD\uFFFD") << prepared;
+        EXPECT_EQ(db_.Scalar("SELECT headers->>'X-Quote' " + receipt), "say \"hi\"") << prepared;
+        EXPECT_EQ(db_.Scalar("SELECT headers->>'X-Slash' " + receipt), "c:\\d") << prepared;
+        const std::string event = "FROM ledger_events WHERE out_trade_no = '" + key +
+                                  "' AND event_type = 'PAYMENT_SUCCEEDED'";
+        EXPECT_EQ(db_.Scalar("SELECT transaction_id " + event), "TX-" + quoted) << prepared;
+        EXPECT_EQ(db_.Scalar("SELECT data->>'attach' " + event), "\"x\" \\ \u00fc") << prepared;
+    }
+}
+
 TEST_F(WriterPgTest, RefundCreditsBackOnlyWithAPayment) {
     (void)Write({Order("ORD-1", 1000), Order("ORD-2", 300)});
     (void)Write({Callback("ORD-1", EventType::kRefundSucceeded, "RF-1", 400)});
