@@ -3,10 +3,18 @@
 # run on one PostgreSQL, against PostgreSQL's own limits for the same work. See bench/README.md.
 #
 #   bench/load/run.sh [--connections 64] [--seconds 20] [--orders 20000]
-#                     [--low-load-requests 1000] [--loadgen-threads 1]
+#                     [--low-load-requests 1000] [--loadgen-threads 2]
 #                     [--preload-orders 0] [--pgbench-orders N] [--keep] [--perf DIR]
+#                     [--perf-system] [--pg-setting 'NAME = VALUE']...
+#   --loadgen-threads: the load generator's I/O threads; 2, as pgbench's -j for (c) and (d)
+#               (with one, a batch's answers were read and followed up one after another:
+#               about 50 us each, 1.5 ms for the last of 29)
 #   --perf DIR: profiles payledger serve (Linux perf, cpu-clock, 999 Hz) during (a) and (b)
 #               and writes DIR/<phase>.data and DIR/<phase>.txt (self time by symbol)
+#   --perf-system: with --perf, profiles the whole machine instead, the report by thread
+#               (pid), then by symbol (PostgreSQL's backends and the load generator too)
+#   --pg-setting: a line for the throwaway PostgreSQL's postgresql.conf, e.g.
+#               "shared_preload_libraries = 'auto_explain'" (repeatable)
 #
 # Phases, each from C keep-alive connections (default 64):
 #   ceiling   the load generator's own: GET /healthz
@@ -39,11 +47,13 @@ CONNECTIONS=64
 SECONDS_LIMIT=20
 ORDERS=20000
 LOW_LOAD_REQUESTS=1000
-LOADGEN_THREADS=1
+LOADGEN_THREADS=2
 PGBENCH_ORDERS=""
 PRELOAD_ORDERS=0
 KEEP=""
 PERF_DIR=""
+PERF_SYSTEM=""
+PG_SETTINGS=()
 ACCOUNTS=1000
 COMMAND="bench/load/run.sh $*"
 while [ $# -gt 0 ]; do
@@ -56,6 +66,8 @@ while [ $# -gt 0 ]; do
         --pgbench-orders) PGBENCH_ORDERS="$2"; shift 2 ;;
         --keep) KEEP=1; shift ;;
         --perf) PERF_DIR="$2"; shift 2 ;;
+        --perf-system) PERF_SYSTEM=1; shift ;;
+        --pg-setting) PG_SETTINGS+=("$2"); shift 2 ;;
         --preload-orders) PRELOAD_ORDERS="$2"; shift 2 ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
@@ -65,6 +77,7 @@ for value in "$CONNECTIONS" "$SECONDS_LIMIT" "$ORDERS" "$LOW_LOAD_REQUESTS" "$LO
     [[ "$value" =~ ^[1-9][0-9]*$ ]] || bench_die "expected a positive integer, got '$value'"
 done
 [[ "$PRELOAD_ORDERS" =~ ^[0-9]+$ ]] || bench_die "--preload-orders: a count"
+[ -z "$PERF_SYSTEM" ] || [ -n "$PERF_DIR" ] || bench_die "--perf-system: with --perf DIR"
 [ "$CONNECTIONS" -le 180 ] || bench_die "--connections: at most 180 (PostgreSQL max_connections 200)"
 # The 1-connection phases: shorter, as they only measure latency.
 LOW_LOAD_SECONDS=$((SECONDS_LIMIT < 10 ? SECONDS_LIMIT : 10))
@@ -105,7 +118,7 @@ bench_build payledger payledger_loadgen
 BENCH_BIN="$BENCH_BUILD_DIR"
 LOADGEN="$BENCH_BIN/payledger_loadgen"
 
-bench_pg_up
+bench_pg_up "${PG_SETTINGS[@]}"
 bench_log "PostgreSQL on $BENCH_PG_DATA port $BENCH_PG_PORT"
 bench_createdb payledger
 # (a) fresh: autovacuum never analyzes these tables behind the run's back; (b) resets it.
@@ -209,7 +222,9 @@ phase() {
 mixed() {
     local perf_pid=""
     if [ -n "$PERF_DIR" ]; then
-        perf record -e cpu-clock -F 999 -p "$SERVER_PID" -o "$PERF_DIR/$1.data" \
+        local target=(-p "$SERVER_PID")
+        [ -n "$PERF_SYSTEM" ] && target=(-a)
+        perf record -e cpu-clock -F 999 "${target[@]}" -o "$PERF_DIR/$1.data" \
             2>"$PERF_DIR/$1.record.log" &
         perf_pid=$!
     fi
@@ -218,7 +233,9 @@ mixed() {
     if [ -n "$perf_pid" ]; then
         kill -INT "$perf_pid"
         wait "$perf_pid" || true
-        perf report -i "$PERF_DIR/$1.data" --stdio --no-children --sort dso,symbol \
+        local sort=dso,symbol
+        [ -n "$PERF_SYSTEM" ] && sort=pid,dso,symbol
+        perf report -i "$PERF_DIR/$1.data" --stdio --no-children --sort "$sort" \
             --percent-limit 0.5 2>/dev/null | sed -E 's/ +(- +)*$//' | cut -c1-220 >"$PERF_DIR/$1.txt"
         bench_log "$1: profile in $PERF_DIR/$1.txt"
     fi
