@@ -180,8 +180,8 @@ std::string TextArray(const std::set<std::string>& keys) {
 }
 
 // One JSON object of a parameter's array, written straight into the parameter's text: no
-// DOM, so no allocation per member (issue 10: nlohmann's objects, their maps and their
-// destruction were a third of the writing thread's time).
+// DOM, so no allocation but for the members that need escapes (issue 10: nlohmann's objects,
+// their maps and their destruction were a third of the writing thread's time).
 class JsonRow {
 public:
     explicit JsonRow(std::string& out) : out_(out) {
