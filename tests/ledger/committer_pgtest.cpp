@@ -260,6 +260,118 @@ TEST_F(CommitterPgTest, ASlowAnswerDoesNotHoldUpTheNextBatchAndAnswersKeepCommit
     EXPECT_EQ(committer.stats().batches.load(), 2u);
 }
 
+TEST_F(CommitterPgTest, OpeningThatFailsAfterItsCommitStillAnswersTheCommittedBatch) {
+    // Issue 10: under load, the next batch is opened (BEGIN, the writer lock, the read) in the
+    // round trip of this batch's write and COMMIT. When the opening fails after the COMMIT,
+    // here by a cancel while its writer lock waits for another session, the committed batch
+    // must be answered as committed, once, and the next batch opened again and written.
+    // Batches of one: A, then N with M's opening, then M.
+    std::promise<DeliveryResult> a_answer, n_answer, m_answer;  // Outlive the committer.
+    const std::string writer_name = db_.name() + "-writer";
+    Committer committer{{.url = db_.url(),
+                         .session = testing::PatientSession(writer_name),
+                         .batch_max = 1}};
+    // An order row that another session inserts and has not committed: a batch that inserts
+    // the same order waits for that session (PostgreSQL's unique check), until it rolls back.
+    const auto block_order = [this](const std::string& out_trade_no) {
+        auto connection = db_.Connect();
+        auto tx = std::make_unique<pqxx::work>(*connection);
+        tx->exec("INSERT INTO orders (out_trade_no, account_id, amount, currency, status, "
+                 "paid_amount, refunded_amount, seq) VALUES (" +
+                 tx->quote(out_trade_no) + ", 'acct-1', 100, 'CNY', 'WAIT_PAY', 0, 0, 1)");
+        return std::make_pair(std::move(connection), std::move(tx));
+    };
+    auto [a_connection, a_block] = block_order("ORD-A");
+    auto [n_connection, n_block] = block_order("ORD-N");
+    const auto answer = [](std::promise<DeliveryResult>& promise) {
+        return [&promise](DeliveryResult r) { promise.set_value(std::move(r)); };
+    };
+    committer.Submit(Order("ORD-A"), answer(a_answer));
+    testing::AwaitLockWaiters(db_, testing::kRowWaitersSql);  // A waits for a_block.
+    committer.Submit(Order("ORD-N"), answer(n_answer));
+    committer.Submit(Order("ORD-M"), answer(m_answer));
+    a_block->abort();  // A commits; N is opened on its own, written, and sent with M's opening.
+    ASSERT_EQ(a_answer.get_future().get().outcome, Outcome::kAppended);
+    testing::AwaitLockWaiters(db_, testing::kRowWaitersSql);  // N's write waits for n_block.
+
+    // Another session asks for the writer lock while N holds it: granted at N's COMMIT, before
+    // the opening sent after it, which then waits.
+    auto other = db_.Connect();
+    pqxx::work other_tx{*other};
+    std::future<void> other_locked = std::async(std::launch::async, [&] {
+        other_tx.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
+    });
+    testing::AwaitLockWaiters(db_, testing::kAdvisoryWaitersSql);
+    n_block->abort();
+    other_locked.get();
+    const std::string waiting_writer =
+        "FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE a.datname = "
+        "current_database() AND a.application_name = '" +
+        writer_name + "' AND l.locktype = 'advisory' AND NOT l.granted";
+    testing::AwaitLockWaiters(db_, ("SELECT count(*) " + waiting_writer).c_str());
+    // The waiting statement is the string that wrote and committed N, then opened M.
+    EXPECT_TRUE(db_.Scalar("SELECT a.query " + waiting_writer).starts_with("EXECUTE writer_write"));
+    EXPECT_EQ(db_.Scalar("SELECT pg_cancel_backend(a.pid) " + waiting_writer), "t");
+
+    std::future<DeliveryResult> n_result = n_answer.get_future();
+    ASSERT_EQ(n_result.wait_for(std::chrono::seconds{60}), std::future_status::ready);
+    const DeliveryResult n = n_result.get();
+    EXPECT_EQ(n.outcome, Outcome::kAppended) << n.message;
+    std::future<DeliveryResult> m_result = m_answer.get_future();
+    EXPECT_EQ(m_result.wait_for(std::chrono::milliseconds{0}), std::future_status::timeout)
+        << "M was written while the other session held the writer lock";
+    other_tx.commit();  // M's own opening gets the lock now.
+    EXPECT_EQ(m_result.get().outcome, Outcome::kAppended);
+    committer.Stop();
+    for (const char* key : {"ORD-A", "ORD-N", "ORD-M"}) {
+        EXPECT_EQ(db_.Scalar(std::string("SELECT count(*) FROM callback_receipts WHERE "
+                                         "out_trade_no = '") +
+                             key + "'"),
+                  "1")
+            << key;
+        EXPECT_EQ(db_.Scalar(std::string("SELECT status FROM orders WHERE out_trade_no = '") +
+                             key + "'"),
+                  "WAIT_PAY")
+            << key;
+    }
+    EXPECT_EQ(committer.stats().failures.load(), 0u);
+}
+
+TEST_F(CommitterPgTest, WriteThatFailsInTheRoundTripOfTheNextOpeningCommitsNothing) {
+    // The other side of the test above: when the write itself fails, the string's COMMIT and
+    // the next batch's opening are skipped. Nothing of the failed batch is stored, it is
+    // answered as the one-by-one path answers a broken rule, and the next batch is written.
+    std::promise<DeliveryResult> a_answer, bad_answer, m_answer;  // Outlive the committer.
+    Committer committer{{.url = db_.url(),
+                         .session = testing::PatientSession(db_.name()),
+                         .batch_max = 1}};
+    auto a_connection = db_.Connect();
+    pqxx::work a_block{*a_connection};
+    a_block.exec("INSERT INTO orders (out_trade_no, account_id, amount, currency, status, "
+                 "paid_amount, refunded_amount, seq) "
+                 "VALUES ('ORD-A', 'acct-1', 100, 'CNY', 'WAIT_PAY', 0, 0, 1)");
+    const auto answer = [](std::promise<DeliveryResult>& promise) {
+        return [&promise](DeliveryResult r) { promise.set_value(std::move(r)); };
+    };
+    committer.Submit(Order("ORD-A"), answer(a_answer));
+    testing::AwaitLockWaiters(db_, testing::kRowWaitersSql);  // A waits for a_block.
+    // The schema refuses an order's currency that is not three capitals (a channel's bug).
+    Delivery bad = Order("ORD-BAD");
+    bad.event->currency = "cny";
+    committer.Submit(std::move(bad), answer(bad_answer));
+    committer.Submit(Order("ORD-M"), answer(m_answer));
+    a_block.abort();
+    EXPECT_EQ(a_answer.get_future().get().outcome, Outcome::kAppended);
+    const DeliveryResult refused = bad_answer.get_future().get();
+    EXPECT_TRUE(refused.internal_error) << refused.message;
+    EXPECT_EQ(m_answer.get_future().get().outcome, Outcome::kAppended);
+    committer.Stop();
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts WHERE out_trade_no = 'ORD-BAD'"),
+              "0");
+    EXPECT_EQ(db_.Scalar("SELECT string_agg(out_trade_no, ',' ORDER BY seq) FROM ledger_events"),
+              "ORD-A,ORD-M");
+}
+
 TEST(CommitterTest, ThrowingAnswersOfRefusedDeliveriesStayInTheCommitter) {
     // No database needed: a queue of zero refuses every delivery on the caller's thread.
     Committer committer{{.url = "postgresql://nobody@/nowhere?host=/nonexistent&connect_timeout=1",
