@@ -92,44 +92,37 @@ void Committer::Stop() {
     if (answer_thread_.joinable()) answer_thread_.join();
 }
 
-void Committer::TakeQueued(Batch& batch) {
-    // A batch closes at batch_max deliveries or batch_bytes_max, but always holds one.
-    std::size_t batch_bytes = 0;
-    while (!queue_.empty() && batch.deliveries.size() < options_.batch_max &&
-           (batch.deliveries.empty() ||
-            batch_bytes + queue_.front().bytes <= options_.batch_bytes_max)) {
-        Pending& next = queue_.front();
-        batch_bytes += next.bytes;
-        queue_bytes_ -= next.bytes;
-        batch.deliveries.push_back(std::move(next.delivery));
-        batch.dones.push_back(std::move(next.done));
-        queue_.pop_front();
-    }
-    stats_.queue_depth = queue_.size();
-    stats_.queue_bytes = queue_bytes_;
-}
-
 void Committer::Run() {
-    Batch batch;  // Empty, or taken (and perhaps opened) while the previous one was written.
     for (;;) {
-        if (batch.deliveries.empty()) {
+        Batch batch;
+        {
             std::unique_lock lock{mutex_};
             ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
             if (queue_.empty()) return;  // Stopping, and everything queued is written.
-            TakeQueued(batch);
+            // A batch closes at batch_max deliveries or batch_bytes_max, but always holds one.
+            std::size_t batch_bytes = 0;
+            while (!queue_.empty() && batch.deliveries.size() < options_.batch_max &&
+                   (batch.deliveries.empty() ||
+                    batch_bytes + queue_.front().bytes <= options_.batch_bytes_max)) {
+                Pending& next = queue_.front();
+                batch_bytes += next.bytes;
+                queue_bytes_ -= next.bytes;
+                batch.deliveries.push_back(std::move(next.delivery));
+                batch.dones.push_back(std::move(next.done));
+                queue_.pop_front();
+            }
+            stats_.queue_depth = queue_.size();
+            stats_.queue_bytes = queue_bytes_;
         }
         // The transaction is over (committed or given up) before anyone is answered, so an
         // answer can neither re-run nor re-answer the batch.
-        Batch next;
-        std::vector<DeliveryResult> results = WriteWithRetries(batch, &next);
+        std::vector<DeliveryResult> results = WriteWithRetries(batch);
         PAYLEDGER_ASSERT(results.size() == batch.dones.size());
         {
             std::lock_guard lock{answers_mutex_};
             answers_.push_back(Answers{std::move(batch.dones), std::move(results)});
         }
         answers_ready_.notify_one();
-        // Moved, so that its deliveries stay where the writer session opened them.
-        batch = std::move(next);
     }
 }
 
@@ -158,33 +151,16 @@ void Committer::Answer(const Done& done, DeliveryResult result) noexcept {
     }
 }
 
-void Committer::Disconnect() {
-    session_.reset();  // First: it uses the connection.
-    connection_.reset();
-}
-
 std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t first,
-                                                 std::size_t count, Batch* next) {
+                                                 std::size_t count) {
     // A session the server ended while idle (a restart, a failover) is replaced before the
     // batch rather than failing its first attempt.
     if (connection_ == nullptr || IdleSessionEnded(*connection_)) {
-        Disconnect();
         connection_ = Connect(options_.url, options_.session);
-        session_ = std::make_unique<WriterSession>(*connection_);
-    }
-    WriterSession::TakeNext take_next;
-    if (next != nullptr) {
-        take_next = [this, next] {
-            if (next->deliveries.empty()) {
-                std::lock_guard lock{mutex_};
-                TakeQueued(*next);
-            }
-            return std::span<const Delivery>(next->deliveries);
-        };
     }
     BatchStats batch_stats;
-    std::vector<DeliveryResult> results = session_->Write(
-        std::span(batch.deliveries).subspan(first, count), take_next, &batch_stats);
+    std::vector<DeliveryResult> results =
+        WriteBatch(*connection_, std::span(batch.deliveries).subspan(first, count), &batch_stats);
     stats_.lock_wait_micros += static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(batch_stats.lock_wait).count());
     ++stats_.batches;
@@ -192,14 +168,14 @@ std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t
     return results;
 }
 
-std::vector<DeliveryResult> Committer::WriteWithRetries(const Batch& batch, Batch* next) {
+std::vector<DeliveryResult> Committer::WriteWithRetries(const Batch& batch) {
     std::string failure;
     for (int attempt = 1; attempt <= options_.transaction_attempts_max; ++attempt) {
         try {
-            return WriteOnce(batch, 0, batch.deliveries.size(), next);
+            return WriteOnce(batch, 0, batch.deliveries.size());
         } catch (...) {
             Failure classified = ClassifyFailure(std::current_exception());
-            if (classified.reconnect) Disconnect();
+            if (classified.reconnect) connection_.reset();
             failure = std::move(classified.message);
             switch (classified.kind) {
                 case FailureKind::kRetryable:
@@ -226,10 +202,10 @@ std::vector<DeliveryResult> Committer::WriteOneByOne(const Batch& batch) {
     for (std::size_t i = 0; i < batch.deliveries.size(); ++i) {
         DeliveryResult result;
         try {
-            result = std::move(WriteOnce(batch, i, 1, nullptr).front());
+            result = std::move(WriteOnce(batch, i, 1).front());
         } catch (...) {
             Failure classified = ClassifyFailure(std::current_exception());
-            if (classified.reconnect) Disconnect();
+            if (classified.reconnect) connection_.reset();
             result = classified.kind == FailureKind::kInvariantBroken
                          ? InternalError(std::move(classified.message))
                          : Unavailable(std::move(classified.message));

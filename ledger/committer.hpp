@@ -20,10 +20,8 @@ namespace payledger::ledger {
 
 // Group commit (issue 6): one thread owns one connection and writes every delivery of this
 // process. It takes whatever deliveries are waiting (up to `batch_max`) and writes them in
-// one transaction (WriterSession), so the WAL flush and the writer lock are paid once per
-// batch. A lone delivery is written at once: the batch closes when the queue is empty. While
-// deliveries keep coming, the next batch is taken once this one is planned and opened in the
-// round trip of this one's COMMIT: one round trip per batch under load.
+// one transaction with WriteBatch, so the WAL flush and the writer lock are paid once per
+// batch. A lone delivery is written at once: the batch closes when the queue is empty.
 //
 // Thread-safe. `done` runs exactly once per delivery, on the committer's answer thread, after
 // the transaction that holds the delivery committed (or definitively failed, answering it
@@ -101,18 +99,11 @@ private:
         std::vector<DeliveryResult> results;
     };
 
-    // Moves what is queued into `batch`, up to batch_max deliveries or batch_bytes_max (but
-    // at least one, if any is queued). Call with mutex_ held.
-    void TakeQueued(Batch& batch);
     // Both return one result per delivery and call no `done`: they may run a transaction
     // more than once, so they have no effect outside the database (STYLE §3, §12).
-    // WriteWithRetries may take the next batch into `next` (when it is empty) and open it in
-    // the round trip of this batch's COMMIT (WriterSession); `next` is written after, as is.
-    [[nodiscard]] std::vector<DeliveryResult> WriteWithRetries(const Batch& batch, Batch* next);
+    [[nodiscard]] std::vector<DeliveryResult> WriteWithRetries(const Batch& batch);
     [[nodiscard]] std::vector<DeliveryResult> WriteOneByOne(const Batch& batch);
-    std::vector<DeliveryResult> WriteOnce(const Batch& batch, std::size_t first, std::size_t count,
-                                          Batch* next);
-    void Disconnect();  // Drops the session and its connection; the next batch connects again.
+    std::vector<DeliveryResult> WriteOnce(const Batch& batch, std::size_t first, std::size_t count);
     // Calls `done` with `result`; a throw is counted and goes no further.
     void Answer(const Done& done, DeliveryResult result) noexcept;
 
@@ -124,7 +115,6 @@ private:
     bool stopping_ = false;                         // Guarded by mutex_.
     std::mutex join_mutex_;                         // Serialises Stop()'s join.
     std::unique_ptr<pqxx::connection> connection_;  // Only the committer thread uses it.
-    std::unique_ptr<WriterSession> session_;        // On connection_; destroyed before it.
     std::mutex answers_mutex_;
     std::condition_variable answers_ready_;
     std::deque<Answers> answers_;  // Guarded by answers_mutex_.

@@ -32,10 +32,9 @@ using projections::Outcome;
 // stored events of the orders named in $1 (a text array). Ids are taken from the sequences'
 // state rather than nextval() so that they can be assigned while deciding; the write statement
 // moves the sequences past them. Safe because every writer holds the lock.
-// lock_wait: the time from just before the writer lock was asked for (the opening's
-// set_config, kOpeningSql) to the read: the lock's wait. Not statement_timestamp(), which is
-// when the whole query string arrived: an opening sent with the previous batch's COMMIT
-// would count that batch's write too.
+// lock_wait: the time from the arrival of the query string that runs this (kBeginSql) to the
+// read, that is BEGIN and the lock wait (statement_timestamp() is when the string arrived, the
+// same for all its statements).
 // Plan-proof (issue 10): one index probe per order, whatever the statistics say. A plain
 // `out_trade_no = ANY ($1)` is estimated at 1/200 of the table per key on a never-analyzed
 // database (out_trade_no alone is not unique), so a few dozen keys made it a sequential
@@ -49,9 +48,8 @@ FROM (SELECT (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
              (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
               FROM callback_receipts_id_seq) AS next_receipt_id,
              (SELECT chain FROM callback_receipts ORDER BY id DESC LIMIT 1) AS head,
-             (extract(epoch FROM clock_timestamp() -
-                                 current_setting('payledger.lock_asked_at')::timestamptz) *
-              1000000)::bigint AS lock_wait) AS s
+             (extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000000)::bigint
+                 AS lock_wait) AS s
 LEFT JOIN LATERAL (
     SELECT e.*
     FROM unnest($1::text[]) AS k(out_trade_no)
@@ -69,12 +67,11 @@ ORDER BY e.seq
 )sql";
 constexpr int kFirstEventColumn = 4;
 
-// A batch's opening, one string of statements (issue 10: under load each round trip cost
+// The batch's first round trip, one simple query (issue 10: under load each round trip cost
 // 0.4-0.9 ms, on 2 cores shared with PostgreSQL): opens the transaction, sets how its
-// statements are planned, notes the time, takes the writer lock (SPEC §7) and runs the read,
-// which is its own statement after the lock, so that its snapshot holds every batch committed
-// before the lock was granted. The read's parameter follows as a literal, then ")". Sent on its
-// own, or after the previous batch's write and COMMIT, in the same round trip (WriterSession).
+// statements are planned, takes the writer lock (SPEC §7) and runs the read, which is its own
+// statement after the lock, so that its snapshot holds every batch committed before the lock
+// was granted. The read's parameter follows as a literal, then ")".
 //
 // How the block's statements are planned, the triggers' queries included (issue 10 point 3):
 // once per session, never for the tables' statistics, and never as a sequential scan.
@@ -85,14 +82,9 @@ constexpr int kFirstEventColumn = 4;
 // (pg_stat_statements). A sequence can only be scanned sequentially: the penalty that
 // enable_seqscan adds to the cost of reading one would make every plan look expensive enough
 // for JIT compilation (about 300 ms), so JIT is off: the block's statements are all small.
-constexpr std::string_view kOpeningSql =
+constexpr std::string_view kBeginSql =
     "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL jit = off; "
-    "SET LOCAL plan_cache_mode = force_generic_plan; "
-    "SELECT set_config('payledger.lock_asked_at', clock_timestamp()::text, true); "
-    "SELECT pg_advisory_xact_lock(";
-// An opening is sent with the previous batch's COMMIT only while that batch's lock was granted
-// within this: the writer lock is then the committer's alone (see WriterSession::Write).
-constexpr std::chrono::microseconds kChainedLockWaitMax{1000};
+    "SET LOCAL plan_cache_mode = force_generic_plan; SELECT pg_advisory_xact_lock(";
 constexpr std::string_view kReadStateName = "writer_read_state";
 constexpr std::string_view kWriteName = "writer_write";
 // SQLSTATE assert_failure: payledger_expect_counts found a row count other than the plan's.
@@ -297,55 +289,20 @@ PreparedDelivery Prepare(const Delivery& delivery) {
     return prepared;
 }
 
-// The opening (kOpeningSql) of a batch that names the orders `keys`.
-std::string OpeningSql(pqxx::nontransaction& tx, const std::set<std::string>& keys) {
-    std::string sql;
-    sql.append(kOpeningSql)
-        .append(std::to_string(kWriterLockKey))
-        .append("); EXECUTE ")
-        .append(kReadStateName)
-        .append("(")
-        .append(tx.quote(TextArray(keys)))
-        .append(")");
-    return sql;
-}
-
-// The keys of the orders that `deliveries` name.
-std::set<std::string> OrderKeys(std::span<const Delivery> deliveries) {
-    std::set<std::string> keys;
-    for (const Delivery& delivery : deliveries) {
-        PAYLEDGER_ASSERT((delivery.verdict == Outcome::kAppended) == delivery.event.has_value());
-        if (delivery.event) keys.insert(delivery.event->out_trade_no);
-    }
-    return keys;
-}
-
-// Whether the receipt `id` is stored with the chain value `chain`: the last receipt of a
-// batch, whose chain covers every receipt before it (SPEC §11), so it tells whether that
-// batch committed.
-bool StoredWithChain(pqxx::nontransaction& tx, std::int64_t id, const ChainValue& chain) {
-    const pqxx::result rows =
-        tx.exec("SELECT EXISTS (SELECT 1 FROM callback_receipts WHERE id = " + std::to_string(id) +
-                " AND chain = " + tx.quote_raw(chain.data(), chain.size()) + "::bytea)");
-    return rows.at(0).at(0).as<bool>();
-}
-
-}  // namespace
-
-// The transaction blocks of one session, one after another, on a nontransaction: BEGIN goes
-// out with the lock and the read (an opening), COMMIT with the write, and with it, in the
-// same round trip, the next block's opening or nothing. While a block is open and not
-// committed, destroying this rolls it back, so that the connection is usable again (or,
-// broken, replaced by the committer). libpqxx's own pqxx::work would send BEGIN and COMMIT in
-// round trips of their own.
+// The batch's transaction block on a nontransaction session: BEGIN goes out with the lock and
+// the read (Open, with kBeginSql), COMMIT with the write (CommitAfter). Once opened and until
+// CommitAfter() succeeds, leaving the scope rolls the block back, so the session is usable for
+// the next batch (or, broken, replaced by the committer). libpqxx's own pqxx::work would send
+// BEGIN and COMMIT in round trips of their own.
 class TransactionBlock {
 public:
     explicit TransactionBlock(pqxx::connection& connection) : session_(connection) {}
     TransactionBlock(const TransactionBlock&) = delete;
     TransactionBlock& operator=(const TransactionBlock&) = delete;
     ~TransactionBlock() {
+        if (!open_) return;
         try {
-            Rollback();
+            session_.exec("ROLLBACK");
         } catch (...) {
             // The session is broken: the server ends the transaction with it, and the
             // committer connects again (IdleSessionEnded, or the next query's error).
@@ -353,46 +310,30 @@ public:
     }
 
     pqxx::nontransaction& session() { return session_; }
-    [[nodiscard]] bool open() const { return open_; }
 
-    // Runs an opening; returns its read's rows.
+    // Runs `sql`, which begins with BEGIN; returns its last statement's rows.
     pqxx::result Open(const std::string& sql) {
         PAYLEDGER_ASSERT(!open_ && sql.starts_with("BEGIN;"));
         open_ = true;  // Even if it fails: BEGIN may have arrived.
         return session_.exec(sql);
     }
 
-    // Runs `sql`, the block's last statements, then COMMIT and `opening` (empty: none), in one
-    // round trip; returns the opening's read. Like pqxx::work::commit: a session lost while
-    // they were in flight leaves the outcome unknown (pqxx::in_doubt_error, never retried). An
-    // error answered by the server skips the rest of the string: it came from `sql` or COMMIT
-    // (nothing committed), or after the COMMIT from the opening; a block, aborted, is then
-    // open (Rollback ends it).
-    pqxx::result CommitAfter(std::string sql, const std::string& opening) {
+    // Runs `sql`, the block's last statements, and COMMIT, in one round trip. Like
+    // pqxx::work::commit: a session lost while they were in flight leaves the outcome unknown
+    // (pqxx::in_doubt_error, never retried); an error answered by the server means nothing was
+    // committed (PostgreSQL skips the rest of the string, COMMIT included, after an error).
+    void CommitAfter(std::string sql) {
         PAYLEDGER_ASSERT(open_);
         sql += "; COMMIT";
-        if (!opening.empty()) {
-            PAYLEDGER_ASSERT(opening.starts_with("BEGIN;"));
-            sql.append("; ").append(opening);
-        }
-        pqxx::result rows;
         try {
-            rows = session_.exec(sql);
+            session_.exec(sql);
         } catch (const pqxx::broken_connection& e) {
             open_ = false;  // Nothing to roll back on a lost session.
             throw pqxx::in_doubt_error(std::string("connection lost during COMMIT: ") + e.what());
         }
-        // Done, as `sql` succeeded (a block that failed before would have thrown; a failed
-        // block would answer COMMIT with a silent ROLLBACK), and the next one open if asked.
-        open_ = !opening.empty();
-        return rows;
-    }
-
-    // Ends the open block, if any, without committing it.
-    void Rollback() {
-        if (!open_) return;
+        // Done, as `sql` succeeded: a block that failed before would have thrown (a failed
+        // block would answer COMMIT with a silent ROLLBACK).
         open_ = false;
-        session_.exec("ROLLBACK");
     }
 
 private:
@@ -400,10 +341,7 @@ private:
     bool open_ = false;
 };
 
-WriterSession::WriterSession(pqxx::connection& connection)
-    : connection_(connection), block_(std::make_unique<TransactionBlock>(connection)) {}
-
-WriterSession::~WriterSession() = default;
+}  // namespace
 
 void PrepareForWrite(Delivery& delivery) {
     if (!delivery.prepared) delivery.prepared = Prepare(delivery);
@@ -411,34 +349,32 @@ void PrepareForWrite(Delivery& delivery) {
 
 std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                                        std::span<const Delivery> deliveries, BatchStats* stats) {
-    WriterSession session{connection};
-    return session.Write(deliveries, {}, stats);
-}
-
-std::vector<DeliveryResult> WriterSession::Write(std::span<const Delivery> deliveries,
-                                                 const TakeNext& take_next, BatchStats* stats) {
     PAYLEDGER_ASSERT(!deliveries.empty());
+    std::set<std::string> keys;
+    for (const Delivery& delivery : deliveries) {
+        PAYLEDGER_ASSERT((delivery.verdict == Outcome::kAppended) == delivery.event.has_value());
+        if (delivery.event) keys.insert(delivery.event->out_trade_no);
+    }
     // The read and the write run by SQL EXECUTE, inside the round trips' strings, so they must
     // be on the server before (libpqxx prepares a statement at its first exec_prepared
     // otherwise); a no-op once done on this connection.
-    connection_.prepare_now(std::string(kReadStateName));
-    connection_.prepare_now(std::string(kWriteName));
-    TransactionBlock& block = *block_;
+    connection.prepare_now(std::string(kReadStateName));
+    connection.prepare_now(std::string(kWriteName));
+    TransactionBlock block{connection};
     pqxx::nontransaction& tx = block.session();
-    // Opened with the previous batch's COMMIT, or now.
-    const bool opened = block.open() && opened_first_ == deliveries.data() &&
-                        opened_size_ == deliveries.size();
-    pqxx::result rows = std::move(opened_rows_);
-    opened_first_ = nullptr;
-    opened_size_ = 0;
-    opened_rows_ = pqxx::result{};
-    if (!opened) {
-        block.Rollback();  // An opening for other deliveries (none in the committer's use).
-        rows = block.Open(OpeningSql(tx, OrderKeys(deliveries)));
-    }
+    std::string read_sql;
+    read_sql.append(kBeginSql)
+        .append(std::to_string(kWriterLockKey))
+        .append("); EXECUTE ")
+        .append(kReadStateName)
+        .append("(")
+        .append(tx.quote(TextArray(keys)))
+        .append(")");
+    const pqxx::result rows = block.Open(read_sql);
     PAYLEDGER_ASSERT(!rows.empty());
-    const std::chrono::microseconds lock_wait{rows[0][3].as<std::int64_t>()};
-    if (stats != nullptr) stats->lock_wait = lock_wait;
+    if (stats != nullptr) {
+        stats->lock_wait = std::chrono::microseconds(rows[0][3].as<std::int64_t>());
+    }
     projections::LedgerState state{.next_seq = rows[0][0].as<std::int64_t>(),
                                    .next_receipt_id = rows[0][1].as<std::int64_t>()};
     ChainValue chain = kChainStart;  // An empty ledger's.
@@ -586,6 +522,13 @@ std::vector<DeliveryResult> WriterSession::Write(std::span<const Delivery> deliv
         .append(", ")
         .append(tx.quote(expected_counts))
         .append(")");
+    try {
+        block.CommitAfter(std::move(write_sql));
+    } catch (const pqxx::sql_error& e) {
+        if (e.sqlstate() != kAssertFailure) throw;
+        throw InvariantError(e.what());  // Rolled back, as the contract says (writer.hpp).
+    }
+
     std::vector<DeliveryResult> results;
     results.reserve(plan.deliveries.size());
     for (projections::PlannedDelivery& planned : plan.deliveries) {
@@ -594,48 +537,6 @@ std::vector<DeliveryResult> WriterSession::Write(std::span<const Delivery> deliv
                            .message = std::move(planned.message),
                            .order = std::move(planned.order),
                            .receipt_id = planned.receipt_id});
-    }
-
-    // The next batch, opened in this COMMIT's round trip, while the writer lock is the
-    // committer's alone: when another writer waited for it too, this batch's answers would
-    // wait for that writer's batch (the string's reply comes after its last statement).
-    std::span<const Delivery> next;
-    if (take_next && lock_wait < kChainedLockWaitMax) next = take_next();
-    const std::string opening = next.empty() ? std::string{} : OpeningSql(tx, OrderKeys(next));
-    try {
-        pqxx::result next_rows = block.CommitAfter(std::move(write_sql), opening);
-        if (!next.empty()) {
-            opened_first_ = next.data();
-            opened_size_ = next.size();
-            opened_rows_ = std::move(next_rows);
-        }
-    } catch (const pqxx::sql_error& e) {
-        if (next.empty()) {
-            try {
-                block.Rollback();  // Nothing was committed.
-            } catch (...) {
-                // A lost session: the server ends the transaction, the committer reconnects.
-            }
-            if (e.sqlstate() != kAssertFailure) throw;
-            throw InvariantError(e.what());  // Rolled back, as the contract says (writer.hpp).
-        }
-        // The write or COMMIT failed (nothing committed), or the opening after the COMMIT
-        // did: the batch's last receipt tells which. Unknown when that cannot be asked.
-        bool committed = false;
-        try {
-            block.Rollback();
-            committed = StoredWithChain(tx, plan.last_receipt_id, chain);
-        } catch (const std::exception& check) {
-            throw pqxx::in_doubt_error(std::string("the batch's COMMIT or the next opening "
-                                                   "failed (") +
-                                       e.what() + "), and its outcome could not be read: " +
-                                       check.what());
-        }
-        if (!committed) {
-            if (e.sqlstate() != kAssertFailure) throw;
-            throw InvariantError(e.what());
-        }
-        // Committed: the next batch is opened again by its own Write.
     }
     return results;
 }

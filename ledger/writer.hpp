@@ -2,8 +2,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
-#include <memory>
 #include <optional>
 #include <pqxx/pqxx>
 #include <span>
@@ -73,42 +71,5 @@ struct BatchStats {
 [[nodiscard]] std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                                                      std::span<const Delivery> deliveries,
                                                      BatchStats* stats = nullptr);
-
-class TransactionBlock;  // ledger/writer.cpp
-
-// The writing session of one connection (issue 10): writes batches as WriteBatch does, and
-// while deliveries keep coming, opens the next batch (BEGIN, the writer lock, the read) in the
-// round trip of this batch's write and COMMIT, so that a batch under load takes one round trip
-// instead of two. Not thread-safe; the connection is only used through it while it lives.
-class WriterSession {
-public:
-    explicit WriterSession(pqxx::connection& connection);
-    ~WriterSession();  // Rolls back a batch that was opened and not written.
-    WriterSession(const WriterSession&) = delete;
-    WriterSession& operator=(const WriterSession&) = delete;
-
-    // Returns the next batch (empty: none), which must then stay where it is, the same
-    // deliveries at the same place, until it is written.
-    using TakeNext = std::function<std::span<const Delivery>()>;
-
-    // Writes `deliveries` and commits them, as WriteBatch (same results, same exceptions).
-    // Once the batch is planned, and if its writer lock was granted at once (the lock is the
-    // committer's alone), `take_next` (when set) is asked for the next batch, and that batch
-    // is opened in the same round trip as this COMMIT; its own Write finds it open. When the
-    // opening fails after this COMMIT, this batch's results are returned all the same (it
-    // committed: its last receipt is read to know) and the next Write opens its batch again;
-    // a session lost during that round trip leaves this batch in doubt, as without an opening.
-    [[nodiscard]] std::vector<DeliveryResult> Write(std::span<const Delivery> deliveries,
-                                                    const TakeNext& take_next,
-                                                    BatchStats* stats = nullptr);
-
-private:
-    pqxx::connection& connection_;
-    std::unique_ptr<TransactionBlock> block_;
-    // The batch opened with the last COMMIT (where its deliveries are), and its read.
-    const Delivery* opened_first_ = nullptr;
-    std::size_t opened_size_ = 0;
-    pqxx::result opened_rows_{};
-};
 
 }  // namespace payledger::ledger
