@@ -59,8 +59,8 @@ public:
     void Submit(Delivery delivery, Done done);
 
     // What one queued delivery counts against queue_bytes_max: its variable-length texts (the
-    // prepared ones too, once PrepareForWrite ran)
-    // plus a fixed allowance for the structures around them and the caller's `done`.
+    // prepared ones too, once PrepareForWrite ran) plus a fixed allowance for the structures
+    // around them and the caller's `done`.
     [[nodiscard]] static std::size_t QueuedBytes(const Delivery& delivery);
 
     // Writes what is queued, answers it, then stops both threads. Idempotent.

@@ -16,10 +16,6 @@
 
 namespace payledger::ledger {
 
-// One delivery that reached the service, ready for the ledger. `verdict` is kAppended when
-// the ledger must decide (`event` is then set); any other verdict was reached before the
-// ledger (malformed, bad_signature, mismatch with the configuration, ignored) and only the
-// receipt is recorded.
 // What the writer sends of a delivery that no batch changes, rendered ahead of the batch by
 // PrepareForWrite (issue 10: rendered on the writing thread, which holds the writer lock, it
 // was about half of that thread's time).
@@ -31,6 +27,10 @@ struct PreparedDelivery {
     Sha256HexDigits body_sha256{};
 };
 
+// One delivery that reached the service, ready for the ledger. `verdict` is kAppended when
+// the ledger must decide (`event` is then set); any other verdict was reached before the
+// ledger (malformed, bad_signature, mismatch with the configuration, ignored) and only the
+// receipt is recorded.
 struct Delivery {
     Receipt receipt{};  // id, outcome and seq are filled in by the writer.
     projections::Outcome verdict = projections::Outcome::kAppended;
