@@ -282,6 +282,46 @@ TEST_F(WriterPgTest, PaymentCreditIsRefusedWhenTheRowAlreadyHasOne) {
     EXPECT_EQ(Count("ledger_events"), "1");
 }
 
+TEST_F(WriterPgTest, EventAppendedBehindTheWritersBackAbortsTheBatch) {
+    (void)Write({Order("ORD-1", 500)});
+    // A session that ignores the writer lock (SPEC §7) appends ORD-1's payment and has not
+    // committed yet: the writer's read cannot see it, so its plan appends one too, and its
+    // insert waits on the intruder's row. Replica mode skips the receipt reference checks.
+    auto intruder_connection = db_.Connect();
+    pqxx::work intruder{*intruder_connection};
+    intruder.exec(
+        "SET LOCAL session_replication_role = replica; "
+        "INSERT INTO ledger_events (seq, out_trade_no, event_type, source, account_id, amount, "
+        "currency, transaction_id, occurred_at, receipt_id) "
+        "VALUES (nextval('ledger_events_seq_seq'), 'ORD-1', 'PAYMENT_SUCCEEDED', 'generic', "
+        "'acct-1', 500, 'CNY', 'TX-0', now(), nextval('callback_receipts_id_seq'))");
+
+    auto writer_connection = db_.Connect();
+    std::promise<std::exception_ptr> failed;
+    std::thread writer([&] {
+        const Delivery payment = Payment("ORD-1", "TX-1", 500);
+        try {
+            (void)WriteBatch(*writer_connection, std::span(&payment, 1));
+            failed.set_value(nullptr);
+        } catch (...) {
+            failed.set_value(std::current_exception());
+        }
+    });
+    testing::AwaitLockWaiters(db_, testing::kRowWaitersSql);
+    intruder.commit();
+    const std::exception_ptr error = failed.get_future().get();
+    writer.join();
+    // The second event for (ORD-1, PAYMENT_SUCCEEDED) is refused by the UNIQUE constraint and
+    // the batch rolled back as an invariant error, as a row count other than the plan's is.
+    ASSERT_TRUE(error);
+    EXPECT_THROW(std::rethrow_exception(error), InvariantError);
+    EXPECT_EQ(db_.Scalar("SELECT transaction_id FROM ledger_events WHERE out_trade_no = 'ORD-1' "
+                         "AND event_type = 'PAYMENT_SUCCEEDED'"),
+              "TX-0");
+    EXPECT_EQ(Count("callback_receipts"), "1");  // The writer's receipt was rolled back too.
+    EXPECT_EQ(db_.Scalar("SELECT transaction_id IS NULL FROM orders"), "t");
+}
+
 TEST_F(WriterPgTest, EveryWriteWaitsForTheWriterLock) {
     // Another session holds the ledger's writer lock (SPEC §7).
     auto holder = db_.Connect();

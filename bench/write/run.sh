@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# bench/write (issue 10 point 4): what a plain INSERT saves over INSERT ... ON CONFLICT DO
+# NOTHING for the rows the writer's plan knows are new (ledger/writer.cpp, kWriteSql): the
+# events of a batch, and the orders that register. See bench/README.md.
+#
+#   bench/write/run.sh [--batches 400] [--rows 20] [--keep]
+#
+# One PostgreSQL session on a migrated ledger of 20 000 orders (bench/lib/seed_ledger.sql)
+# inserts batches of ROWS rows through json_to_recordset, as the writer does, alternately with
+# and without ON CONFLICT, BATCHES times each, and times each statement (clock_timestamp, in
+# the server): the two variants are paired, so that what disturbs one disturbs the other too.
+# Whole-benchmark timings of the two differ by less than this machine's spread from run to
+# run, which is why this is measured apart. Replica mode skips the receipt reference triggers
+# (schema/0004) for both. It prints the median and mean time per batch and per row.
+set -euo pipefail
+shopt -s inherit_errexit
+source "$(dirname "$0")/../../scripts/lib/common.sh"
+source "$PAYLEDGER_ROOT/bench/lib/bench.sh"
+
+BATCHES=400
+ROWS=20
+KEEP=""
+COMMAND="bench/write/run.sh $*"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --batches) BATCHES="$2"; shift 2 ;;
+        --rows) ROWS="$2"; shift 2 ;;
+        --keep) KEEP=1; shift ;;
+        *) bench_die "unknown option $1 (see the header of $0)" ;;
+    esac
+done
+[[ "$BATCHES" =~ ^[1-9][0-9]{0,4}$ ]] || bench_die "--batches wants 1 to 99999"
+[[ "$ROWS" =~ ^[1-9][0-9]{0,2}$ ]] || bench_die "--rows wants 1 to 999"
+
+bench_tmp_create
+cleanup() {
+    bench_pg_down
+    if [ -z "$KEEP" ]; then rm -rf "$BENCH_TMP"; else bench_log "kept $BENCH_TMP"; fi
+}
+trap cleanup EXIT
+payledger_install_deps
+bench_build payledger
+BENCH_BIN="$BENCH_BUILD_DIR"
+bench_pg_up
+bench_createdb ledger
+bench_log "seeding 20000 orders"
+bench_seed ledger PGB- 20000 0 1000
+bench_psql ledger -c "ANALYZE"
+
+bench_log "timing $BATCHES paired batches of $ROWS rows"
+bench_psql ledger -v batches="$BATCHES" -v rows="$ROWS" <<'SQL' >"$BENCH_TMP/result.txt"
+SET session_replication_role = replica;
+CREATE TEMP TABLE timing (target text, variant text, us float8);
+SET payledger.batches = :'batches';
+SET payledger.rows = :'rows';
+DO $$
+DECLARE
+    batches int := current_setting('payledger.batches')::int;
+    n int := current_setting('payledger.rows')::int;
+    base bigint := 1000000000;
+    started timestamptz;
+    events json;
+    orders json;
+    plain boolean;
+BEGIN
+    FOR b IN 1..batches LOOP
+        FOR pass IN 0..1 LOOP
+            base := base + n;
+            -- Which variant goes first alternates from batch to batch.
+            plain := (b + pass) % 2 = 0;
+            SELECT json_agg(json_build_object(
+                       'seq', base + i, 'out_trade_no', 'W-' || (base + i),
+                       'event_type', 'PAYMENT_SUCCEEDED', 'source', 'generic',
+                       'account_id', 'acct-' || i % 1000, 'amount', 100 + i, 'currency', 'CNY',
+                       'transaction_id', 'TX-' || (base + i),
+                       'occurred_at', 1795996800000000 + i, 'receipt_id', base + i,
+                       'data', '{}')),
+                   json_agg(json_build_object(
+                       'out_trade_no', 'W-' || (base + i), 'account_id', 'acct-' || i % 1000,
+                       'amount', 100 + i, 'currency', 'CNY', 'status', 'WAIT_PAY',
+                       'transaction_id', NULL, 'paid_amount', 0, 'refunded_amount', 0,
+                       'anomalies', '{}', 'seq', base + i))
+            INTO events, orders
+            FROM generate_series(0, n - 1) AS i;
+
+            started := clock_timestamp();
+            IF plain THEN
+                INSERT INTO ledger_events
+                    (seq, out_trade_no, event_type, source, account_id, amount, currency,
+                     transaction_id, occurred_at, receipt_id, data)
+                SELECT seq, out_trade_no, event_type, source, account_id, amount, currency,
+                       transaction_id,
+                       'epoch'::timestamptz + occurred_at * interval '1 microsecond',
+                       receipt_id, data::jsonb
+                FROM json_to_recordset(events) AS x(seq bigint, out_trade_no text,
+                     event_type text, source text, account_id text, amount bigint,
+                     currency text, transaction_id text, occurred_at bigint,
+                     receipt_id bigint, data text);
+            ELSE
+                INSERT INTO ledger_events
+                    (seq, out_trade_no, event_type, source, account_id, amount, currency,
+                     transaction_id, occurred_at, receipt_id, data)
+                SELECT seq, out_trade_no, event_type, source, account_id, amount, currency,
+                       transaction_id,
+                       'epoch'::timestamptz + occurred_at * interval '1 microsecond',
+                       receipt_id, data::jsonb
+                FROM json_to_recordset(events) AS x(seq bigint, out_trade_no text,
+                     event_type text, source text, account_id text, amount bigint,
+                     currency text, transaction_id text, occurred_at bigint,
+                     receipt_id bigint, data text)
+                ON CONFLICT ON CONSTRAINT ledger_events_one_per_type DO NOTHING;
+            END IF;
+            INSERT INTO timing VALUES ('ledger_events', CASE WHEN plain THEN 'plain' ELSE 'on_conflict' END,
+                                       extract(epoch FROM clock_timestamp() - started) * 1e6);
+
+            started := clock_timestamp();
+            IF plain THEN
+                INSERT INTO orders (out_trade_no, account_id, amount, currency, status,
+                                    transaction_id, paid_amount, refunded_amount, anomalies, seq)
+                SELECT out_trade_no, account_id, amount, currency, status, transaction_id,
+                       paid_amount, refunded_amount, anomalies, seq
+                FROM json_to_recordset(orders) AS x(out_trade_no text, account_id text,
+                     amount bigint, currency text, status text, transaction_id text,
+                     paid_amount bigint, refunded_amount bigint, anomalies text[], seq bigint);
+            ELSE
+                INSERT INTO orders (out_trade_no, account_id, amount, currency, status,
+                                    transaction_id, paid_amount, refunded_amount, anomalies, seq)
+                SELECT out_trade_no, account_id, amount, currency, status, transaction_id,
+                       paid_amount, refunded_amount, anomalies, seq
+                FROM json_to_recordset(orders) AS x(out_trade_no text, account_id text,
+                     amount bigint, currency text, status text, transaction_id text,
+                     paid_amount bigint, refunded_amount bigint, anomalies text[], seq bigint)
+                ON CONFLICT (out_trade_no) DO NOTHING;
+            END IF;
+            INSERT INTO timing VALUES ('orders', CASE WHEN plain THEN 'plain' ELSE 'on_conflict' END,
+                                       extract(epoch FROM clock_timestamp() - started) * 1e6);
+        END LOOP;
+    END LOOP;
+END $$;
+\pset format unaligned
+\pset tuples_only on
+\pset fieldsep '|'
+SELECT target, variant, count(*),
+       round(percentile_cont(0.5) WITHIN GROUP (ORDER BY us)::numeric, 1),
+       round(avg(us)::numeric, 1)
+FROM timing GROUP BY target, variant ORDER BY target, variant;
+SQL
+
+{
+    printf '`%s` on %s, %s cores, commit %s, %s\n\n' "$COMMAND" "$(hostname)" "$(nproc)" \
+        "$(git -C "$PAYLEDGER_ROOT" rev-parse --short HEAD)" "$(date -u +%FT%TZ)"
+    printf '| insert of %s new rows | batches | median per batch | mean per batch | median per row |\n' "$ROWS"
+    printf '| --- | --- | --- | --- | --- |\n'
+    while IFS='|' read -r target variant count median mean; do
+        [ -n "$target" ] || continue
+        label="$target, plain INSERT"
+        [ "$variant" = on_conflict ] && label="$target, ON CONFLICT DO NOTHING"
+        printf '| %s | %s | %s µs | %s µs | %s µs |\n' "$label" "$count" "$median" "$mean" \
+            "$(bench_fmt 1 "$(bench_calc "$median / $ROWS")")"
+    done <"$BENCH_TMP/result.txt"
+    awk -F'|' -v rows="$ROWS" '
+        { m[$1, $2] = $4 }
+        END {
+            n = split("ledger_events orders", ts, " ")
+            for (i = 1; i <= n; i++) {
+                t = ts[i]; c = m[t, "on_conflict"]; p = m[t, "plain"]
+                if (c > 0) printf "\n%s: the plain INSERT saves %.1f µs per batch (%.1f µs per row, %.0f %%).", t, c - p, (c - p) / rows, 100 * (c - p) / c
+            }
+            printf "\n"
+        }' "$BENCH_TMP/result.txt"
+}
