@@ -96,14 +96,36 @@ bench_cpu_seconds() {
     awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
 }
 
-# bench_pg_cpu_seconds: user + system CPU time used so far by the bench cluster's postmaster
-# and its live children (backends, background processes).
+# bench_pg_cpu_seconds: user + system CPU time used so far by the bench cluster: its
+# postmaster, its live children (backends, background processes), and the children that have
+# exited (the postmaster's cutime and cstime, fields 16 and 17: it waits for each), so that a
+# backend that ends between two readings (pgbench's, between rounds) does not take its time
+# out of the sum (without them, one low-load round once read -140 %).
 bench_pg_cpu_seconds() {
     local postmaster pid
     postmaster="$(head -1 "$BENCH_PG_DATA/postmaster.pid")"
-    for pid in "$postmaster" $(ps -o pid= --ppid "$postmaster"); do
-        cat "/proc/$pid/stat" 2>/dev/null || true
-    done | awk -v hz="$(getconf CLK_TCK)" '{ t += $14 + $15 } END { printf "%.2f", t / hz }'
+    {
+        awk '{ print $14 + $15 + $16 + $17 }' "/proc/$postmaster/stat"
+        for pid in $(ps -o pid= --ppid "$postmaster"); do
+            awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || true
+        done
+    } | awk -v hz="$(getconf CLK_TCK)" '{ t += $1 } END { printf "%.2f", t / hz }'
+}
+
+# bench_ticks: the machine's CPU time so far, in clock ticks: "total idle steal" (the first
+# line of /proc/stat; idle counts iowait too; steal is time the hypervisor ran others).
+bench_ticks() {
+    awk '$1 == "cpu" { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $5 + $6, $9; exit }' /proc/stat
+}
+# bench_ticks_share "TICKS_BEFORE": idle and steal since then, in % of the machine, as
+# "IDLE STEAL" (one decimal each).
+bench_ticks_share() {
+    local now
+    now="$(bench_ticks)"
+    awk -v a="$1" -v b="$now" 'BEGIN {
+        split(a, x, " "); split(b, y, " "); t = y[1] - x[1]
+        if (t <= 0) t = 1
+        printf "%.1f %.1f", 100 * (y[2] - x[2]) / t, 100 * (y[3] - x[3]) / t }'
 }
 
 # A line describing the machine and the tree, for the report.

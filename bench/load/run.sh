@@ -165,7 +165,7 @@ bench_log "payledger serve (pid $SERVER_PID) on 127.0.0.1:$PORT"
 
 # --- the phases ---------------------------------------------------------------------------
 declare -A RPS P50 P99 MAX ERRORS ANSWERED APPENDED DUPLICATES AP50 AP99 DP50 DP99 CPU PG_CPU \
-    BATCH LOCK_WAIT
+    BATCH LOCK_WAIT MACHINE
 
 metric() {
     curl -fsS "http://127.0.0.1:$PORT/metrics" | awk -v name="$1" '$1 == name { print $2 }'
@@ -176,7 +176,8 @@ metric() {
 phase() {
     local label="$1"
     shift
-    local cpu0 pg_cpu0 batches0 deliveries0 wait0 out
+    local cpu0 pg_cpu0 ticks0 batches0 deliveries0 wait0 out
+    ticks0="$(bench_ticks)"
     cpu0="$(bench_cpu_seconds "$SERVER_PID")"
     pg_cpu0="$(bench_pg_cpu_seconds)"
     batches0="$(metric payledger_commit_batches_total)"
@@ -208,6 +209,7 @@ phase() {
     seconds="$(printf '%s\n' "$out" | sed -n 's/^RESULT .* seconds=\([0-9.]*\).*/\1/p')"
     CPU[$label]="$(bench_calc "100 * ($(bench_cpu_seconds "$SERVER_PID") - $cpu0) / $seconds")"
     PG_CPU[$label]="$(bench_calc "100 * ($(bench_pg_cpu_seconds) - $pg_cpu0) / $seconds")"
+    MACHINE[$label]="$(bench_ticks_share "$ticks0")"
     batches="$(bench_calc "$(metric payledger_commit_batches_total) - $batches0")"
     deliveries="$(bench_calc "$(metric payledger_committed_deliveries_total) - $deliveries0")"
     BATCH[$label]="$(bench_calc "$batches > 0 ? $deliveries / $batches : 0")"
@@ -246,10 +248,11 @@ mixed() {
 # pgbench_run NAME SCRIPT CLIENTS SECONDS [ARGS...]: runs SCRIPT of bench/load; prints its
 # tps. `base` is the highest order already paid, so every run pays fresh orders.
 pgbench_run() {
-    local name="$1" script="$2" clients="$3" seconds="$4" base
+    local name="$1" script="$2" clients="$3" seconds="$4" base ticks0
     shift 4
     base="$(bench_psql pgbench_ledger -tAc "SELECT coalesce(max(substr(out_trade_no, 5)::bigint), 0)
         FROM ledger_events WHERE event_type = 'PAYMENT_SUCCEEDED'")"
+    ticks0="$(bench_ticks)"
     if ! "$PG_BIN/pgbench" -h "$BENCH_PG_DATA" -p "$BENCH_PG_PORT" -U postgres -n -M prepared \
         -f "$PAYLEDGER_ROOT/bench/load/$script" -c "$clients" -j "$((clients < 2 ? 1 : 2))" \
         -T "$seconds" -D clients="$clients" -D k=0 -D base="$base" "$@" \
@@ -257,6 +260,8 @@ pgbench_run() {
         tail -20 "$BENCH_TMP/pgbench_$name.out" >&2
         bench_die "pgbench $name aborted (out of loaded orders? raise --pgbench-orders)"
     fi
+    # Run in $(...): the machine's idle and steal go through a file (machine_cell).
+    bench_ticks_share "$ticks0" >"$BENCH_TMP/machine_$name"
     grep -E '^(number of transactions actually|number of failed|latency average|tps)' \
         "$BENCH_TMP/pgbench_$name.out" | sed "s/^/[pgbench $name] /" >&2
     sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$BENCH_TMP/pgbench_$name.out"
@@ -357,6 +362,13 @@ mixed_cell() {
         "$(phase_cell "$1")" "${APPENDED[$1]}" "${AP50[$1]}" "${AP99[$1]}" "${DUPLICATES[$1]}" \
         "${DP50[$1]}" "${DP99[$1]}"
 }
+# machine_cell LABEL: "idle I %, steal S %" of the machine over a phase (MACHINE, or the file
+# pgbench_run wrote for (c) and (d)).
+machine_cell() {
+    local share="${MACHINE[$1]:-}"
+    [ -n "$share" ] || share="$(cat "$BENCH_TMP/machine_$1")"
+    printf 'idle %s %%, steal %s %%' "${share% *}" "${share#* }"
+}
 cpu_cell() {
     printf '%s%% / %s%%, %s' "$(bench_fmt 0 "${CPU[$1]}")" "$(bench_fmt 0 "${PG_CPU[$1]}")" \
         "$(bench_fmt 1 "${BATCH[$1]}")"
@@ -407,5 +419,9 @@ C="$CONNECTIONS"
         "$(cpu_cell healthz). Writer lock wait: (a) $(bench_fmt 3 "${LOCK_WAIT[fresh]}") s," \
         "(b) $(bench_fmt 3 "${LOCK_WAIT[analyzed]}") s. Ledger before the run:" \
         "$PRELOAD_ORDERS preloaded orders."
+    echo
+    echo "The whole machine over each phase (/proc/stat; steal is CPU time the hypervisor gave" \
+        "to others, which moves the figures from run to run): (a) $(machine_cell fresh);" \
+        "(b) $(machine_cell analyzed); (c) $(machine_cell c); (d) $(machine_cell d)."
 }
 [ -z "$FAILED" ] || bench_die "some answers were not the expected ones, or verify failed (above)"
