@@ -3,6 +3,9 @@
 // writable (rebuild needs them). Also the CHECK constraints on money columns.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "ledger/writer.hpp"
 #include "support/test_database.hpp"
 
@@ -120,6 +123,48 @@ TEST_F(AppendOnlyPgTest, MoneyColumnsRefuseWhatSpecSection1Forbids) {
     EXPECT_NE(Refusal(insert + "100, 'cny', 'T1', now(), id FROM callback_receipts"), "");
     EXPECT_NE(Refusal("UPDATE orders SET paid_amount = -1"), "");
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), "1");
+}
+
+// SPEC §1: a key is 1 to 64 of A-Z a-z 0-9 _ | * . - (schema/0006 checks it without the
+// regular expression of 0001, and must refuse and accept exactly what that one did).
+TEST_F(AppendOnlyPgTest, KeysRefuseWhatSpecSection1Forbids) {
+    const std::string longest(64, 'k');
+    const std::vector<std::string> refused = {
+        "''", "'" + longest + "k'", "'a b'", "'a,b'", "'a''b'", "'a\\b'", "'a/b'",
+        "'\u00fcber'", "E'a\\n'", "E'\\na'", "E'a\\t'", "'a+b'", "'(a)'"};
+    const std::vector<std::string> accepted = {"'" + longest + "'", "'Az09_|*.-'", "'-'"};
+    // Replica mode skips the reference triggers (schema/0004), not the CHECK constraints.
+    const std::string receipt =
+        "SET LOCAL session_replication_role = replica; "
+        "INSERT INTO callback_receipts (source, received_at, peer, body, outcome, chain, "
+        "out_trade_no) VALUES ('generic', now(), 'p', '', 'malformed', sha256(''), ";
+    const auto event = [](const std::string& out_trade_no, const std::string& account_id) {
+        return "SET LOCAL session_replication_role = replica; "
+               "INSERT INTO ledger_events (out_trade_no, event_type, source, account_id, amount, "
+               "currency, occurred_at, receipt_id) VALUES (" +
+               out_trade_no + ", 'ORDER_CREATED', 'api', " + account_id +
+               ", 100, 'CNY', now(), nextval('callback_receipts_id_seq'))";
+    };
+    for (const std::string& key : refused) {
+        EXPECT_NE(Refusal(receipt + key + ")").find("callback_receipts_out_trade_no_check"),
+                  std::string::npos)
+            << key;
+        EXPECT_NE(Refusal(event(key, "'acct'")).find("ledger_events_out_trade_no_check"),
+                  std::string::npos)
+            << key;
+        EXPECT_NE(Refusal(event("'ORD-9'", key)).find("ledger_events_account_id_check"),
+                  std::string::npos)
+            << key;
+    }
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), "1");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"), "1");
+    int n = 0;
+    for (const std::string& key : accepted) {
+        EXPECT_EQ(Refusal(receipt + key + ")"), "") << key;
+        EXPECT_EQ(Refusal(event(key, "'acct'")), "") << key;
+        EXPECT_EQ(Refusal(event("'ACC-" + std::to_string(++n) + "'", key)), "") << key;
+    }
+    EXPECT_EQ(Refusal(receipt + "NULL)"), "");  // A receipt may name no order.
 }
 
 TEST_F(AppendOnlyPgTest, ProjectionsStayWritableForRebuild) {
