@@ -99,8 +99,8 @@ constexpr std::string_view kUniqueViolation = "23505";
 // or a plan that is wrong) fails the statement with a unique violation, which is the same
 // invariant error as a wrong count. ON CONFLICT DO NOTHING, which only turned that into a
 // wrong count, cost a speculative insertion per row (an arbiter index probe, and a WAL record
-// that confirms the row): bench/write/run.sh measured 5.7 us per event and 4.3 us per new
-// order, 13 % and 21 % of their inserts. Balances stay an upsert: their rows may exist.
+// that confirms the row): bench/write/run.sh measures about 5 us per event and per new
+// order, 15-25 % of their inserts. Balances stay an upsert: their rows may exist.
 constexpr const char* kWriteSql = R"sql(
 WITH r AS (
     INSERT INTO callback_receipts

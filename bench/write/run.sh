@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# bench/write (issue 10 point 4): what a plain INSERT saves over INSERT ... ON CONFLICT DO
-# NOTHING for the rows the writer's plan knows are new (ledger/writer.cpp, kWriteSql): the
-# events of a batch, and the orders that register. See bench/README.md.
+# bench/write (issue 10 point 4): two costs of the writer's statement, measured apart. What a
+# plain INSERT saves over INSERT ... ON CONFLICT DO NOTHING for the rows the writer's plan knows
+# are new (ledger/writer.cpp, kWriteSql): the events of a batch, and the orders that register;
+# and the key check of schema/0001 (a regular expression with a bounded repetition) against
+# that of schema/0006. See bench/README.md.
 #
 #   bench/write/run.sh [--batches 400] [--rows 20] [--keep]
 #
@@ -137,6 +139,38 @@ BEGIN
         END LOOP;
     END LOOP;
 END $$;
+-- The key check of 0001 (a bounded repetition) against 0006's (a length test and one search
+-- for a character outside the set), alternately, each over the same keys of the batch size.
+DO $$
+DECLARE
+    batches int := current_setting('payledger.batches')::int;
+    n int := current_setting('payledger.rows')::int;
+    keys text[];
+    started timestamptz;
+    passed int;
+    old_check boolean;
+BEGIN
+    FOR b IN 1..batches LOOP
+        keys := ARRAY(SELECT 'PGB-' || lpad((b * n + i)::text, 10, '0') COLLATE "C"
+                      FROM generate_series(0, n - 1) AS i);
+        FOR pass IN 0..1 LOOP
+            old_check := (b + pass) % 2 = 0;
+            started := clock_timestamp();
+            IF old_check THEN
+                SELECT count(*) INTO passed FROM unnest(keys) AS k
+                WHERE k ~ '^[A-Za-z0-9_|*.-]{1,64}$';
+            ELSE
+                SELECT count(*) INTO passed FROM unnest(keys) AS k
+                WHERE octet_length(k) BETWEEN 1 AND 64 AND k !~ '[^A-Za-z0-9_|*.-]';
+            END IF;
+            IF passed <> n THEN
+                RAISE EXCEPTION 'a key check refused a valid key';
+            END IF;
+            INSERT INTO timing VALUES ('key check', CASE WHEN old_check THEN 'regex' ELSE 'scan' END,
+                                       extract(epoch FROM clock_timestamp() - started) * 1e6);
+        END LOOP;
+    END LOOP;
+END $$;
 \pset format unaligned
 \pset tuples_only on
 \pset fieldsep '|'
@@ -149,12 +183,16 @@ SQL
 {
     printf '`%s` on %s, %s cores, commit %s, %s\n\n' "$COMMAND" "$(hostname)" "$(nproc)" \
         "$(git -C "$PAYLEDGER_ROOT" rev-parse --short HEAD)" "$(date -u +%FT%TZ)"
-    printf '| insert of %s new rows | batches | median per batch | mean per batch | median per row |\n' "$ROWS"
+    printf '| batches of %s rows | batches | median per batch | mean per batch | median per row |\n' "$ROWS"
     printf '| --- | --- | --- | --- | --- |\n'
     while IFS='|' read -r target variant count median mean; do
         [ -n "$target" ] || continue
-        label="$target, plain INSERT"
-        [ "$variant" = on_conflict ] && label="$target, ON CONFLICT DO NOTHING"
+        case "$variant" in
+            plain) label="$target, plain INSERT" ;;
+            on_conflict) label="$target, ON CONFLICT DO NOTHING" ;;
+            regex) label="$target, 0001: \`~ '^[A-Za-z0-9_\\|*.-]{1,64}\$'\`" ;;
+            scan) label="$target, 0006: \`octet_length BETWEEN 1 AND 64 AND !~ '[^A-Za-z0-9_\\|*.-]'\`" ;;
+        esac
         printf '| %s | %s | %s µs | %s µs | %s µs |\n' "$label" "$count" "$median" "$mean" \
             "$(bench_fmt 1 "$(bench_calc "$median / $ROWS")")"
     done <"$BENCH_TMP/result.txt"
@@ -166,6 +204,8 @@ SQL
                 t = ts[i]; c = m[t, "on_conflict"]; p = m[t, "plain"]
                 if (c > 0) printf "\n%s: the plain INSERT saves %.1f µs per batch (%.1f µs per row, %.0f %%).", t, c - p, (c - p) / rows, 100 * (c - p) / c
             }
+            c = m["key check", "regex"]; p = m["key check", "scan"]
+            if (c > 0) printf "\nkey check: %.2f µs a key with 0001'"'"'s regular expression, %.2f µs with 0006'"'"'s test.", c / rows, p / rows
             printf "\n"
         }' "$BENCH_TMP/result.txt"
 }
