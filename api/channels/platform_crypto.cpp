@@ -207,7 +207,8 @@ std::string RsaSha256Sign(const PrivateKey& key, std::string_view message) {
 
 std::optional<std::string> Aes256GcmDecrypt(std::string_view key, std::string_view nonce,
                                             std::string_view aad, std::string_view sealed) {
-    if (key.size() != kAes256KeyBytes || nonce.empty() || sealed.size() < kGcmTagBytes) {
+    if (key.size() != kAes256KeyBytes || nonce.empty() || nonce.size() > kGcmNonceMaxBytes ||
+        sealed.size() < kGcmTagBytes) {
         return std::nullopt;
     }
     const std::string_view ciphertext = sealed.substr(0, sealed.size() - kGcmTagBytes);
@@ -236,8 +237,9 @@ std::optional<std::string> Aes256GcmDecrypt(std::string_view key, std::string_vi
 
 std::string Aes256GcmEncrypt(std::string_view key, std::string_view nonce, std::string_view aad,
                              std::string_view plaintext) {
-    if (key.size() != kAes256KeyBytes || nonce.empty()) {
-        throw std::invalid_argument("AES-256-GCM needs a 32-byte key and a nonce");
+    if (key.size() != kAes256KeyBytes || nonce.empty() || nonce.size() > kGcmNonceMaxBytes) {
+        throw std::invalid_argument(
+            "AES-256-GCM needs a 32-byte key and a nonce of 1 to 128 bytes");
     }
     CipherContext context{EVP_CIPHER_CTX_new(), EVP_CIPHER_CTX_free};
     std::string sealed(plaintext.size() + kAesBlockBytes + kGcmTagBytes, '\0');

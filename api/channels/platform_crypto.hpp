@@ -68,15 +68,19 @@ private:
 // The raw signature bytes. Throws std::runtime_error when OpenSSL fails.
 [[nodiscard]] std::string RsaSha256Sign(const PrivateKey& key, std::string_view message);
 
+// The longest AES-256-GCM nonce OpenSSL 3 takes (its GCM_IV_MAX_SIZE). WeChat Pay's are 12.
+inline constexpr std::size_t kGcmNonceMaxBytes = 128;
+
 // AES-256-GCM (WeChat Pay v3 resources, providers.md §2.5): `key` 32 bytes, `nonce` the raw
 // bytes, `aad` the associated data, `sealed` = ciphertext followed by the 16-byte tag.
-// nullopt when the key is not 32 bytes, the input is shorter than the tag, or the tag fails.
+// nullopt when the key is not 32 bytes, the nonce is empty or over kGcmNonceMaxBytes, the
+// input is shorter than the tag, or the tag fails.
 [[nodiscard]] std::optional<std::string> Aes256GcmDecrypt(std::string_view key,
                                                           std::string_view nonce,
                                                           std::string_view aad,
                                                           std::string_view sealed);
 // The inverse: ciphertext followed by the 16-byte tag. Throws std::invalid_argument when the
-// key is not 32 bytes or the nonce is empty.
+// key is not 32 bytes or the nonce is empty or over kGcmNonceMaxBytes.
 [[nodiscard]] std::string Aes256GcmEncrypt(std::string_view key, std::string_view nonce,
                                            std::string_view aad, std::string_view plaintext);
 

@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,19 @@ TEST(PlatformCrypto, GcmRefusesTamperingAndWrongInputs) {
     EXPECT_FALSE(Aes256GcmDecrypt("short", "uluk4a9R25RW", "associatedData", sealed));
     EXPECT_FALSE(Aes256GcmDecrypt(kV3Key, "uluk4a9R25RW", "associatedData", sealed.substr(0, 15)));
     EXPECT_FALSE(Aes256GcmDecrypt(kV3Key, "", "associatedData", sealed));
+}
+
+// A nonce up to OpenSSL's limit round-trips; one byte more is refused on both sides, as an
+// argument error when sealing (the fuzzer found it as an OpenSSL failure), never a crash.
+TEST(PlatformCrypto, GcmNoncesUpToTheLimitRoundTripAndLongerAreRefused) {
+    const std::string longest(kGcmNonceMaxBytes, 'n');
+    const std::string sealed = Aes256GcmEncrypt(kV3Key, longest, "aad", "message");
+    EXPECT_EQ(Aes256GcmDecrypt(kV3Key, longest, "aad", sealed), "message");
+    const std::string too_long = longest + "n";
+    EXPECT_THROW((void)Aes256GcmEncrypt(kV3Key, too_long, "aad", "message"),
+                 std::invalid_argument);
+    EXPECT_THROW((void)Aes256GcmEncrypt(kV3Key, "", "aad", "message"), std::invalid_argument);
+    EXPECT_FALSE(Aes256GcmDecrypt(kV3Key, too_long, "aad", sealed));
 }
 
 TEST(PlatformCrypto, Base64DecodeAcceptsOnlyStrictBase64) {

@@ -53,6 +53,7 @@ std::optional<std::string> Seal(std::string_view body) {
     const auto aad = resource->find("associated_data");
     if (plaintext == resource->end() || !plaintext->is_string() || nonce == resource->end() ||
         !nonce->is_string() || nonce->get_ref<const std::string&>().empty() ||
+        nonce->get_ref<const std::string&>().size() > api::kGcmNonceMaxBytes ||
         (aad != resource->end() && !aad->is_string())) {
         return std::nullopt;
     }
