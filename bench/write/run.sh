@@ -13,7 +13,9 @@
 # the server): the two variants are paired, so that what disturbs one disturbs the other too.
 # Whole-benchmark timings of the two differ by less than this machine's spread from run to
 # run, which is why this is measured apart. Replica mode skips the receipt reference triggers
-# (schema/0004) for both. It prints the median and mean time per batch and per row.
+# (schema/0004) for both. Then, the same way, it times 0001's and 0006's key checks over the
+# same ROWS keys per batch, alternately. It prints the median and mean time per batch and per
+# row (per key).
 set -euo pipefail
 shopt -s inherit_errexit
 source "$(dirname "$0")/../../scripts/lib/common.sh"
