@@ -31,7 +31,8 @@ std::size_t Committer::QueuedBytes(const Delivery& delivery) {
                         receipt.peer.size() + delivery.message.size();
     if (delivery.event) bytes += delivery.event->data.size();
     if (delivery.prepared) {
-        bytes += delivery.prepared->receipt_members.size() + delivery.prepared->event_data.size();
+        bytes += delivery.prepared->peer.size() + delivery.prepared->headers.size() +
+                 delivery.prepared->event_data.size();
     }
     return bytes;
 }

@@ -16,4 +16,9 @@ namespace payledger::ledger {
 // an even number of backslashes; "\\u0000" is literal text and stays.
 [[nodiscard]] std::string JsonWithoutNul(std::string text);
 
+// `text` as PostgreSQL's text can hold it: WithoutNul, and each invalid UTF-8 sequence
+// replaced by U+FFFD as nlohmann::json's error_handler_t::replace does (texts from the wire
+// are evidence, not something to fail a batch over). Valid UTF-8 without NUL is unchanged.
+[[nodiscard]] std::string StorableText(std::string text);
+
 }  // namespace payledger::ledger

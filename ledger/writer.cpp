@@ -5,12 +5,12 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "ledger/binary_params.hpp"
 #include "ledger/chain.hpp"
 #include "ledger/database.hpp"
 #include "ledger/statements.hpp"
@@ -22,7 +22,6 @@
 namespace payledger::ledger {
 namespace {
 
-using nlohmann::json;
 using projections::Event;
 using projections::EventType;
 using projections::OrderRow;
@@ -92,7 +91,7 @@ constexpr std::string_view kAssertFailure = "P0004";
 // SQLSTATE unique_violation: a row the plan believed new exists (see kWriteSql).
 constexpr std::string_view kUniqueViolation = "23505";
 
-// One statement writes everything and checks how many rows each part touched against $10,
+// One statement writes everything and checks how many rows each part touched against $47,
 // the plan's counts (SPEC §4: a row count other than expected aborts the transaction).
 // Events, receipts and new orders are plain INSERTs: the plan made them from what it read
 // under the writer lock, so each is new, and one that exists (written behind the lock's back,
@@ -101,71 +100,79 @@ constexpr std::string_view kUniqueViolation = "23505";
 // wrong count, cost a speculative insertion per row (an arbiter index probe, and a WAL record
 // that confirms the row): bench/write/run.sh measures about 5 us per event and per new
 // order, 15-25 % of their inserts. Balances stay an upsert: their rows may exist.
+// Each part's rows come as one array per column, bound in binary (ledger/binary_params.hpp):
+// no JSON to parse and no literal to scan, only headers and data become jsonb (and an order's
+// anomalies, a text array literal each, text[]). bench/write/run.sh measures it against the
+// JSON rows this statement took before.
 constexpr const char* kWriteSql = R"sql(
 WITH r AS (
     INSERT INTO callback_receipts
         (id, source, received_at, peer, headers, body, outcome, seq, out_trade_no, message,
          chain)
-    SELECT id, source, 'epoch'::timestamptz + received_at * interval '1 microsecond', peer,
-           headers::jsonb, substring($9::bytea FROM body_at + 1 FOR body_length), outcome, seq,
-           out_trade_no, message, decode(chain, 'hex')
-    FROM json_to_recordset($1::json) AS x(id bigint, source text, received_at bigint, peer text,
-         headers text, body_at integer, body_length integer, outcome text, seq bigint,
-         out_trade_no text, message text, chain text)
+    SELECT id, source, received_at, peer, headers::jsonb, body, outcome, seq, out_trade_no,
+           message, chain
+    FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[],
+                $6::bytea[], $7::text[], $8::bigint[], $9::text[], $10::text[], $11::bytea[])
+         AS x(id, source, received_at, peer, headers, body, outcome, seq, out_trade_no,
+              message, chain)
     RETURNING 1
 ), e AS (
     INSERT INTO ledger_events
         (seq, out_trade_no, event_type, source, account_id, amount, currency, transaction_id,
          occurred_at, receipt_id, data)
     SELECT seq, out_trade_no, event_type, source, account_id, amount, currency, transaction_id,
-           'epoch'::timestamptz + occurred_at * interval '1 microsecond', receipt_id, data::jsonb
-    FROM json_to_recordset($2::json) AS x(seq bigint, out_trade_no text, event_type text,
-         source text, account_id text, amount bigint, currency text, transaction_id text,
-         occurred_at bigint, receipt_id bigint, data text)
+           occurred_at, receipt_id, data::jsonb
+    FROM unnest($12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[],
+                $17::bigint[], $18::text[], $19::text[], $20::timestamptz[], $21::bigint[],
+                $22::text[])
+         AS x(seq, out_trade_no, event_type, source, account_id, amount, currency,
+              transaction_id, occurred_at, receipt_id, data)
     RETURNING 1
 ), o_new AS (
     INSERT INTO orders (out_trade_no, account_id, amount, currency, status, transaction_id,
                         paid_amount, refunded_amount, anomalies, seq)
     SELECT out_trade_no, account_id, amount, currency, status, transaction_id, paid_amount,
-           refunded_amount, anomalies, seq
-    FROM json_to_recordset($3::json) AS x(out_trade_no text, account_id text, amount bigint,
-         currency text, status text, transaction_id text, paid_amount bigint,
-         refunded_amount bigint, anomalies text[], seq bigint)
+           refunded_amount, anomalies::text[], seq
+    FROM unnest($23::text[], $24::text[], $25::bigint[], $26::text[], $27::text[],
+                $28::text[], $29::bigint[], $30::bigint[], $31::text[], $32::bigint[])
+         AS x(out_trade_no, account_id, amount, currency, status, transaction_id, paid_amount,
+              refunded_amount, anomalies, seq)
     RETURNING 1
 ), o_upd AS (
     -- Second line of defence: an update matches only the row this batch read (same last
-    -- seq), and one that credits a payment only an order without one. The keys in $8 make
-    -- it an index probe per order: json_to_recordset is always estimated at 100 rows, and
-    -- joined to a table believed small that is a hash join over a sequential scan.
+    -- seq), and one that credits a payment only an order without one. `= ANY` of the keys
+    -- makes it an index probe per order: unnest of a parameter is estimated at 10 rows, and
+    -- joined to a table believed small that could be a hash join over a sequential scan.
     UPDATE orders AS o
     SET status = x.status, transaction_id = x.transaction_id, paid_amount = x.paid_amount,
-        refunded_amount = x.refunded_amount, anomalies = x.anomalies, seq = x.seq
-    FROM json_to_recordset($4::json) AS x(out_trade_no text, status text, transaction_id text,
-         paid_amount bigint, refunded_amount bigint, anomalies text[], seq bigint,
-         prev_seq bigint, credits_payment boolean)
-    WHERE o.out_trade_no = ANY ($8::text[]) AND o.out_trade_no = x.out_trade_no
+        refunded_amount = x.refunded_amount, anomalies = x.anomalies::text[], seq = x.seq
+    FROM unnest($33::text[], $34::text[], $35::text[], $36::bigint[], $37::bigint[],
+                $38::text[], $39::bigint[], $40::bigint[], $41::boolean[])
+         AS x(out_trade_no, status, transaction_id, paid_amount, refunded_amount, anomalies,
+              seq, prev_seq, credits_payment)
+    WHERE o.out_trade_no = ANY ($33) AND o.out_trade_no = x.out_trade_no
       AND o.seq = x.prev_seq AND (NOT x.credits_payment OR o.transaction_id IS NULL)
     RETURNING 1
 ), b AS (
     INSERT INTO balances AS b (account_id, currency, balance)
     SELECT account_id, currency, delta
-    FROM json_to_recordset($5::json) AS x(account_id text, currency text, delta bigint)
+    FROM unnest($42::text[], $43::text[], $44::bigint[]) AS x(account_id, currency, delta)
     ON CONFLICT (account_id, currency) DO UPDATE SET balance = b.balance + EXCLUDED.balance
     RETURNING 1
 )
 SELECT payledger_expect_counts(
            ARRAY[(SELECT count(*) FROM r), (SELECT count(*) FROM e), (SELECT count(*) FROM o_new),
                  (SELECT count(*) FROM o_upd), (SELECT count(*) FROM b)],
-           $10::bigint[]),
-       setval('callback_receipts_id_seq', $6::bigint),
-       CASE WHEN $7::bigint > 0 THEN setval('ledger_events_seq_seq', $7::bigint) END
+           $47::bigint[]),
+       setval('callback_receipts_id_seq', $45::bigint),
+       CASE WHEN $46::bigint > 0 THEN setval('ledger_events_seq_seq', $46::bigint) END
 )sql";
 
 }  // namespace
 
 const std::vector<Statement>& WriterStatements() {
     static const std::vector<Statement> statements = {
-        {kReadStateName.data(), kReadStateSql},  // Both run by EXECUTE: see WriteBatch.
+        {kReadStateName.data(), kReadStateSql},  // Neither by exec_prepared: see WriteBatch.
         {kWriteName.data(), kWriteSql},
     };
     return statements;
@@ -186,112 +193,29 @@ std::string TextArray(const std::set<std::string>& keys) {
     return out;
 }
 
-// One JSON object of a parameter's array, written straight into the parameter's text: no
-// DOM, so no allocation but for the members that need escapes (issue 10: nlohmann's objects,
-// their maps and their destruction were a third of the writing thread's time).
-class JsonRow {
-public:
-    explicit JsonRow(std::string& out) : out_(out) {
-        if (!out_.empty()) out_ += ',';
-        out_ += '{';
-    }
-    JsonRow(const JsonRow&) = delete;
-    JsonRow& operator=(const JsonRow&) = delete;
-    ~JsonRow() { out_ += '}'; }
-
-    JsonRow& Int(std::string_view key, std::int64_t value) {
-        Key(key);
-        char digits[24];
-        const auto end = std::to_chars(std::begin(digits), std::end(digits), value).ptr;
-        out_.append(digits, end);
-        return *this;
-    }
-    JsonRow& Bool(std::string_view key, bool value) {
-        Key(key);
-        out_ += value ? "true" : "false";
-        return *this;
-    }
-    JsonRow& Null(std::string_view key) {
-        Key(key);
-        out_ += "null";
-        return *this;
-    }
-    JsonRow& Text(std::string_view key, std::string_view text) {
-        Key(key);
-        AppendJsonString(out_, text);
-        return *this;
-    }
-    JsonRow& NullableText(std::string_view key, const std::optional<std::string>& text) {
-        return text ? Text(key, *text) : Null(key);
-    }
-    JsonRow& TextArray(std::string_view key, const std::vector<std::string>& texts) {
-        Key(key);
-        out_ += '[';
-        for (std::size_t i = 0; i < texts.size(); ++i) {
-            if (i > 0) out_ += ',';
-            AppendJsonString(out_, texts[i]);
+// A PostgreSQL array literal of texts, an order's anomalies (their codes, but quoted and
+// escaped whatever they hold).
+std::string ArrayLiteral(const std::vector<std::string>& texts) {
+    std::string out = "{";
+    for (const std::string& text : texts) {
+        if (out.size() > 1) out += ',';
+        out += '"';
+        for (const char c : text) {
+            if (c == '"' || c == '\\') out += '\\';
+            out += c;
         }
-        out_ += ']';
-        return *this;
+        out += '"';
     }
-    // Members rendered before (PreparedDelivery), "k":v,...
-    JsonRow& Members(std::string_view members) {
-        if (out_.back() != '{') out_ += ',';
-        out_ += members;
-        return *this;
-    }
-    // A member whose value is JSON rendered before.
-    JsonRow& Rendered(std::string_view key, std::string_view json_value) {
-        Key(key);
-        out_ += json_value;
-        return *this;
-    }
-
-    // Appends `text` as a JSON string. Most texts here are keys, names and digits, which need
-    // no escape; the others (and any byte above ASCII, for the replacement of invalid UTF-8:
-    // texts from the wire are evidence, not something to fail a batch over) go to nlohmann.
-    static void AppendJsonString(std::string& out, std::string_view text) {
-        const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
-            const auto byte = static_cast<unsigned char>(c);
-            return byte >= 0x20 && byte < 0x80 && c != '"' && c != '\\';
-        });
-        if (plain) {
-            out += '"';
-            out += text;
-            out += '"';
-            return;
-        }
-        out += json(text).dump(-1, ' ', false, json::error_handler_t::replace);
-    }
-
-private:
-    void Key(std::string_view key) {
-        if (out_.back() != '{') out_ += ',';
-        out_ += '"';
-        out_ += key;
-        out_ += "\":";
-    }
-
-    std::string& out_;
-};
+    out += '}';
+    return out;
+}
 
 PreparedDelivery Prepare(const Delivery& delivery) {
     const Receipt& received = delivery.receipt;
     PreparedDelivery prepared;
-    std::string object;
-    {
-        JsonRow row{object};
-        row.Text("source", projections::ToString(received.source))
-            .Int("received_at", received.received_at)
-            .Text("peer", WithoutNul(received.peer))
-            .Text("headers", JsonWithoutNul(received.headers))
-            .Int("body_length", static_cast<std::int64_t>(received.body.size()))
-            .NullableText("out_trade_no", received.out_trade_no);
-    }
-    prepared.receipt_members = object.substr(1, object.size() - 2);  // Without the braces.
-    if (delivery.event) {
-        JsonRow::AppendJsonString(prepared.event_data, JsonWithoutNul(delivery.event->data));
-    }
+    prepared.peer = StorableText(received.peer);
+    prepared.headers = StorableText(JsonWithoutNul(received.headers));
+    if (delivery.event) prepared.event_data = StorableText(JsonWithoutNul(delivery.event->data));
     prepared.body_sha256 = Sha256HexOf(received.body);
     return prepared;
 }
@@ -325,21 +249,22 @@ public:
         return session_.exec(sql);
     }
 
-    // Runs `sql`, the block's last statements, and COMMIT, in one round trip. Like
-    // pqxx::work::commit: a session lost while they were in flight leaves the outcome unknown
-    // (pqxx::in_doubt_error, never retried); an error answered by the server means nothing was
-    // committed (PostgreSQL skips the rest of the string, COMMIT included, after an error).
-    void CommitAfter(std::string sql) {
+    // Runs the prepared statement `name` with `params` (binary), the block's last, and COMMIT,
+    // in one round trip. Like pqxx::work::commit: a session lost while they were in flight
+    // leaves the outcome unknown (pqxx::in_doubt_error, never retried); an error answered by
+    // the server means nothing was committed (the pipeline skips the COMMIT after an error).
+    void CommitAfter(const std::string& name, const std::vector<std::string>& params) {
         PAYLEDGER_ASSERT(open_);
-        sql += "; COMMIT";
         try {
-            session_.exec(sql);
-        } catch (const pqxx::broken_connection& e) {
-            open_ = false;  // Nothing to roll back on a lost session.
-            throw pqxx::in_doubt_error(std::string("connection lost during COMMIT: ") + e.what());
+            ExecPreparedThenCommit(session_.conn(), name, params);
+        } catch (const pqxx::in_doubt_error&) {
+            open_ = false;  // The session is dropped (ClassifyFailure): nothing to roll back.
+            throw;
+        } catch (const pqxx::broken_connection&) {
+            open_ = false;
+            throw;
         }
-        // Done, as `sql` succeeded: a block that failed before would have thrown (a failed
-        // block would answer COMMIT with a silent ROLLBACK).
+        // Done, as the statement and COMMIT succeeded.
         open_ = false;
     }
 
@@ -362,9 +287,10 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
         PAYLEDGER_ASSERT((delivery.verdict == Outcome::kAppended) == delivery.event.has_value());
         if (delivery.event) keys.insert(delivery.event->out_trade_no);
     }
-    // The read and the write run by SQL EXECUTE, inside the round trips' strings, so they must
-    // be on the server before (libpqxx prepares a statement at its first exec_prepared
-    // otherwise); a no-op once done on this connection.
+    // The read runs by SQL EXECUTE, inside the first round trip's string, and the write by
+    // libpq's own Bind (ExecPreparedThenCommit), so both must be on the server before (libpqxx
+    // prepares a statement at its first exec_prepared otherwise); a no-op once done on this
+    // connection.
     connection.prepare_now(std::string(kReadStateName));
     connection.prepare_now(std::string(kWriteName));
     TransactionBlock block{connection};
@@ -406,16 +332,15 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     }
     projections::BatchPlan plan = projections::PlanBatch(std::move(state), inputs);
 
-    std::size_t bodies_size = 0;
-    for (const Delivery& delivery : deliveries) bodies_size += delivery.receipt.body.size();
-    PAYLEDGER_ASSERT(bodies_size <= static_cast<std::size_t>(INT32_MAX));  // substring()'s int.
-    std::string bodies;
-    bodies.reserve(bodies_size);
-    // The parameters' JSON arrays, without their brackets until the end. A receipt's row is its
-    // id, its place in `bodies`, what the plan made of it and its chain, then its prepared
-    // members; an event's is what the plan decided, then its prepared data.
-    std::string receipts;
-    std::string events;
+    // The write's parameters: one binary array per column of each part (kWriteSql).
+    BinaryArray r_id{PgType::kInt8}, r_source{PgType::kText}, r_received_at{PgType::kTimestamptz},
+        r_peer{PgType::kText}, r_headers{PgType::kText}, r_body{PgType::kBytea},
+        r_outcome{PgType::kText}, r_seq{PgType::kInt8}, r_out_trade_no{PgType::kText},
+        r_message{PgType::kText}, r_chain{PgType::kBytea};
+    BinaryArray e_seq{PgType::kInt8}, e_out_trade_no{PgType::kText}, e_event_type{PgType::kText},
+        e_source{PgType::kText}, e_account_id{PgType::kText}, e_amount{PgType::kInt8},
+        e_currency{PgType::kText}, e_transaction_id{PgType::kText},
+        e_occurred_at{PgType::kTimestamptz}, e_receipt_id{PgType::kInt8}, e_data{PgType::kText};
     // SPEC §11: each receipt's chain, in id order, under the writer lock.
     std::string line_scratch;
     std::size_t appended = 0;
@@ -440,97 +365,129 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                            .body_sha256_hex = std::string_view(prepared.body_sha256.data(),
                                                                prepared.body_sha256.size())},
                           event, line_scratch);
-        {
-            JsonRow row{receipts};
-            row.Int("id", planned.receipt_id)
-                .Int("body_at", static_cast<std::int64_t>(bodies.size()))
-                .Text("outcome", projections::ToString(planned.outcome));
-            if (seq) {
-                row.Int("seq", *seq);
-            } else {
-                row.Null("seq");
-            }
-            row.Text("message", WithoutNul(planned.message))
-                .Text("chain", ChainHex(chain))
-                .Members(prepared.receipt_members);
+        r_id.Int8(planned.receipt_id);
+        r_source.Bytes(projections::ToString(received.source));
+        r_received_at.TimeMicros(received.received_at);
+        r_peer.Bytes(prepared.peer);
+        r_headers.Bytes(prepared.headers);
+        r_body.Bytes(received.body);
+        r_outcome.Bytes(projections::ToString(planned.outcome));
+        if (seq) {
+            r_seq.Int8(*seq);
+        } else {
+            r_seq.Null();
         }
-        bodies += received.body;
+        if (received.out_trade_no) {
+            r_out_trade_no.Bytes(StorableText(*received.out_trade_no));
+        } else {
+            r_out_trade_no.Null();
+        }
+        r_message.Bytes(StorableText(planned.message));
+        r_chain.Bytes(std::string_view(reinterpret_cast<const char*>(chain.data()), chain.size()));
         if (event != nullptr) {
             // The plan's event is the delivered one as decided: its data is the delivery's.
             PAYLEDGER_ASSERT(delivery.event && event->data == delivery.event->data);
-            JsonRow row{events};
-            const bool has_money = event->event_type != EventType::kPaymentClosed;
-            row.Int("seq", event->seq)
-                .Text("out_trade_no", event->out_trade_no)
-                .Text("event_type", projections::ToString(event->event_type))
-                .Text("source", projections::ToString(event->source))
-                .Text("account_id", event->account_id);
-            if (has_money) {
-                row.Int("amount", event->amount).Text("currency", event->currency);
+            e_seq.Int8(event->seq);
+            e_out_trade_no.Bytes(event->out_trade_no);  // Keys: validated (IsValidKey).
+            e_event_type.Bytes(projections::ToString(event->event_type));
+            e_source.Bytes(projections::ToString(event->source));
+            e_account_id.Bytes(event->account_id);
+            if (event->event_type != EventType::kPaymentClosed) {
+                e_amount.Int8(event->amount);
+                e_currency.Bytes(StorableText(event->currency));
             } else {
-                row.Null("amount").Null("currency");
+                e_amount.Null();
+                e_currency.Null();
             }
-            row.NullableText("transaction_id", event->transaction_id)
-                .Int("occurred_at", event->occurred_at)
-                .Int("receipt_id", event->receipt_id)
-                .Rendered("data", prepared.event_data);
+            if (event->transaction_id) {
+                e_transaction_id.Bytes(StorableText(*event->transaction_id));
+            } else {
+                e_transaction_id.Null();
+            }
+            e_occurred_at.TimeMicros(event->occurred_at);
+            e_receipt_id.Int8(event->receipt_id);
+            e_data.Bytes(prepared.event_data);
         }
     }
     PAYLEDGER_ASSERT(appended == plan.events.size());
-    std::string new_orders;
-    std::string updated_orders;
-    std::size_t new_order_count = 0;
+    BinaryArray n_out_trade_no{PgType::kText}, n_account_id{PgType::kText},
+        n_amount{PgType::kInt8}, n_currency{PgType::kText}, n_status{PgType::kText},
+        n_transaction_id{PgType::kText}, n_paid_amount{PgType::kInt8},
+        n_refunded_amount{PgType::kInt8}, n_anomalies{PgType::kText}, n_seq{PgType::kInt8};
+    BinaryArray u_out_trade_no{PgType::kText}, u_status{PgType::kText},
+        u_transaction_id{PgType::kText}, u_paid_amount{PgType::kInt8},
+        u_refunded_amount{PgType::kInt8}, u_anomalies{PgType::kText}, u_seq{PgType::kInt8},
+        u_prev_seq{PgType::kInt8}, u_credits_payment{PgType::kBool};
     std::set<std::string> updated_keys;
     for (const projections::OrderWrite& write : plan.orders) {
         const OrderRow& after = write.after;
-        JsonRow row{write.prev_seq ? updated_orders : new_orders};
-        row.Text("out_trade_no", after.out_trade_no)
-            .Text("status", after.status)
-            .NullableText("transaction_id", after.transaction_id)
-            .Int("paid_amount", after.paid_amount)
-            .Int("refunded_amount", after.refunded_amount)
-            .TextArray("anomalies", after.anomalies)
-            .Int("seq", after.seq);
+        const std::optional<std::string> transaction_id =
+            after.transaction_id ? std::optional(StorableText(*after.transaction_id))
+                                 : std::nullopt;
         if (write.prev_seq) {
-            row.Int("prev_seq", *write.prev_seq).Bool("credits_payment", write.credits_payment);
+            u_out_trade_no.Bytes(after.out_trade_no);
+            u_status.Bytes(after.status);
+            if (transaction_id) {
+                u_transaction_id.Bytes(*transaction_id);
+            } else {
+                u_transaction_id.Null();
+            }
+            u_paid_amount.Int8(after.paid_amount);
+            u_refunded_amount.Int8(after.refunded_amount);
+            u_anomalies.Bytes(StorableText(ArrayLiteral(after.anomalies)));
+            u_seq.Int8(after.seq);
+            u_prev_seq.Int8(*write.prev_seq);
+            u_credits_payment.Bool(write.credits_payment);
             updated_keys.insert(after.out_trade_no);
         } else {
-            row.Text("account_id", after.account_id)
-                .Int("amount", after.amount)
-                .Text("currency", after.currency);
-            ++new_order_count;
+            n_out_trade_no.Bytes(after.out_trade_no);
+            n_account_id.Bytes(after.account_id);
+            n_amount.Int8(after.amount);
+            n_currency.Bytes(StorableText(after.currency));
+            n_status.Bytes(after.status);
+            if (transaction_id) {
+                n_transaction_id.Bytes(*transaction_id);
+            } else {
+                n_transaction_id.Null();
+            }
+            n_paid_amount.Int8(after.paid_amount);
+            n_refunded_amount.Int8(after.refunded_amount);
+            n_anomalies.Bytes(StorableText(ArrayLiteral(after.anomalies)));
+            n_seq.Int8(after.seq);
         }
     }
-    std::string balance_rows;
+    BinaryArray b_account_id{PgType::kText}, b_currency{PgType::kText}, b_delta{PgType::kInt8};
     for (const auto& [key, delta] : plan.balance_deltas) {
-        JsonRow{balance_rows}.Text("account_id", key.first).Text("currency", key.second).Int(
-            "delta", delta);
+        b_account_id.Bytes(key.first);
+        b_currency.Bytes(StorableText(key.second));
+        b_delta.Int8(delta);
     }
 
-    // The write runs by EXECUTE, with its parameters as literals, so that COMMIT can follow
-    // it in the same round trip; the statement checks its own row counts
-    // (payledger_expect_counts, schema/0005) and fails before COMMIT when they differ.
-    const std::string expected_counts =
-        "{" + std::to_string(deliveries.size()) + "," + std::to_string(plan.events.size()) +
-        "," + std::to_string(new_order_count) + "," + std::to_string(updated_keys.size()) + "," +
-        std::to_string(plan.balance_deltas.size()) + "}";
-    std::string write_sql = "EXECUTE " + std::string(kWriteName) + "(";
-    for (const std::string* part :
-         {&receipts, &events, &new_orders, &updated_orders, &balance_rows}) {
-        write_sql.append(tx.quote("[" + *part + "]")).append(", ");
+    // The statement checks its own row counts (payledger_expect_counts, schema/0005) and
+    // fails before COMMIT when they differ.
+    BinaryArray expected_counts{PgType::kInt8};
+    for (const std::size_t count : {deliveries.size(), plan.events.size(), n_seq.size(),
+                                    updated_keys.size(), plan.balance_deltas.size()}) {
+        expected_counts.Int8(static_cast<std::int64_t>(count));
     }
-    write_sql.append(std::to_string(plan.last_receipt_id))
-        .append(", ")
-        .append(std::to_string(plan.last_seq))
-        .append(", ")
-        .append(tx.quote(TextArray(updated_keys)))
-        .append(", ")
-        .append(tx.quote_raw(reinterpret_cast<const unsigned char*>(bodies.data()), bodies.size()))
-        .append(", ")
-        .append(tx.quote(expected_counts))
-        .append(")");
+    std::vector<std::string> params;
+    params.reserve(47);
+    for (BinaryArray* column :
+         {&r_id, &r_source, &r_received_at, &r_peer, &r_headers, &r_body, &r_outcome, &r_seq,
+          &r_out_trade_no, &r_message, &r_chain, &e_seq, &e_out_trade_no, &e_event_type,
+          &e_source, &e_account_id, &e_amount, &e_currency, &e_transaction_id, &e_occurred_at,
+          &e_receipt_id, &e_data, &n_out_trade_no, &n_account_id, &n_amount, &n_currency,
+          &n_status, &n_transaction_id, &n_paid_amount, &n_refunded_amount, &n_anomalies,
+          &n_seq, &u_out_trade_no, &u_status, &u_transaction_id, &u_paid_amount,
+          &u_refunded_amount, &u_anomalies, &u_seq, &u_prev_seq, &u_credits_payment,
+          &b_account_id, &b_currency, &b_delta}) {
+        params.push_back(column->Take());
+    }
+    params.push_back(BinaryInt8(plan.last_receipt_id));
+    params.push_back(BinaryInt8(plan.last_seq));
+    params.push_back(expected_counts.Take());
     try {
-        block.CommitAfter(std::move(write_sql));
+        block.CommitAfter(std::string(kWriteName), params);
     } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != kAssertFailure && e.sqlstate() != kUniqueViolation) throw;
         throw InvariantError(e.what());  // Rolled back, as the contract says (writer.hpp).

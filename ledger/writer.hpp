@@ -20,10 +20,11 @@ namespace payledger::ledger {
 // PrepareForWrite (issue 10: rendered on the writing thread, which holds the writer lock, it
 // was about half of that thread's time).
 struct PreparedDelivery {
-    // The receipt row's members that do not depend on the batch, as JSON: "source":...,
-    // "received_at":..., "peer":..., "headers":..., "body_length":..., "out_trade_no":...
-    std::string receipt_members{};
-    std::string event_data{};  // The event's data as a JSON string; empty without an event.
+    // The receipt's texts as the database stores them (storable_text.hpp): its peer, and its
+    // headers, a JSON text, as is the event's data (empty without an event).
+    std::string peer{};
+    std::string headers{};
+    std::string event_data{};
     Sha256HexDigits body_sha256{};
 };
 
@@ -63,8 +64,8 @@ struct BatchStats {
 // trips: takes the writer lock (SPEC §7) and reads the sequences and the stored events of the
 // orders named; plans the batch with projections::PlanBatch (pure: outcomes in order, so two
 // copies in one batch give appended, then duplicate; the new events; the order rows; the
-// balance deltas); then writes it in one statement, which checks every row count against the
-// plan's, and commits.
+// balance deltas); then writes it in one statement, its rows bound in binary, which checks
+// every row count against the plan's, and commits.
 // Returns one result per delivery, in order, valid only because the commit succeeded.
 // Throws pqxx exceptions (nothing committed, or pqxx::in_doubt_error when the session was lost
 // during the write and COMMIT) and InvariantError (rolled back).

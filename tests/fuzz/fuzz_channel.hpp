@@ -81,10 +81,9 @@ inline api::Incoming BodyOnly(std::string_view body, const char* content_type) {
     return incoming;
 }
 
-// PostgreSQL text cannot hold a NUL byte, and json_to_recordset refuses "\u0000" when it
-// converts to text or jsonb. The writer stores every text through ledger/storable_text.hpp
-// (WithoutNul, JsonWithoutNul), so what must hold is that the text is storable after them.
-// Invalid UTF-8 is fine: the writer's dump replaces it.
+// PostgreSQL text cannot hold a NUL byte, and jsonb refuses "\u0000". The writer stores every
+// text through ledger/storable_text.hpp (StorableText, JsonWithoutNul), so what must hold is
+// that the text is storable after them. Invalid UTF-8 is fine: StorableText replaces it.
 inline bool Storable(std::string_view text) {
     return ledger::WithoutNul(std::string(text)).find('\0') == std::string::npos;
 }

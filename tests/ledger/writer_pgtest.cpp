@@ -219,8 +219,9 @@ TEST_F(WriterPgTest, NulBytesFromTheWireCannotMakeAReceiptUnstorable) {
 }
 
 TEST_F(WriterPgTest, TextsThatNeedEscapesAreStoredAsGivenPreparedOrNot) {
-    // The writer renders its JSON parameters itself (issue 10), ahead of the batch
-    // (PrepareForWrite, as the committer does) or in it: both must store the same texts.
+    // The writer makes its texts storable itself (issue 10: bound as binary parameters), ahead
+    // of the batch (PrepareForWrite, as the committer does) or in it: both must store the same
+    // texts, and quotes, backslashes and invalid UTF-8 must not break the parameters.
     const std::string quoted = "a \"quoted\" \\ back\tslash 'single' \u00e9t\u00e9 \x01";
     const std::string invalid_utf8 = "peer \xff\xfe";
     for (const bool prepared : {false, true}) {

@@ -1,0 +1,71 @@
+#pragma once
+
+#include <cstdint>
+#include <pqxx/pqxx>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace payledger::ledger {
+
+// Parameters in PostgreSQL's binary format (the `send`/`recv` functions of each type,
+// src/backend/utils/adt), for a statement whose SQL casts each parameter to its type
+// (`$1::bigint[]`), so that the server takes that type for it. Issue 10: the writer's rows as
+// JSON literals cost the server a JSON parse per row and a scan of the whole string; bound in
+// binary, each value is read as it lies (bench/write/run.sh measures the difference).
+
+// The element types the writer binds (pg_type.oid, fixed for built-in types).
+enum class PgType : std::uint32_t {
+    kBool = 16,
+    kBytea = 17,
+    kInt8 = 20,
+    kText = 25,
+    kTimestamptz = 1184,
+};
+
+// A one-dimensional array of one element type, built element by element (array_recv's
+// format: ndim, has-null flag, element type, length and lower bound, then each element as its
+// length, -1 for NULL, and its bytes).
+class BinaryArray {
+public:
+    explicit BinaryArray(PgType element);
+
+    void Int8(std::int64_t value);
+    void Bool(bool value);
+    // text (valid UTF-8 without NUL: the server checks and refuses the whole statement
+    // otherwise; see storable_text.hpp) or bytea (any bytes).
+    void Bytes(std::string_view bytes);
+    // Microseconds since the Unix epoch (timestamptz's own: since 2000-01-01).
+    void TimeMicros(std::int64_t unix_micros);
+    void Null();
+
+    [[nodiscard]] std::size_t size() const { return static_cast<std::size_t>(count_); }
+    // The array's bytes; the builder is left empty.
+    [[nodiscard]] std::string Take();
+
+private:
+    void Length(std::int32_t length);
+
+    PgType element_;
+    std::string elements_;
+    std::int32_t count_ = 0;
+    bool has_null_ = false;
+};
+
+// A scalar bigint in binary (int8send): 8 bytes, network order.
+[[nodiscard]] std::string BinaryInt8(std::int64_t value);
+
+// Runs the prepared statement `name` with `params` (all binary) and then COMMIT, in one round
+// trip (libpq's pipeline mode: Bind, Execute, the COMMIT, one Sync), on `connection`, which
+// must be inside a transaction block and idle. libpqxx 6.4 has neither binary parameters of
+// other types than bytea nor pipelines, so this speaks libpq on libpqxx's session, between
+// two of its statements.
+// Throws, as libpqxx would for the same errors: pqxx::in_doubt_error when the session was lost
+// with the round trip in flight (the COMMIT may have happened); pqxx::transaction_rollback
+// (SQLSTATE class 40) or pqxx::sql_error, with the SQLSTATE, when the server refused the
+// statement (it then skipped the COMMIT: nothing is committed and the block is aborted, to be
+// rolled back by the caller).
+void ExecPreparedThenCommit(pqxx::connection_base& connection, const std::string& name,
+                            const std::vector<std::string>& params);
+
+}  // namespace payledger::ledger
