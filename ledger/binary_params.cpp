@@ -51,37 +51,51 @@ using Result = std::unique_ptr<PGresult, ResultDeleter>;
                                PQerrorMessage(raw));
 }
 
+// What the server answered to one statement of the pipeline.
+struct Answer {
+    enum class Kind { kDone, kSkipped, kRefused, kLost } kind = Kind::kLost;
+    Result refusal{};  // kRefused: the server's error, with its SQLSTATE.
+};
 
-// The next statement's result in the pipeline and the null that ends it: null when it
-// succeeded (rows or none; or was skipped after a refusal), the result when the server refused the statement.
-// A refusal is definitive for its statement whatever becomes of the session after it.
-// `refused_before`: the refusal of an earlier statement of the pipeline, if any: then nothing
-// can have committed, and a session lost is only that.
-Result NextResult(PGconn* raw, const PGresult* refused_before) {
+// The next statement's answer and the null that ends it. A session lost after an answer is
+// not this statement's concern: the next read finds it.
+Answer NextAnswer(PGconn* raw) {
     Result result{PQgetResult(raw)};
-    const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
-    if (status == PGRES_FATAL_ERROR && result &&
-        PQresultErrorField(result.get(), PG_DIAG_SQLSTATE) != nullptr) {
-        // libpq's own errors (a session lost) have no SQLSTATE; this is the server's answer.
-        if (Result end{PQgetResult(raw)}; end && PQstatus(raw) != CONNECTION_BAD) {
-            throw pqxx::broken_connection("the writer's pipeline is out of step");
-        }
-        return result;
+    if (!result) return {};
+    Answer answer;
+    switch (PQresultStatus(result.get())) {
+        case PGRES_TUPLES_OK:
+        case PGRES_COMMAND_OK:
+            answer.kind = Answer::Kind::kDone;
+            break;
+        case PGRES_PIPELINE_ABORTED:
+            answer.kind = Answer::Kind::kSkipped;
+            break;
+        case PGRES_FATAL_ERROR:
+            // libpq's own errors (a session lost) have no SQLSTATE; the server's have one.
+            if (PQresultErrorField(result.get(), PG_DIAG_SQLSTATE) == nullptr) return {};
+            answer.kind = Answer::Kind::kRefused;
+            answer.refusal = std::move(result);
+            break;
+        default:
+            return {};  // Out of step: as good as lost.
     }
-    const bool as_expected =
-        status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK ||
-        (refused_before != nullptr && status == PGRES_PIPELINE_ABORTED);
-    Result end;
-    if (as_expected && PQstatus(raw) != CONNECTION_BAD) end.reset(PQgetResult(raw));
-    if (!as_expected || end || PQstatus(raw) == CONNECTION_BAD) {
-        if (refused_before != nullptr) {
-            throw pqxx::broken_connection(std::string("connection lost after a refusal: ") +
-                                          PQresultErrorMessage(refused_before));
-        }
-        ThrowInDoubt(raw);  // Lost, or out of step, before the COMMIT's answer.
-    }
-    return nullptr;
+    Result end{PQgetResult(raw)};
+    (void)end;  // The null; anything else shows at the Sync.
+    return answer;
 }
+
+[[noreturn]] void ThrowRefusal(const PGresult* refusal, const std::string& name) {
+    // As libpqxx's own: the SQLSTATE decides (ledger/failures.cpp). libpqxx 6.4's classes
+    // (its ThrowSQLError): class 40 rolled the transaction back, class 08 is a connection
+    // failure; the others keep their SQLSTATE.
+    const std::string sqlstate = PQresultErrorField(refusal, PG_DIAG_SQLSTATE);
+    const std::string message = PQresultErrorMessage(refusal);
+    if (sqlstate.starts_with("40")) throw pqxx::transaction_rollback(message);
+    if (sqlstate.starts_with("08")) throw pqxx::broken_connection(message);
+    throw pqxx::sql_error(message, "EXECUTE " + name, sqlstate.c_str());
+}
+
 }  // namespace
 
 BinaryArray::BinaryArray(PgType element) : element_(element) {}
@@ -153,10 +167,10 @@ void ExecPreparedThenCommit(pqxx::connection_base& connection, const std::string
     PGconn* raw = RawConnection(connection);
     PAYLEDGER_ASSERT(raw != nullptr && params.size() <= 65535);  // The protocol's limit.
     if (PQenterPipelineMode(raw) != 1) {
-        // Nothing was sent: the session is lost (or not idle, a bug of ours).
-        if (PQstatus(raw) == CONNECTION_BAD) throw pqxx::broken_connection(PQerrorMessage(raw));
-        throw pqxx::internal_error(std::string("cannot enter pipeline mode: ") +
-                                   PQerrorMessage(raw));
+        // Nothing was sent: the session is lost (or not idle, a bug of ours). Either way a
+        // new session (ClassifyFailure reconnects) can write the batch.
+        throw pqxx::broken_connection(std::string("cannot enter pipeline mode: ") +
+                                      PQerrorMessage(raw));
     }
     std::vector<const char*> values;
     std::vector<int> lengths;
@@ -175,29 +189,28 @@ void ExecPreparedThenCommit(pqxx::connection_base& connection, const std::string
         ThrowInDoubt(raw);  // Part of it may have gone out.
     }
 
-    // The statement's result, then the COMMIT's (PGRES_PIPELINE_ABORTED, skipped, when the
-    // statement failed), each followed by a null, then the Sync's. Once the server refused the
-    // statement, nothing can commit whatever follows; until the COMMIT's answer, a session
-    // lost, or anything else than the protocol's results, leaves the outcome unknown.
-    Result refused = NextResult(raw, nullptr);
-    Result commit_refused = NextResult(raw, refused.get());
-    if (!refused) refused = std::move(commit_refused);
+    // The statement's answer, then the COMMIT's (skipped when the statement was refused),
+    // then the Sync's.
+    const Answer write = NextAnswer(raw);
+    const Answer commit = write.kind == Answer::Kind::kLost ? Answer{} : NextAnswer(raw);
     Result sync{PQgetResult(raw)};
-    if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC || PQexitPipelineMode(raw) != 1) {
-        // Answered: only the session is in doubt, not the outcome. It is dropped.
-        throw pqxx::broken_connection(std::string("the writer's pipeline did not end: ") +
-                                      PQerrorMessage(raw));
+    const bool ended =
+        sync && PQresultStatus(sync.get()) == PGRES_PIPELINE_SYNC && PQexitPipelineMode(raw) == 1;
+    if (commit.kind == Answer::Kind::kDone && write.kind == Answer::Kind::kDone) {
+        // Committed. A session that did not end the pipeline cleanly is closed, so that the
+        // committer replaces it before the next batch (IdleSessionEnded); the batch stands.
+        if (!ended) connection.disconnect();
+        return;
     }
-    if (refused) {
-        // As libpqxx's own: the SQLSTATE decides (ledger/failures.cpp).
-        const std::string sqlstate = PQresultErrorField(refused.get(), PG_DIAG_SQLSTATE);
-        const std::string message = PQresultErrorMessage(refused.get());
-        // libpqxx 6.4's classes (its ThrowSQLError): class 40 rolled the transaction back,
-        // class 08 is a connection failure; the others keep their SQLSTATE.
-        if (sqlstate.starts_with("40")) throw pqxx::transaction_rollback(message);
-        if (sqlstate.starts_with("08")) throw pqxx::broken_connection(message);
-        throw pqxx::sql_error(message, "EXECUTE " + name, sqlstate.c_str());
+    if (write.kind == Answer::Kind::kRefused || commit.kind == Answer::Kind::kRefused) {
+        // Refused by the server: nothing committed, whatever became of the session after.
+        const Answer& refused = write.kind == Answer::Kind::kRefused ? write : commit;
+        if (!ended) connection.disconnect();  // The committer's classification reconnects too.
+        ThrowRefusal(refused.refusal.get(), name);
     }
+    // No answer to the COMMIT (the session lost, or out of step, before it): it may have
+    // committed.
+    ThrowInDoubt(raw);
 }
 
 }  // namespace payledger::ledger

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <pqxx/pqxx>
 #include <string>
 #include <string_view>
@@ -38,6 +39,8 @@ public:
     // Microseconds since the Unix epoch (timestamptz's own: since 2000-01-01).
     void TimeMicros(std::int64_t unix_micros);
     void Null();
+    void NullableInt8(std::optional<std::int64_t> value) { value ? Int8(*value) : Null(); }
+    void NullableBytes(const std::optional<std::string>& bytes) { bytes ? Bytes(*bytes) : Null(); }
 
     [[nodiscard]] std::size_t size() const { return static_cast<std::size_t>(count_); }
     // The array's bytes; the builder is left empty.

@@ -193,6 +193,11 @@ std::string TextArray(const std::set<std::string>& keys) {
     return out;
 }
 
+std::optional<std::string> StorableOrNull(const std::optional<std::string>& text) {
+    if (!text) return std::nullopt;
+    return StorableText(*text);
+}
+
 // A PostgreSQL array literal of texts, an order's anomalies (their codes, but quoted and
 // escaped whatever they hold).
 std::string ArrayLiteral(const std::vector<std::string>& texts) {
@@ -372,16 +377,8 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
         r_headers.Bytes(prepared.headers);
         r_body.Bytes(received.body);
         r_outcome.Bytes(projections::ToString(planned.outcome));
-        if (seq) {
-            r_seq.Int8(*seq);
-        } else {
-            r_seq.Null();
-        }
-        if (received.out_trade_no) {
-            r_out_trade_no.Bytes(StorableText(*received.out_trade_no));
-        } else {
-            r_out_trade_no.Null();
-        }
+        r_seq.NullableInt8(seq);
+        r_out_trade_no.NullableBytes(StorableOrNull(received.out_trade_no));
         r_message.Bytes(StorableText(planned.message));
         r_chain.Bytes(std::string_view(reinterpret_cast<const char*>(chain.data()), chain.size()));
         if (event != nullptr) {
@@ -399,11 +396,7 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                 e_amount.Null();
                 e_currency.Null();
             }
-            if (event->transaction_id) {
-                e_transaction_id.Bytes(StorableText(*event->transaction_id));
-            } else {
-                e_transaction_id.Null();
-            }
+            e_transaction_id.NullableBytes(StorableOrNull(event->transaction_id));
             e_occurred_at.TimeMicros(event->occurred_at);
             e_receipt_id.Int8(event->receipt_id);
             e_data.Bytes(prepared.event_data);
@@ -421,17 +414,11 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     std::set<std::string> updated_keys;
     for (const projections::OrderWrite& write : plan.orders) {
         const OrderRow& after = write.after;
-        const std::optional<std::string> transaction_id =
-            after.transaction_id ? std::optional(StorableText(*after.transaction_id))
-                                 : std::nullopt;
+        const std::optional<std::string> transaction_id = StorableOrNull(after.transaction_id);
         if (write.prev_seq) {
             u_out_trade_no.Bytes(after.out_trade_no);
             u_status.Bytes(after.status);
-            if (transaction_id) {
-                u_transaction_id.Bytes(*transaction_id);
-            } else {
-                u_transaction_id.Null();
-            }
+            u_transaction_id.NullableBytes(transaction_id);
             u_paid_amount.Int8(after.paid_amount);
             u_refunded_amount.Int8(after.refunded_amount);
             u_anomalies.Bytes(StorableText(ArrayLiteral(after.anomalies)));
@@ -445,11 +432,7 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
             n_amount.Int8(after.amount);
             n_currency.Bytes(StorableText(after.currency));
             n_status.Bytes(after.status);
-            if (transaction_id) {
-                n_transaction_id.Bytes(*transaction_id);
-            } else {
-                n_transaction_id.Null();
-            }
+            n_transaction_id.NullableBytes(transaction_id);
             n_paid_amount.Int8(after.paid_amount);
             n_refunded_amount.Int8(after.refunded_amount);
             n_anomalies.Bytes(StorableText(ArrayLiteral(after.anomalies)));

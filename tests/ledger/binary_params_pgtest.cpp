@@ -3,7 +3,6 @@
 // as PostgreSQL's own text of the value, and each way the round trip can end gives the
 // exception libpqxx would have given, with nothing committed unless it returned.
 #include <gtest/gtest.h>
-
 #include <sys/socket.h>
 
 #include <string>
@@ -39,8 +38,7 @@ protected:
     }
 
     std::string Kept(const std::string& column, int id) {
-        return db_.Scalar("SELECT " + column + "::text FROM kept WHERE id = " +
-                          std::to_string(id));
+        return db_.Scalar("SELECT " + column + "::text FROM kept WHERE id = " + std::to_string(id));
     }
 
     TestDatabase db_;
@@ -50,15 +48,15 @@ protected:
 std::vector<std::string> Row(std::int64_t id, BinaryArray& ints, BinaryArray& texts,
                              BinaryArray& bytes, BinaryArray& times, BinaryArray& flags,
                              std::int64_t one) {
-    return {BinaryInt8(id), ints.Take(), texts.Take(), bytes.Take(), times.Take(), flags.Take(),
-            BinaryInt8(one)};
+    return {BinaryInt8(id), ints.Take(),  texts.Take(),   bytes.Take(),
+            times.Take(),   flags.Take(), BinaryInt8(one)};
 }
 
 TEST_F(BinaryParamsPgTest, EveryElementTypeReadsBackAsTheServersOwnText) {
     BinaryArray ints{PgType::kInt8}, texts{PgType::kText}, bytes{PgType::kBytea},
         times{PgType::kTimestamptz}, flags{PgType::kBool};
-    for (const std::int64_t value : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{256},
-                                     INT64_MAX, INT64_MIN}) {
+    for (const std::int64_t value :
+         {std::int64_t{0}, std::int64_t{-1}, std::int64_t{256}, INT64_MAX, INT64_MIN}) {
         ints.Int8(value);
     }
     ints.Null();
@@ -69,17 +67,16 @@ TEST_F(BinaryParamsPgTest, EveryElementTypeReadsBackAsTheServersOwnText) {
     texts.Null();
     bytes.Bytes(std::string("\0\x01\xff", 3));
     bytes.Bytes("");
-    times.TimeMicros(0);                          // The Unix epoch, before PostgreSQL's.
-    times.TimeMicros(946'684'800'000'000);        // PostgreSQL's epoch: 0 on the wire.
-    times.TimeMicros(1'795'996'800'123'456);      // With microseconds.
-    times.TimeMicros(-1);                         // Just before the Unix epoch.
+    times.TimeMicros(0);                      // The Unix epoch, before PostgreSQL's.
+    times.TimeMicros(946'684'800'000'000);    // PostgreSQL's epoch: 0 on the wire.
+    times.TimeMicros(1'795'996'800'123'456);  // With microseconds.
+    times.TimeMicros(-1);                     // Just before the Unix epoch.
     flags.Bool(true);
     flags.Bool(false);
     flags.Null();
     Run("keep", Row(1, ints, texts, bytes, times, flags, -42));
 
-    EXPECT_EQ(Kept("ints", 1),
-              "{0,-1,256,9223372036854775807,-9223372036854775808,NULL}");
+    EXPECT_EQ(Kept("ints", 1), "{0,-1,256,9223372036854775807,-9223372036854775808,NULL}");
     EXPECT_EQ(Kept("texts", 1),
               R"({plain,"with \"quotes\", a \\ and a comma","支付成功 ✓","",NULL})");
     EXPECT_EQ(Kept("bytes", 1), R"({"\\x0001ff","\\x"})");
@@ -141,16 +138,25 @@ TEST_F(BinaryParamsPgTest, ARollbackClassRefusalIsATransactionRollback) {
 }
 
 TEST_F(BinaryParamsPgTest, AStatementRefusedAsItsSessionEndsCommittedNothing) {
-    // The server answers the statement with an error (57P01) and closes the session: the
-    // COMMIT behind it never ran, so this is a lost connection, not an outcome in doubt.
-    connection_->prepare("vanish", "INSERT INTO kept (id) SELECT $1::bigint "
-                                   "WHERE pg_terminate_backend(pg_backend_pid())");
+    // The server answers the statement with an error (57P01, admin_shutdown) and closes the
+    // session: the COMMIT behind it never ran, so this is a refusal, not an outcome in doubt,
+    // and the session is closed for the committer to replace (IdleSessionEnded).
+    connection_->prepare("vanish",
+                         "INSERT INTO kept (id) SELECT $1::bigint "
+                         "WHERE pg_terminate_backend(pg_backend_pid())");
     connection_->prepare_now("vanish");
-    EXPECT_THROW(Run("vanish", {BinaryInt8(1)}), pqxx::broken_connection);
+    try {
+        Run("vanish", {BinaryInt8(1)});
+        FAIL() << "a statement whose session ended returned";
+    } catch (const pqxx::sql_error& e) {
+        EXPECT_EQ(e.sqlstate(), "57P01");
+    }
+    EXPECT_FALSE(connection_->is_open());
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM kept"), "0");
 }
 
-TEST_F(BinaryParamsPgTest, ASessionLostBeforeTheAnswerLeavesTheOutcomeInDoubtAndItMayHaveCommitted) {
+TEST_F(BinaryParamsPgTest,
+       ASessionLostBeforeTheAnswerLeavesTheOutcomeInDoubtAndItMayHaveCommitted) {
     // The statement waits for an advisory lock held here; meanwhile the client's end of the
     // session is shut. The statement and COMMIT were already sent, so once the lock is free
     // the server commits them, while the client saw only a lost session: in doubt, which the
