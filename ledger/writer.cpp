@@ -268,6 +268,11 @@ public:
         } catch (const pqxx::broken_connection&) {
             open_ = false;
             throw;
+        } catch (...) {
+            // A refusal on a session that ExecPreparedThenCommit closed: nothing to roll back
+            // (and a ROLLBACK would only make libpqxx reconnect for it).
+            if (!session_.conn().is_open()) open_ = false;
+            throw;
         }
         // Done, as the statement and COMMIT succeeded.
         open_ = false;
