@@ -162,8 +162,14 @@ std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t
     BatchStats batch_stats;
     std::vector<DeliveryResult> results =
         WriteBatch(*connection_, std::span(batch.deliveries).subspan(first, count), &batch_stats);
-    stats_.lock_wait_micros += static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(batch_stats.lock_wait).count());
+    const auto micros = [](std::chrono::steady_clock::duration duration) {
+        return static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::microseconds>(duration).count());
+    };
+    stats_.lock_wait_micros += micros(batch_stats.lock_wait);
+    stats_.read_micros += micros(batch_stats.read);
+    stats_.plan_micros += micros(batch_stats.plan);
+    stats_.write_micros += micros(batch_stats.write);
     ++stats_.batches;
     stats_.deliveries += count;
     return results;

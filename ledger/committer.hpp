@@ -71,6 +71,10 @@ public:
         std::atomic<std::uint64_t> deliveries{0};
         std::atomic<std::uint64_t> failures{0};          // Batches answered unavailable.
         std::atomic<std::uint64_t> lock_wait_micros{0};  // Sum over batches.
+        // BatchStats' steps, summed over committed batches.
+        std::atomic<std::uint64_t> read_micros{0};
+        std::atomic<std::uint64_t> plan_micros{0};
+        std::atomic<std::uint64_t> write_micros{0};
         std::atomic<std::uint64_t> queue_depth{0};
         std::atomic<std::uint64_t> queue_bytes{0};          // QueuedBytes of what is queued.
         std::atomic<std::uint64_t> queue_full_refusals{0};  // Submits answered at once.

@@ -292,6 +292,8 @@ void PrepareForWrite(Delivery& delivery) {
 std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                                        std::span<const Delivery> deliveries, BatchStats* stats) {
     PAYLEDGER_ASSERT(!deliveries.empty());
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point started = Clock::now();
     std::set<std::string> keys;
     for (const Delivery& delivery : deliveries) {
         PAYLEDGER_ASSERT((delivery.verdict == Outcome::kAppended) == delivery.event.has_value());
@@ -314,6 +316,7 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
         .append(tx.quote(TextArray(keys)))
         .append(")");
     const pqxx::result rows = block.Open(read_sql);
+    const Clock::time_point read_done = Clock::now();
     PAYLEDGER_ASSERT(!rows.empty());
     if (stats != nullptr) {
         stats->lock_wait = std::chrono::microseconds(rows[0][3].as<std::int64_t>());
@@ -474,11 +477,17 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     params.push_back(BinaryInt8(plan.last_receipt_id));
     params.push_back(BinaryInt8(plan.last_seq));
     params.push_back(expected_counts.Take());
+    const Clock::time_point write_begins = Clock::now();
     try {
         block.CommitAfter(std::string(kWriteName), params);
     } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != kAssertFailure && e.sqlstate() != kUniqueViolation) throw;
         throw InvariantError(e.what());  // Rolled back, as the contract says (writer.hpp).
+    }
+    if (stats != nullptr) {
+        stats->read = read_done - started;
+        stats->plan = write_begins - read_done;
+        stats->write = Clock::now() - write_begins;
     }
 
     std::vector<DeliveryResult> results;

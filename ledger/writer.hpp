@@ -58,6 +58,12 @@ struct DeliveryResult {
 
 struct BatchStats {
     std::chrono::steady_clock::duration lock_wait{};
+    // The batch's steps on this thread, one after another: the first round trip (lock and
+    // read, the lock wait included), the plan and the write's parameters (no I/O), and the
+    // second round trip (the write and COMMIT, the WAL flush included).
+    std::chrono::steady_clock::duration read{};
+    std::chrono::steady_clock::duration plan{};
+    std::chrono::steady_clock::duration write{};
 };
 
 // Writes a batch of deliveries in one transaction on `connection` and commits it, in two round

@@ -139,7 +139,17 @@ std::string Metrics::Render(const ledger::ConnectionPool& pool, const ledger::Co
            "ledger's writer lock.\n"
            "# TYPE payledger_writer_lock_wait_seconds_total counter\n"
            "payledger_writer_lock_wait_seconds_total "
-        << static_cast<double>(writes.lock_wait_micros.load()) / 1e6 << "\n";
+        << static_cast<double>(writes.lock_wait_micros.load()) / 1e6 << "\n"
+        << "# HELP payledger_commit_step_seconds_total Time of the committed batches' steps: "
+           "read (lock and read, one round trip), plan (no I/O), write (write and COMMIT, one "
+           "round trip).\n"
+           "# TYPE payledger_commit_step_seconds_total counter\n"
+           "payledger_commit_step_seconds_total{step=\"read\"} "
+        << static_cast<double>(writes.read_micros.load()) / 1e6
+        << "\npayledger_commit_step_seconds_total{step=\"plan\"} "
+        << static_cast<double>(writes.plan_micros.load()) / 1e6
+        << "\npayledger_commit_step_seconds_total{step=\"write\"} "
+        << static_cast<double>(writes.write_micros.load()) / 1e6 << "\n";
     RenderReads(out, reads.status());
     return out.str();
 }

@@ -144,6 +144,8 @@ public:
     [[nodiscard]] const std::vector<std::int64_t>& appended_us() const { return appended_us_; }
     [[nodiscard]] const std::vector<std::int64_t>& duplicate_us() const { return duplicate_us_; }
     [[nodiscard]] Clock::time_point last_answer() const { return last_answer_; }
+    // When each answer came, in the order of latencies_us() (for --timeline).
+    [[nodiscard]] const std::vector<Clock::time_point>& answered_at() const { return answered_at_; }
 
 private:
     void Next() {
@@ -165,6 +167,7 @@ private:
     void OnRead(beast::error_code ec, std::size_t /*bytes*/) {
         if (ec) return phase_.Fail("read: " + ec.message());
         last_answer_ = Clock::now();
+        answered_at_.push_back(last_answer_);
         latencies_us_.push_back(
             std::chrono::duration_cast<std::chrono::microseconds>(last_answer_ - sent_).count());
         const std::int64_t order_index = phase_.OrderIndex(request_index_);
@@ -187,6 +190,7 @@ private:
     Clock::time_point sent_{};
     Clock::time_point last_answer_{};
     std::vector<std::int64_t> latencies_us_{};
+    std::vector<Clock::time_point> answered_at_{};
     std::vector<std::int64_t> appended_us_{};  // The same, by outcome.
     std::vector<std::int64_t> duplicate_us_{};
 };
@@ -203,6 +207,7 @@ struct Options {
     std::int64_t order_count = 1;
     std::int64_t request_count = 0;  // 0: order_count × copies.
     int copies = 1;
+    double timeline_seconds = 0;  // 0: no timeline.
     Workload workload{};
 };
 
@@ -212,6 +217,34 @@ double Percentile(const std::vector<std::int64_t>& sorted_us, double fraction) {
     const double size = static_cast<double>(sorted_us.size());
     const auto rank = static_cast<std::size_t>(std::max(1.0, std::ceil(fraction * size)));
     return static_cast<double>(sorted_us[std::min(rank, sorted_us.size()) - 1]) / 1000.0;
+}
+
+// --timeline: the answers by the slice of the phase they came in, with the latency
+// percentiles of each slice, to show where in a phase the slow answers are.
+void PrintTimeline(const Options& options,
+                   const std::vector<std::shared_ptr<Connection>>& connections,
+                   Clock::time_point start) {
+    const auto slice = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(options.timeline_seconds));
+    std::vector<std::vector<std::int64_t>> slices;
+    for (const auto& connection : connections) {
+        for (std::size_t i = 0; i < connection->answered_at().size(); ++i) {
+            const auto index =
+                static_cast<std::size_t>((connection->answered_at()[i] - start) / slice);
+            if (index >= slices.size()) slices.resize(index + 1);
+            slices[index].push_back(connection->latencies_us()[i]);
+        }
+    }
+    for (std::size_t i = 0; i < slices.size(); ++i) {
+        std::vector<std::int64_t>& us = slices[i];
+        std::sort(us.begin(), us.end());
+        std::printf(
+            "[loadgen] %s timeline %6.2f s: %6zu answers; latency ms p50 %6.2f p99 %6.2f "
+            "max %6.2f\n",
+            options.label.c_str(), static_cast<double>(i) * options.timeline_seconds, us.size(),
+            Percentile(us, 0.50), Percentile(us, 0.99),
+            us.empty() ? 0.0 : static_cast<double>(us.back()) / 1000.0);
+    }
 }
 
 void Report(const Options& options, Phase& phase,
@@ -241,6 +274,7 @@ void Report(const Options& options, Phase& phase,
                                       : 0;
     for (std::int64_t i = 0; i < not_once; ++i)
         phase.Fail("an order answered in full was not appended exactly once");
+    if (options.timeline_seconds > 0) PrintTimeline(options, connections, start);
     for (const std::string& sample : phase.error_samples()) {
         std::printf("[loadgen] %s error: %s\n", options.label.c_str(), sample.c_str());
     }
@@ -329,6 +363,9 @@ int main(int argc, char** argv) {
     cli.add_option("--generic-secret", options.workload.generic_secret, "for --mode pay");
     cli.add_option("--expect", options.workload.expected_outcome, "for --mode pay")
         ->check(CLI::IsMember({"appended", "duplicate", "either"}));
+    cli.add_option("--timeline", options.timeline_seconds,
+                   "print the answers' latency by slices of this many seconds")
+        ->check(CLI::PositiveNumber);
     cli.add_option("--copies", options.copies,
                    "requests per order, shuffled (default 1; with --expect either)")
         ->check(CLI::Range(1, 16));

@@ -5,7 +5,7 @@
 #   bench/load/run.sh [--connections 64] [--seconds 20] [--orders 20000]
 #                     [--low-load-requests 1000] [--loadgen-threads 2]
 #                     [--preload-orders 0] [--pgbench-orders N] [--keep] [--perf DIR]
-#                     [--perf-system] [--pg-setting 'NAME = VALUE']...
+#                     [--perf-system] [--statements DIR] [--pg-setting 'NAME = VALUE']...
 #   --loadgen-threads: the load generator's I/O threads; 2, as pgbench's -j for (c) and (d)
 #               (with one, a batch's answers were read and followed up one after another:
 #               about 50 us each, 1.5 ms for the last of 29)
@@ -13,6 +13,11 @@
 #               and writes DIR/<phase>.data and DIR/<phase>.txt (self time by symbol)
 #   --perf-system: with --perf, profiles the whole machine instead, the report by thread
 #               (pid), then by symbol (PostgreSQL's backends and the load generator too)
+#   --statements DIR: loads pg_stat_statements (nested statements too: the triggers' queries)
+#               and writes, for (a) and (b) each, DIR/<phase>.statements.txt (the statements
+#               by total execution time, with calls, planning, rows and buffers) and
+#               DIR/<phase>.tables.txt (scans, tuples and buffers of the ledger's tables and
+#               indexes over the phase)
 #   --pg-setting: a line for the throwaway PostgreSQL's postgresql.conf, e.g.
 #               "shared_preload_libraries = 'auto_explain'" (repeatable)
 #
@@ -53,6 +58,7 @@ PRELOAD_ORDERS=0
 KEEP=""
 PERF_DIR=""
 PERF_SYSTEM=""
+STATEMENTS_DIR=""
 PG_SETTINGS=()
 ACCOUNTS=1000
 COMMAND="bench/load/run.sh $*"
@@ -68,6 +74,7 @@ while [ $# -gt 0 ]; do
         --perf) PERF_DIR="$2"; shift 2 ;;
         --perf-system) PERF_SYSTEM=1; shift ;;
         --pg-setting) PG_SETTINGS+=("$2"); shift 2 ;;
+        --statements) STATEMENTS_DIR="$2"; shift 2 ;;
         --preload-orders) PRELOAD_ORDERS="$2"; shift 2 ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
@@ -114,6 +121,12 @@ if [ -n "$PERF_DIR" ]; then
     mkdir -p "$PERF_DIR"
     PERF_DIR="$(cd "$PERF_DIR" && pwd)"
 fi
+if [ -n "$STATEMENTS_DIR" ]; then
+    mkdir -p "$STATEMENTS_DIR"
+    STATEMENTS_DIR="$(cd "$STATEMENTS_DIR" && pwd)"
+    PG_SETTINGS+=("shared_preload_libraries = 'pg_stat_statements'" \
+        "pg_stat_statements.track = all" "track_io_timing = on")
+fi
 bench_build payledger payledger_loadgen
 BENCH_BIN="$BENCH_BUILD_DIR"
 LOADGEN="$BENCH_BIN/payledger_loadgen"
@@ -121,6 +134,7 @@ LOADGEN="$BENCH_BIN/payledger_loadgen"
 bench_pg_up "${PG_SETTINGS[@]}"
 bench_log "PostgreSQL on $BENCH_PG_DATA port $BENCH_PG_PORT"
 bench_createdb payledger
+[ -z "$STATEMENTS_DIR" ] || bench_psql payledger -c "CREATE EXTENSION pg_stat_statements" >/dev/null
 # (a) fresh: autovacuum never analyzes these tables behind the run's back; (b) resets it.
 LEDGER_TABLES=(ledger_events callback_receipts orders balances)
 for table in "${LEDGER_TABLES[@]}"; do
@@ -165,24 +179,29 @@ bench_log "payledger serve (pid $SERVER_PID) on 127.0.0.1:$PORT"
 
 # --- the phases ---------------------------------------------------------------------------
 declare -A RPS P50 P99 MAX ERRORS ANSWERED APPENDED DUPLICATES AP50 AP99 DP50 DP99 CPU PG_CPU \
-    BATCH LOCK_WAIT MACHINE
+    BATCH LOCK_WAIT MACHINE STEPS
 
 metric() {
     curl -fsS "http://127.0.0.1:$PORT/metrics" | awk -v name="$1" '$1 == name { print $2 }'
 }
+# step_seconds STEP: the committer's time in one step of its batches (read, plan, write).
+step_seconds() { metric "payledger_commit_step_seconds_total{step=\"$1\"}"; }
 
 # phase LABEL LOADGEN_ARGS...: runs one phase, keeps its RESULT figures, the CPU time of
 # payledger serve and of PostgreSQL, and the group-commit batch size over it.
 phase() {
     local label="$1"
     shift
-    local cpu0 pg_cpu0 ticks0 batches0 deliveries0 wait0 out
+    local cpu0 pg_cpu0 ticks0 batches0 deliveries0 wait0 out step steps0=()
     ticks0="$(bench_ticks)"
     cpu0="$(bench_cpu_seconds "$SERVER_PID")"
     pg_cpu0="$(bench_pg_cpu_seconds)"
     batches0="$(metric payledger_commit_batches_total)"
     deliveries0="$(metric payledger_committed_deliveries_total)"
     wait0="$(metric payledger_writer_lock_wait_seconds_total)"
+    for step in read plan write; do
+        steps0+=("$(step_seconds "$step")")
+    done
     out="$("$LOADGEN" --label "$label" --port "$PORT" --threads "$LOADGEN_THREADS" \
         --prefix LOAD- --accounts "$ACCOUNTS" --merchant-token "$MERCHANT_TOKEN" \
         --generic-secret "$SECRET" "$@")" || bench_die "the load generator failed in $label"
@@ -214,15 +233,65 @@ phase() {
     deliveries="$(bench_calc "$(metric payledger_committed_deliveries_total) - $deliveries0")"
     BATCH[$label]="$(bench_calc "$batches > 0 ? $deliveries / $batches : 0")"
     LOCK_WAIT[$label]="$(bench_calc "$(metric payledger_writer_lock_wait_seconds_total) - $wait0")"
+    # The committer's cycle: the wall time of the phase per batch, and its steps' share.
+    local i=0 ms
+    STEPS[$label]=""
+    if [ "$batches" != "0.000000" ]; then
+        for step in read plan write; do
+            ms="$(bench_calc "1000 * ($(step_seconds "$step") - ${steps0[$i]}) / $batches")"
+            STEPS[$label]+="$step $(bench_fmt 2 "$ms"), "
+            i=$((i + 1))
+        done
+        ms="$(bench_calc "1000 * $seconds / $batches")"
+        STEPS[$label]+="cycle $(bench_fmt 2 "$ms") ms per commit"
+    fi
     bench_log "$label: CPU (% of one core) payledger $(bench_fmt 0 "${CPU[$label]}")%," \
         "PostgreSQL $(bench_fmt 0 "${PG_CPU[$label]}")%;" \
-        "$(bench_fmt 1 "${BATCH[$label]}") deliveries per commit"
+        "$(bench_fmt 1 "${BATCH[$label]}") deliveries per commit" \
+        "${STEPS[$label]:+(${STEPS[$label]})}"
+}
+
+# --statements: what PostgreSQL did over a phase. The tables' counters are cumulative, so a
+# phase's are the difference of two snapshots; a backend publishes its counters within about
+# a second of going idle, so a snapshot taken just after a phase may miss its last second.
+table_counters() {
+    bench_psql payledger -tA -F ' ' -c "SELECT relname, seq_scan, seq_tup_read,
+        coalesce(idx_scan, 0), coalesce(idx_tup_fetch, 0), n_tup_ins, n_tup_upd, n_tup_hot_upd,
+        heap_blks_read, heap_blks_hit, coalesce(idx_blks_read, 0), coalesce(idx_blks_hit, 0)
+        FROM pg_stat_user_tables JOIN pg_statio_user_tables USING (relid, schemaname, relname)
+        ORDER BY relname"
+}
+statements_begin() {
+    [ -n "$STATEMENTS_DIR" ] || return 0
+    table_counters >"$BENCH_TMP/tables_$1.before"
+    bench_psql payledger -c "SELECT pg_stat_statements_reset()" >/dev/null
+}
+statements_end() {
+    [ -n "$STATEMENTS_DIR" ] || return 0
+    bench_psql payledger -P pager=off -c "SELECT calls, round(total_exec_time::numeric, 1)
+        AS exec_ms, round((total_exec_time / calls)::numeric, 3) AS ms_per_call, plans,
+        round(total_plan_time::numeric, 1) AS plan_ms, rows, shared_blks_hit AS hit,
+        shared_blks_read AS read, shared_blks_dirtied AS dirtied, wal_fpi, wal_bytes,
+        left(regexp_replace(query, '\s+', ' ', 'g'), 140) AS query
+        FROM pg_stat_statements WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT 40" \
+        >"$STATEMENTS_DIR/$1.statements.txt"
+    table_counters >"$BENCH_TMP/tables_$1.after"
+    {
+        echo "$1: counters over the phase (after - before)"
+        echo "table seq_scan seq_tup_read idx_scan idx_tup_fetch ins upd hot_upd" \
+            "heap_read heap_hit idx_read idx_hit"
+        awk 'NR == FNR { for (i = 2; i <= NF; i++) before[$1, i] = $i; next }
+            { printf "%s", $1; for (i = 2; i <= NF; i++) printf " %d", $i - before[$1, i]
+              printf "\n" }' "$BENCH_TMP/tables_$1.before" "$BENCH_TMP/tables_$1.after"
+    } | column -t >"$STATEMENTS_DIR/$1.tables.txt"
+    bench_log "$1: statements in $STATEMENTS_DIR/$1.statements.txt, tables in $1.tables.txt"
 }
 
 # mixed LABEL FIRST_ORDER: every order of [FIRST_ORDER, FIRST_ORDER + ORDERS) paid by two
 # copies of its callback, shuffled; exactly one of them must append.
 mixed() {
     local perf_pid=""
+    statements_begin "$1"
     if [ -n "$PERF_DIR" ]; then
         local target=(-p "$SERVER_PID")
         [ -n "$PERF_SYSTEM" ] && target=(-a)
@@ -231,7 +300,7 @@ mixed() {
         perf_pid=$!
     fi
     phase "$1" --mode pay --expect either --copies 2 --connections "$CONNECTIONS" \
-        --first-order "$2" --orders "$ORDERS" --seconds "$SECONDS_LIMIT"
+        --first-order "$2" --orders "$ORDERS" --seconds "$SECONDS_LIMIT" --timeline 1
     if [ -n "$perf_pid" ]; then
         kill -INT "$perf_pid"
         wait "$perf_pid" || true
@@ -241,6 +310,7 @@ mixed() {
             --percent-limit 0.5 2>/dev/null | sed -E 's/ +(- +)*$//' | cut -c1-220 >"$PERF_DIR/$1.txt"
         bench_log "$1: profile in $PERF_DIR/$1.txt"
     fi
+    statements_end "$1"
     [ "${APPENDED[$1]}" -gt 0 ] || bench_die "$1: nothing was appended"
 }
 

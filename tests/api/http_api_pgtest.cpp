@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "api/http/json_output.hpp"
 #include "ledger/checkpoint.hpp"
@@ -292,6 +295,17 @@ TEST_F(HttpApiPgTest, HealthReadinessAndMetrics) {
           "payledger_request_duration_seconds_count ", "payledger_db_pool_connections{state=",
           "payledger_db_pool_waiting ", "payledger_writer_lock_wait_seconds_total "}) {
         EXPECT_NE(metrics.body.find(line), std::string::npos) << line;
+    }
+    // The order's batch was committed: its two round trips took time, its plan at least
+    // none (the counters sum microseconds).
+    for (const auto& [step, least] :
+         std::initializer_list<std::pair<const char*, double>>{
+             {"read", 1e-6}, {"plan", 0}, {"write", 1e-6}}) {
+        const std::string name =
+            std::string("payledger_commit_step_seconds_total{step=\"") + step + "\"} ";
+        const std::size_t at = metrics.body.find(name);
+        ASSERT_NE(at, std::string::npos) << name;
+        EXPECT_GE(std::stod(metrics.body.substr(at + name.size())), least) << name;
     }
 }
 
