@@ -15,7 +15,7 @@
 #               (pid), then by symbol (PostgreSQL's backends and the load generator too)
 #   --statements DIR: loads pg_stat_statements (nested statements too: the triggers' queries)
 #               and writes, for (a) and (b) each, DIR/<phase>.statements.txt (the statements
-#               by total execution time, with calls, planning, rows and buffers) and
+#               by total execution time, with calls, plans, rows, buffers and WAL) and
 #               DIR/<phase>.tables.txt (scans, tuples and buffers of the ledger's tables and
 #               indexes over the phase)
 #   --pg-setting: a line for the throwaway PostgreSQL's postgresql.conf, e.g.
@@ -125,7 +125,8 @@ if [ -n "$STATEMENTS_DIR" ]; then
     mkdir -p "$STATEMENTS_DIR"
     STATEMENTS_DIR="$(cd "$STATEMENTS_DIR" && pwd)"
     PG_SETTINGS+=("shared_preload_libraries = 'pg_stat_statements'" \
-        "pg_stat_statements.track = all" "track_io_timing = on")
+        "pg_stat_statements.track = all" "pg_stat_statements.track_planning = on" \
+        "track_io_timing = on")
 fi
 bench_build payledger payledger_loadgen
 BENCH_BIN="$BENCH_BUILD_DIR"
@@ -276,14 +277,14 @@ statements_end() {
         FROM pg_stat_statements WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT 40" \
         >"$STATEMENTS_DIR/$1.statements.txt"
     table_counters >"$BENCH_TMP/tables_$1.after"
+    echo "$1: the tables' counters over the phase (after - before)" >"$STATEMENTS_DIR/$1.tables.txt"
     {
-        echo "$1: counters over the phase (after - before)"
         echo "table seq_scan seq_tup_read idx_scan idx_tup_fetch ins upd hot_upd" \
             "heap_read heap_hit idx_read idx_hit"
         awk 'NR == FNR { for (i = 2; i <= NF; i++) before[$1, i] = $i; next }
             { printf "%s", $1; for (i = 2; i <= NF; i++) printf " %d", $i - before[$1, i]
               printf "\n" }' "$BENCH_TMP/tables_$1.before" "$BENCH_TMP/tables_$1.after"
-    } | column -t >"$STATEMENTS_DIR/$1.tables.txt"
+    } | column -t >>"$STATEMENTS_DIR/$1.tables.txt"
     bench_log "$1: statements in $STATEMENTS_DIR/$1.statements.txt, tables in $1.tables.txt"
 }
 
