@@ -196,6 +196,8 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
         config.limits.write_queue_bytes_max =
             ParseLimit(*limits, "write_queue_bytes_max", defaults.write_queue_bytes_max,
                        std::size_t{1} << 40, kWriteQueueBytesMin);
+        config.limits.writer_cache_orders =
+            ParseLimit(*limits, "writer_cache_orders", defaults.writer_cache_orders, 10'000'000, 0);
     }
     ParsePlatformSections(root, base_dir, config);
     return config;

@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <memory>
@@ -15,7 +16,7 @@ namespace {
 // libpqxx 6.4 keeps its session's PGconn behind a private accessor (only its large-object
 // classes may ask, through a transaction). An explicit instantiation may name a private
 // member ([temp.spec.general]: access is not checked there), and this one hands it to a
-// friend function. The only use: ExecPreparedThenCommit, between two of libpqxx's statements,
+// friend function. The only use: ExecPipelineThenCommit, between two of libpqxx's statements,
 // with the session idle before and after.
 using RawConnectionOf = pqxx::internal::pq::PGconn* (pqxx::connection_base::*)() const;
 template <RawConnectionOf Accessor>
@@ -55,6 +56,7 @@ using Result = std::unique_ptr<PGresult, ResultDeleter>;
 struct Answer {
     enum class Kind { kDone, kSkipped, kRefused, kLost } kind = Kind::kLost;
     Result refusal{};  // kRefused: the server's error, with its SQLSTATE.
+    std::optional<std::string> first{};  // kDone: the first field of the first row.
 };
 
 // The next statement's answer and the null that ends it. A session lost after an answer is
@@ -67,6 +69,11 @@ Answer NextAnswer(PGconn* raw) {
         case PGRES_TUPLES_OK:
         case PGRES_COMMAND_OK:
             answer.kind = Answer::Kind::kDone;
+            if (PQntuples(result.get()) > 0 && PQnfields(result.get()) > 0 &&
+                PQgetisnull(result.get(), 0, 0) == 0) {
+                answer.first.emplace(PQgetvalue(result.get(), 0, 0),
+                                     static_cast<std::size_t>(PQgetlength(result.get(), 0, 0)));
+            }
             break;
         case PGRES_PIPELINE_ABORTED:
             answer.kind = Answer::Kind::kSkipped;
@@ -85,7 +92,7 @@ Answer NextAnswer(PGconn* raw) {
     return answer;
 }
 
-[[noreturn]] void ThrowRefusal(const PGresult* refusal, const std::string& name) {
+[[noreturn]] void ThrowRefusal(const PGresult* refusal, const std::string& what) {
     // As libpqxx's own: the SQLSTATE decides (ledger/failures.cpp). libpqxx 6.4's classes
     // (its ThrowSQLError): class 40 rolled the transaction back, class 08 is a connection
     // failure; the others keep their SQLSTATE.
@@ -93,7 +100,7 @@ Answer NextAnswer(PGconn* raw) {
     const std::string message = PQresultErrorMessage(refusal);
     if (sqlstate.starts_with("40")) throw pqxx::transaction_rollback(message);
     if (sqlstate.starts_with("08")) throw pqxx::broken_connection(message);
-    throw pqxx::sql_error(message, "EXECUTE " + name, sqlstate.c_str());
+    throw pqxx::sql_error(message, what, sqlstate.c_str());
 }
 
 }  // namespace
@@ -162,55 +169,86 @@ std::string BinaryInt8(std::int64_t value) {
     return out;
 }
 
-void ExecPreparedThenCommit(pqxx::connection_base& connection, const std::string& name,
-                            const std::vector<std::string>& params) {
+std::vector<std::optional<std::string>> ExecPipelineThenCommit(
+    pqxx::connection_base& connection, const std::vector<PipelineStatement>& statements) {
     PGconn* raw = RawConnection(connection);
-    PAYLEDGER_ASSERT(raw != nullptr && params.size() <= 65535);  // The protocol's limit.
+    PAYLEDGER_ASSERT(raw != nullptr && !statements.empty());
     if (PQenterPipelineMode(raw) != 1) {
         // Nothing was sent: the session is lost (or not idle, a bug of ours). Either way a
         // new session (ClassifyFailure reconnects) can write the batch.
         throw pqxx::broken_connection(std::string("cannot enter pipeline mode: ") +
                                       PQerrorMessage(raw));
     }
-    std::vector<const char*> values;
-    std::vector<int> lengths;
-    const std::vector<int> formats(params.size(), 1);
-    values.reserve(params.size());
-    lengths.reserve(params.size());
-    for (const std::string& param : params) {
-        PAYLEDGER_ASSERT(param.size() <= static_cast<std::size_t>(INT_MAX));
-        values.push_back(param.data());
-        lengths.push_back(static_cast<int>(param.size()));
+    bool sent = true;
+    for (const PipelineStatement& statement : statements) {
+        const std::vector<std::string>& params = statement.params;
+        PAYLEDGER_ASSERT(params.size() <= 65535);  // The protocol's limit.
+        std::vector<const char*> values;
+        std::vector<int> lengths;
+        const std::vector<int> formats(params.size(), 1);
+        values.reserve(params.size());
+        lengths.reserve(params.size());
+        for (const std::string& param : params) {
+            PAYLEDGER_ASSERT(param.size() <= static_cast<std::size_t>(INT_MAX));
+            values.push_back(param.data());
+            lengths.push_back(static_cast<int>(param.size()));
+        }
+        const int n = static_cast<int>(params.size());
+        sent = statement.name.empty()
+                   ? PQsendQueryParams(raw, statement.sql.c_str(), n, nullptr, values.data(),
+                                       lengths.data(), formats.data(), 0) == 1
+                   : PQsendQueryPrepared(raw, statement.name.c_str(), n, values.data(),
+                                         lengths.data(), formats.data(), 0) == 1;
+        if (!sent) break;
     }
-    if (PQsendQueryPrepared(raw, name.c_str(), static_cast<int>(params.size()), values.data(),
-                            lengths.data(), formats.data(), 0) != 1 ||
+    if (!sent ||
         PQsendQueryParams(raw, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0) != 1 ||
         PQpipelineSync(raw) != 1) {
         ThrowInDoubt(raw);  // Part of it may have gone out.
     }
 
-    // The statement's answer, then the COMMIT's (skipped when the statement was refused),
+    // Each statement's answer (after a refusal, the rest are skipped), then the COMMIT's,
     // then the Sync's.
-    const Answer write = NextAnswer(raw);
-    const Answer commit = write.kind == Answer::Kind::kLost ? Answer{} : NextAnswer(raw);
-    Result sync{PQgetResult(raw)};
+    std::vector<Answer> answers;
+    answers.reserve(statements.size() + 1);
+    while (answers.size() < statements.size() + 1) {
+        answers.push_back(NextAnswer(raw));
+        if (answers.back().kind == Answer::Kind::kLost) break;
+    }
+    Result sync{answers.back().kind == Answer::Kind::kLost ? nullptr : PQgetResult(raw)};
     const bool ended =
         sync && PQresultStatus(sync.get()) == PGRES_PIPELINE_SYNC && PQexitPipelineMode(raw) == 1;
-    if (commit.kind == Answer::Kind::kDone && write.kind == Answer::Kind::kDone) {
+    const bool all_done =
+        answers.size() == statements.size() + 1 &&
+        std::all_of(answers.begin(), answers.end(),
+                    [](const Answer& answer) { return answer.kind == Answer::Kind::kDone; });
+    if (all_done) {
         // Committed. A session that did not end the pipeline cleanly is closed, so that the
         // committer replaces it before the next batch (IdleSessionEnded); the batch stands.
         if (!ended) connection.disconnect();
-        return;
+        std::vector<std::optional<std::string>> firsts;
+        firsts.reserve(statements.size());
+        for (std::size_t i = 0; i < statements.size(); ++i) firsts.push_back(answers[i].first);
+        return firsts;
     }
-    if (write.kind == Answer::Kind::kRefused || commit.kind == Answer::Kind::kRefused) {
+    for (std::size_t i = 0; i < answers.size(); ++i) {
+        if (answers[i].kind != Answer::Kind::kRefused) continue;
         // Refused by the server: nothing committed, whatever became of the session after.
-        const Answer& refused = write.kind == Answer::Kind::kRefused ? write : commit;
         if (!ended) connection.disconnect();  // The committer's classification reconnects too.
-        ThrowRefusal(refused.refusal.get(), name);
+        const std::string what = i < statements.size()
+                                     ? (statements[i].name.empty() ? statements[i].sql
+                                                                   : "EXECUTE " + statements[i].name)
+                                     : std::string("COMMIT");
+        ThrowRefusal(answers[i].refusal.get(), what);
     }
     // No answer to the COMMIT (the session lost, or out of step, before it): it may have
     // committed.
     ThrowInDoubt(raw);
+}
+
+void ExecPreparedThenCommit(pqxx::connection_base& connection, const std::string& name,
+                            const std::vector<std::string>& params) {
+    (void)ExecPipelineThenCommit(connection, {PipelineStatement{.name = name, .params = params}});
 }
 
 }  // namespace payledger::ledger

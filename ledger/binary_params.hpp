@@ -58,16 +58,30 @@ private:
 // A scalar bigint in binary (int8send): 8 bytes, network order.
 [[nodiscard]] std::string BinaryInt8(std::int64_t value);
 
-// Runs the prepared statement `name` with `params` (all binary) and then COMMIT, in one round
-// trip (libpq's pipeline mode: Bind, Execute, the COMMIT, one Sync), on `connection`, which
-// must be inside a transaction block and idle. libpqxx 6.4 has neither binary parameters of
-// other types than bytea nor pipelines, so this speaks libpq on libpqxx's session, between
-// two of its statements.
+// One statement of a pipeline (ExecPipelineThenCommit): a prepared statement's `name`, or,
+// with `name` empty, the text `sql`; with `params`, all binary.
+struct PipelineStatement {
+    std::string name{};
+    std::string sql{};
+    std::vector<std::string> params{};
+};
+
+// Runs `statements`, one after another, and then COMMIT, in one round trip (libpq's pipeline
+// mode: Bind and Execute for each, the COMMIT, one Sync), on `connection`, which must be idle,
+// and inside a transaction block unless the first statement is a BEGIN. libpqxx 6.4 has
+// neither binary parameters of other types than bytea nor pipelines, so this speaks libpq on
+// libpqxx's session, between two of its statements.
+// Returns, for each statement, the first field of its first row as text (null: no row or a
+// null).
 // Throws, as libpqxx would for the same errors: pqxx::in_doubt_error when the session was lost
 // with the round trip in flight (the COMMIT may have happened); pqxx::transaction_rollback
-// (SQLSTATE class 40) or pqxx::sql_error, with the SQLSTATE, when the server refused the
-// statement (it then skipped the COMMIT: nothing is committed and the block is aborted, to be
-// rolled back by the caller).
+// (SQLSTATE class 40) or pqxx::sql_error, with the SQLSTATE, when the server refused a
+// statement (it then skipped the rest and the COMMIT: nothing is committed and the block is
+// aborted, to be rolled back by the caller).
+std::vector<std::optional<std::string>> ExecPipelineThenCommit(
+    pqxx::connection_base& connection, const std::vector<PipelineStatement>& statements);
+
+// ExecPipelineThenCommit of the one prepared statement `name` with `params`.
 void ExecPreparedThenCommit(pqxx::connection_base& connection, const std::string& name,
                             const std::vector<std::string>& params);
 

@@ -42,6 +42,9 @@ Committer::Committer(Options options) : options_(std::move(options)) {
     PAYLEDGER_ASSERT(options_.queue_bytes_max >= 1);
     PAYLEDGER_ASSERT(options_.batch_bytes_max >= 1);
     PAYLEDGER_ASSERT(options_.transaction_attempts_max >= 1);
+    if (options_.cache_orders_max > 0) {
+        cache_ = std::make_unique<WriterCache>(options_.cache_orders_max);
+    }
     answer_thread_ = std::thread([this] { AnswerLoop(); });
     thread_ = std::thread([this] {
         Run();
@@ -160,13 +163,14 @@ std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t
         connection_ = Connect(options_.url, options_.session);
     }
     BatchStats batch_stats;
-    std::vector<DeliveryResult> results =
-        WriteBatch(*connection_, std::span(batch.deliveries).subspan(first, count), &batch_stats);
+    std::vector<DeliveryResult> results = WriteBatch(
+        *connection_, std::span(batch.deliveries).subspan(first, count), &batch_stats, cache_.get());
     const auto micros = [](std::chrono::steady_clock::duration duration) {
         return static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::microseconds>(duration).count());
     };
     stats_.lock_wait_micros += micros(batch_stats.lock_wait);
+    if (batch_stats.state_read) ++stats_.state_reads;
     stats_.read_micros += micros(batch_stats.read);
     stats_.plan_micros += micros(batch_stats.plan);
     stats_.write_micros += micros(batch_stats.write);

@@ -37,6 +37,8 @@ public:
 
     // SPEC §9 leaves it open; README `limits.write_queue_bytes_max`: 1 000 bodies of 64 KiB.
     static constexpr std::size_t kQueueBytesMaxDefault = 64 * 1024 * 1024;
+    // About 600 bytes an order with two events: at most about 60 MiB.
+    static constexpr std::size_t kCacheOrdersMaxDefault = 100'000;
 
     struct Options {
         std::string url{};
@@ -46,6 +48,8 @@ public:
         std::size_t queue_bytes_max = kQueueBytesMaxDefault;
         std::size_t batch_bytes_max = 4 * 1024 * 1024;
         int transaction_attempts_max = 3;
+        // WriterCache's bound (README `limits.writer_cache_orders`); 0: every batch reads.
+        std::size_t cache_orders_max = kCacheOrdersMaxDefault;
     };
 
     explicit Committer(Options options);
@@ -71,6 +75,9 @@ public:
         std::atomic<std::uint64_t> deliveries{0};
         std::atomic<std::uint64_t> failures{0};          // Batches answered unavailable.
         std::atomic<std::uint64_t> lock_wait_micros{0};  // Sum over batches.
+        // Committed batches planned on the state read under the lock (the others: from the
+        // WriterCache, in one round trip).
+        std::atomic<std::uint64_t> state_reads{0};
         // BatchStats' steps, summed over committed batches.
         std::atomic<std::uint64_t> read_micros{0};
         std::atomic<std::uint64_t> plan_micros{0};
@@ -119,6 +126,7 @@ private:
     bool stopping_ = false;                         // Guarded by mutex_.
     std::mutex join_mutex_;                         // Serialises Stop()'s join.
     std::unique_ptr<pqxx::connection> connection_;  // Only the committer thread uses it.
+    std::unique_ptr<WriterCache> cache_;            // Likewise; null when disabled.
     std::mutex answers_mutex_;
     std::condition_variable answers_ready_;
     std::deque<Answers> answers_;  // Guarded by answers_mutex_.

@@ -86,6 +86,14 @@ constexpr std::string_view kBeginSql =
     "SET LOCAL plan_cache_mode = force_generic_plan; SELECT pg_advisory_xact_lock(";
 constexpr std::string_view kReadStateName = "writer_read_state";
 constexpr std::string_view kWriteName = "writer_write";
+// The cached path's opening (WriterCache, schema 0007): how the block's statements are
+// planned, as kBeginSql's SET LOCALs, the writer lock, and the check that nobody wrote since
+// the cache's batch; answers the lock wait in microseconds.
+constexpr std::string_view kBeginName = "writer_begin";
+constexpr const char* kBeginFromCacheSql =
+    "SELECT payledger_writer_begin($1::bigint, $2::bigint, $3::bigint)";
+// SQLSTATE of payledger_writer_begin's refusal: the ledger was written since the cache's batch.
+constexpr std::string_view kLedgerMoved = "PLD01";
 // SQLSTATE assert_failure: payledger_expect_counts found a row count other than the plan's.
 constexpr std::string_view kAssertFailure = "P0004";
 // SQLSTATE unique_violation: a row the plan believed new exists (see kWriteSql).
@@ -172,8 +180,9 @@ SELECT payledger_expect_counts(
 
 const std::vector<Statement>& WriterStatements() {
     static const std::vector<Statement> statements = {
-        {kReadStateName.data(), kReadStateSql},  // Neither by exec_prepared: see WriteBatch.
+        {kReadStateName.data(), kReadStateSql},  // None by exec_prepared: see WriteBatch.
         {kWriteName.data(), kWriteSql},
+        {kBeginName.data(), kBeginFromCacheSql},
     };
     return statements;
 }
@@ -258,10 +267,28 @@ public:
     // in one round trip. Like pqxx::work::commit: a session lost while they were in flight
     // leaves the outcome unknown (pqxx::in_doubt_error, never retried); an error answered by
     // the server means nothing was committed (the pipeline skips the COMMIT after an error).
-    void CommitAfter(const std::string& name, const std::vector<std::string>& params) {
+    void CommitAfter(const std::string& name, std::vector<std::string> params) {
         PAYLEDGER_ASSERT(open_);
+        std::vector<PipelineStatement> statements;
+        statements.push_back({.name = name, .params = std::move(params)});
+        (void)Finish(statements);
+    }
+
+    // Runs `statements`, the first a BEGIN, and COMMIT in one round trip: the whole block, as
+    // CommitAfter. Returns ExecPipelineThenCommit's first fields.
+    std::vector<std::optional<std::string>> OpenAndCommit(
+        const std::vector<PipelineStatement>& statements) {
+        PAYLEDGER_ASSERT(!open_ && !statements.empty() && statements.front().sql == "BEGIN");
+        open_ = true;  // Even if it fails: BEGIN may have arrived.
+        return Finish(statements);
+    }
+
+private:
+    std::vector<std::optional<std::string>> Finish(
+        const std::vector<PipelineStatement>& statements) {
+        std::vector<std::optional<std::string>> firsts;
         try {
-            ExecPreparedThenCommit(session_.conn(), name, params);
+            firsts = ExecPipelineThenCommit(session_.conn(), statements);
         } catch (const pqxx::in_doubt_error&) {
             open_ = false;  // The session is dropped (ClassifyFailure): nothing to roll back.
             throw;
@@ -269,16 +296,16 @@ public:
             open_ = false;
             throw;
         } catch (...) {
-            // A refusal on a session that ExecPreparedThenCommit closed: nothing to roll back
+            // A refusal on a session that ExecPipelineThenCommit closed: nothing to roll back
             // (and a ROLLBACK would only make libpqxx reconnect for it).
             if (!session_.conn().is_open()) open_ = false;
             throw;
         }
-        // Done, as the statement and COMMIT succeeded.
+        // Done, as the statements and COMMIT succeeded.
         open_ = false;
+        return firsts;
     }
 
-private:
     pqxx::nontransaction session_;
     bool open_ = false;
 };
@@ -289,52 +316,20 @@ void PrepareForWrite(Delivery& delivery) {
     if (!delivery.prepared) delivery.prepared = Prepare(delivery);
 }
 
-std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
-                                       std::span<const Delivery> deliveries, BatchStats* stats) {
-    PAYLEDGER_ASSERT(!deliveries.empty());
-    using Clock = std::chrono::steady_clock;
-    const Clock::time_point started = Clock::now();
-    std::set<std::string> keys;
-    for (const Delivery& delivery : deliveries) {
-        PAYLEDGER_ASSERT((delivery.verdict == Outcome::kAppended) == delivery.event.has_value());
-        if (delivery.event) keys.insert(delivery.event->out_trade_no);
-    }
-    // The read runs by SQL EXECUTE, inside the first round trip's string, and the write by
-    // libpq's own Bind (ExecPreparedThenCommit), so both must be on the server before (libpqxx
-    // prepares a statement at its first exec_prepared otherwise); a no-op once done on this
-    // connection.
-    connection.prepare_now(std::string(kReadStateName));
-    connection.prepare_now(std::string(kWriteName));
-    TransactionBlock block{connection};
-    pqxx::nontransaction& tx = block.session();
-    std::string read_sql;
-    read_sql.append(kBeginSql)
-        .append(std::to_string(kWriterLockKey))
-        .append("); EXECUTE ")
-        .append(kReadStateName)
-        .append("(")
-        .append(tx.quote(TextArray(keys)))
-        .append(")");
-    const pqxx::result rows = block.Open(read_sql);
-    const Clock::time_point read_done = Clock::now();
-    PAYLEDGER_ASSERT(!rows.empty());
-    if (stats != nullptr) {
-        stats->lock_wait = std::chrono::microseconds(rows[0][3].as<std::int64_t>());
-    }
-    projections::LedgerState state{.next_seq = rows[0][0].as<std::int64_t>(),
-                                   .next_receipt_id = rows[0][1].as<std::int64_t>()};
-    ChainValue chain = kChainStart;  // An empty ledger's.
-    if (!rows[0][2].is_null()) {
-        const pqxx::binarystring head{rows[0][2]};
-        PAYLEDGER_ASSERT(head.size() == chain.size());
-        std::copy(head.begin(), head.end(), chain.begin());
-    }
-    for (const pqxx::row& row : rows) {
-        if (row[kFirstEventColumn].is_null()) continue;  // The LEFT JOIN's row: no event.
-        Event event = EventFromRow(row, kFirstEventColumn);
-        state.events[event.out_trade_no].push_back(std::move(event));
-    }
+namespace {
 
+// What PlanWrite decided: the plan, the write's parameters (kWriteSql) and the chain's head
+// after the batch.
+struct PlannedWrite {
+    projections::BatchPlan plan{};
+    std::vector<std::string> params{};
+    ChainValue head{};
+};
+
+// Plans `deliveries` against `state` (the stored events of every order they name, the next
+// ids) and `chain` (the head before the batch), and renders the write's parameters. Pure.
+PlannedWrite PlanWrite(std::span<const Delivery> deliveries, projections::LedgerState state,
+                       ChainValue chain) {
     std::vector<projections::PlanInput> inputs;
     inputs.reserve(deliveries.size());
     for (const Delivery& delivery : deliveries) {
@@ -343,7 +338,8 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                           .claims = &delivery.claims,
                           .message = delivery.message});
     }
-    projections::BatchPlan plan = projections::PlanBatch(std::move(state), inputs);
+    PlannedWrite planned_write{.plan = projections::PlanBatch(std::move(state), inputs)};
+    projections::BatchPlan& plan = planned_write.plan;
 
     // The write's parameters: one binary array per column of each part (kWriteSql).
     BinaryArray r_id{PgType::kInt8}, r_source{PgType::kText}, r_received_at{PgType::kTimestamptz},
@@ -461,7 +457,7 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                                     updated_keys.size(), plan.balance_deltas.size()}) {
         expected_counts.Int8(static_cast<std::int64_t>(count));
     }
-    std::vector<std::string> params;
+    std::vector<std::string>& params = planned_write.params;
     params.reserve(47);
     for (BinaryArray* column :
          {&r_id, &r_source, &r_received_at, &r_peer, &r_headers, &r_body, &r_outcome, &r_seq,
@@ -477,19 +473,11 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
     params.push_back(BinaryInt8(plan.last_receipt_id));
     params.push_back(BinaryInt8(plan.last_seq));
     params.push_back(expected_counts.Take());
-    const Clock::time_point write_begins = Clock::now();
-    try {
-        block.CommitAfter(std::string(kWriteName), params);
-    } catch (const pqxx::sql_error& e) {
-        if (e.sqlstate() != kAssertFailure && e.sqlstate() != kUniqueViolation) throw;
-        throw InvariantError(e.what());  // Rolled back, as the contract says (writer.hpp).
-    }
-    if (stats != nullptr) {
-        stats->read = read_done - started;
-        stats->plan = write_begins - read_done;
-        stats->write = Clock::now() - write_begins;
-    }
+    planned_write.head = chain;
+    return planned_write;
+}
 
+std::vector<DeliveryResult> ResultsOf(projections::BatchPlan& plan) {
     std::vector<DeliveryResult> results;
     results.reserve(plan.deliveries.size());
     for (projections::PlannedDelivery& planned : plan.deliveries) {
@@ -500,6 +488,210 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                            .receipt_id = planned.receipt_id});
     }
     return results;
+}
+
+// An event as the database stores it, in the fields the plan reads (WriterCache).
+Event AsStored(Event event) {
+    if (event.event_type != EventType::kPaymentClosed) event.currency = StorableText(event.currency);
+    event.transaction_id = StorableOrNull(event.transaction_id);
+    event.recorded_at = 0;
+    event.data.clear();
+    event.data.shrink_to_fit();
+    return event;
+}
+
+// Tells `cache` what the committed batch planned on `state` left: the events of each order
+// named in `keys`, and the next ids.
+void RememberBatch(WriterCache& cache, const std::set<std::string>& keys,
+                   const projections::LedgerState& state, const PlannedWrite& planned) {
+    std::map<std::string, std::vector<Event>> events;
+    for (const std::string& key : keys) {
+        std::vector<Event>& stored = events[key];
+        if (const auto found = state.events.find(key); found != state.events.end()) {
+            for (const Event& event : found->second) stored.push_back(AsStored(event));
+        }
+    }
+    for (const Event& event : planned.plan.events) {
+        events.at(event.out_trade_no).push_back(AsStored(event));
+    }
+    const projections::BatchPlan& plan = planned.plan;
+    cache.Remember(state, plan.last_seq > 0 ? plan.last_seq + 1 : state.next_seq,
+                   plan.last_receipt_id + 1, planned.head, std::move(events));
+}
+
+using Clock = std::chrono::steady_clock;
+
+// The batch in one round trip, planned from `cache` (WriteBatch). Empty when the cache does not
+// know every order named, or was found wrong (then the block was rolled back and the cache
+// cleared): the caller reads the state instead.
+std::optional<std::vector<DeliveryResult>> WriteFromCache(pqxx::connection& connection,
+                                                          std::span<const Delivery> deliveries,
+                                                          const std::set<std::string>& keys,
+                                                          WriterCache& cache, BatchStats* stats) {
+    ChainValue head{};
+    std::optional<projections::LedgerState> state = cache.StateFor(keys, head);
+    if (!state) return std::nullopt;
+    const Clock::time_point started = Clock::now();
+    PlannedWrite planned = PlanWrite(deliveries, *state, head);
+    std::vector<PipelineStatement> statements;
+    statements.push_back({.sql = "BEGIN"});
+    statements.push_back({.name = std::string(kBeginName),
+                          .params = {BinaryInt8(kWriterLockKey), BinaryInt8(state->next_seq),
+                                     BinaryInt8(state->next_receipt_id)}});
+    statements.push_back({.name = std::string(kWriteName), .params = std::move(planned.params)});
+    const Clock::time_point write_begins = Clock::now();
+    std::vector<std::optional<std::string>> firsts;
+    {
+        TransactionBlock block{connection};
+        try {
+            firsts = block.OpenAndCommit(statements);
+        } catch (const pqxx::sql_error& e) {
+            // Written since (the check), or an order's state other than the cache's (the write's
+            // own checks): nothing was committed. Anything else is the read path's failure too.
+            const std::string sqlstate = e.sqlstate();
+            if (!connection.is_open() || (sqlstate != kLedgerMoved && sqlstate != kAssertFailure &&
+                                          sqlstate != kUniqueViolation)) {
+                throw;
+            }
+            cache.Clear();
+            return std::nullopt;  // The block rolls back as it goes.
+        }
+    }
+    if (stats != nullptr) {
+        PAYLEDGER_ASSERT(firsts.size() == 3 && firsts[1].has_value());
+        stats->state_read = false;
+        stats->lock_wait = std::chrono::microseconds(std::stoll(*firsts[1]));
+        stats->read = Clock::duration::zero();
+        stats->plan = write_begins - started;
+        stats->write = Clock::now() - write_begins;
+    }
+    RememberBatch(cache, keys, *state, planned);
+    return ResultsOf(planned.plan);
+}
+
+}  // namespace
+
+WriterCache::WriterCache(std::size_t orders_max) : generation_max_(std::max<std::size_t>(1, orders_max / 2)) {}
+
+void WriterCache::Clear() {
+    valid_ = false;
+    newer_.clear();
+    older_.clear();
+}
+
+std::optional<projections::LedgerState> WriterCache::StateFor(const std::set<std::string>& keys,
+                                                              ChainValue& head) {
+    if (!valid_) return std::nullopt;
+    projections::LedgerState state{.next_seq = next_seq_, .next_receipt_id = next_receipt_id_};
+    for (const std::string& key : keys) {
+        const std::vector<Event>* events = nullptr;
+        if (const auto found = newer_.find(key); found != newer_.end()) {
+            events = &found->second;
+        } else if (const auto old = older_.find(key); old != older_.end()) {
+            events = &old->second;
+        } else {
+            return std::nullopt;
+        }
+        if (!events->empty()) state.events.emplace(key, *events);
+    }
+    head = head_;
+    return state;
+}
+
+void WriterCache::Remember(const projections::LedgerState& before, std::int64_t next_seq_after,
+                           std::int64_t next_receipt_id_after, const ChainValue& head,
+                           std::map<std::string, std::vector<Event>> events) {
+    if (valid_ && (before.next_seq != next_seq_ || before.next_receipt_id != next_receipt_id_)) {
+        Clear();  // Another writer's batches came in between: what it changed is unknown.
+    }
+    valid_ = true;
+    next_seq_ = next_seq_after;
+    next_receipt_id_ = next_receipt_id_after;
+    head_ = head;
+    for (auto& [key, stored] : events) {
+        older_.erase(key);
+        newer_.insert_or_assign(key, std::move(stored));
+        if (newer_.size() >= generation_max_) {
+            older_ = std::move(newer_);
+            newer_ = Generation{};
+        }
+    }
+}
+
+std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
+                                       std::span<const Delivery> deliveries, BatchStats* stats,
+                                       WriterCache* cache) {
+    PAYLEDGER_ASSERT(!deliveries.empty());
+    std::set<std::string> keys;
+    for (const Delivery& delivery : deliveries) {
+        PAYLEDGER_ASSERT((delivery.verdict == Outcome::kAppended) == delivery.event.has_value());
+        if (delivery.event) keys.insert(delivery.event->out_trade_no);
+    }
+    // The read runs by SQL EXECUTE, inside the first round trip's string, and the others by
+    // libpq's own Bind (ExecPipelineThenCommit), so all must be on the server before (libpqxx
+    // prepares a statement at its first exec_prepared otherwise); a no-op once done on this
+    // connection.
+    for (const Statement& statement : WriterStatements()) connection.prepare_now(statement.name);
+    try {
+        if (cache != nullptr) {
+            if (std::optional<std::vector<DeliveryResult>> results =
+                    WriteFromCache(connection, deliveries, keys, *cache, stats)) {
+                return std::move(*results);
+            }
+        }
+        const Clock::time_point started = Clock::now();
+        TransactionBlock block{connection};
+        pqxx::nontransaction& tx = block.session();
+        std::string read_sql;
+        read_sql.append(kBeginSql)
+            .append(std::to_string(kWriterLockKey))
+            .append("); EXECUTE ")
+            .append(kReadStateName)
+            .append("(")
+            .append(tx.quote(TextArray(keys)))
+            .append(")");
+        const pqxx::result rows = block.Open(read_sql);
+        const Clock::time_point read_done = Clock::now();
+        PAYLEDGER_ASSERT(!rows.empty());
+        if (stats != nullptr) {
+            stats->state_read = true;
+            stats->lock_wait = std::chrono::microseconds(rows[0][3].as<std::int64_t>());
+        }
+        projections::LedgerState state{.next_seq = rows[0][0].as<std::int64_t>(),
+                                       .next_receipt_id = rows[0][1].as<std::int64_t>()};
+        ChainValue chain = kChainStart;  // An empty ledger's.
+        if (!rows[0][2].is_null()) {
+            const pqxx::binarystring head{rows[0][2]};
+            PAYLEDGER_ASSERT(head.size() == chain.size());
+            std::copy(head.begin(), head.end(), chain.begin());
+        }
+        for (const pqxx::row& row : rows) {
+            if (row[kFirstEventColumn].is_null()) continue;  // The LEFT JOIN's row: no event.
+            Event event = EventFromRow(row, kFirstEventColumn);
+            state.events[event.out_trade_no].push_back(std::move(event));
+        }
+
+        PlannedWrite planned = cache != nullptr ? PlanWrite(deliveries, state, chain)
+                                                : PlanWrite(deliveries, std::move(state), chain);
+        const Clock::time_point write_begins = Clock::now();
+        try {
+            block.CommitAfter(std::string(kWriteName), std::move(planned.params));
+        } catch (const pqxx::sql_error& e) {
+            if (e.sqlstate() != kAssertFailure && e.sqlstate() != kUniqueViolation) throw;
+            throw InvariantError(e.what());  // Rolled back, as the contract says (writer.hpp).
+        }
+        if (stats != nullptr) {
+            stats->read = read_done - started;
+            stats->plan = write_begins - read_done;
+            stats->write = Clock::now() - write_begins;
+        }
+        if (cache != nullptr) RememberBatch(*cache, keys, state, planned);
+        return ResultsOf(planned.plan);
+    } catch (...) {
+        // Not committed, or perhaps committed: the cache may no longer be the ledger.
+        if (cache != nullptr) cache->Clear();
+        throw;
+    }
 }
 
 }  // namespace payledger::ledger

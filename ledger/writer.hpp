@@ -2,10 +2,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <pqxx/pqxx>
+#include <set>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ledger/chain.hpp"  // Sha256HexDigits.
@@ -13,6 +16,7 @@
 #include "projections/decide.hpp"  // Claims.
 #include "projections/event.hpp"
 #include "projections/order_fold.hpp"
+#include "projections/plan.hpp"
 
 namespace payledger::ledger {
 
@@ -57,13 +61,56 @@ struct DeliveryResult {
 };
 
 struct BatchStats {
+    // The batch was planned from the state it read under the lock, not from a WriterCache.
+    bool state_read = false;
     std::chrono::steady_clock::duration lock_wait{};
     // The batch's steps on this thread, one after another: the first round trip (lock and
-    // read, the lock wait included), the plan and the write's parameters (no I/O), and the
-    // second round trip (the write and COMMIT, the WAL flush included).
+    // read, the lock wait included; none when planned from a WriterCache), the plan and the
+    // write's parameters (no I/O), and the last round trip (the write and COMMIT, the WAL
+    // flush included; from a cache, BEGIN and the lock too).
     std::chrono::steady_clock::duration read{};
     std::chrono::steady_clock::duration plan{};
     std::chrono::steady_clock::duration write{};
+};
+
+// What one writer knows of the ledger after its own last batch (issue 10): the next ids of
+// both sequences, the chain's head, and the stored events of the orders its recent batches
+// named (none: an order known to have none), with every field the plan reads as the database
+// stores it (not `data` nor `recorded_at`, which the plan never reads). Valid only while no
+// other batch wrote: WriteBatch checks that under the writer lock (schema 0007), and plans a
+// batch whose orders are all known without reading, in one round trip instead of two.
+// Bounded: two generations of at most orders_max / 2 orders each; an order found in the older
+// is moved to the newer, and when the newer is full the older is dropped.
+// Not thread-safe: one per writing connection, like the connection.
+class WriterCache {
+public:
+    explicit WriterCache(std::size_t orders_max);
+
+    // Forgets everything (after a batch that failed or may have committed).
+    void Clear();
+    [[nodiscard]] bool valid() const { return valid_; }
+    [[nodiscard]] std::size_t size() const { return newer_.size() + older_.size(); }
+
+    // The state for orders `keys`, when known for all of them.
+    [[nodiscard]] std::optional<projections::LedgerState> StateFor(
+        const std::set<std::string>& keys, ChainValue& head);
+    // After a committed batch that was planned on the state `before` (its next ids): the
+    // ledger as it left it, the next ids `after`, the chain's `head`, and the events of every
+    // order it named (an empty vector for one without). When `before` is not where the cache
+    // left the ledger, another writer wrote in between: what else the cache held is forgotten.
+    void Remember(const projections::LedgerState& before, std::int64_t next_seq_after,
+                  std::int64_t next_receipt_id_after, const ChainValue& head,
+                  std::map<std::string, std::vector<projections::Event>> events);
+
+private:
+    using Generation = std::unordered_map<std::string, std::vector<projections::Event>>;
+    const std::size_t generation_max_;
+    bool valid_ = false;
+    std::int64_t next_seq_ = 0;
+    std::int64_t next_receipt_id_ = 0;
+    ChainValue head_{};
+    Generation newer_;
+    Generation older_;
 };
 
 // Writes a batch of deliveries in one transaction on `connection` and commits it, in two round
@@ -72,11 +119,16 @@ struct BatchStats {
 // copies in one batch give appended, then duplicate; the new events; the order rows; the
 // balance deltas); then writes it in one statement, its rows bound in binary, which checks
 // every row count against the plan's, and commits.
+// With a `cache` that knows every order named, in one round trip: BEGIN, the lock and a check
+// that nobody wrote since the cache's batch (schema 0007), the write and COMMIT; when the check
+// or the write finds the cache wrong, the batch is rolled back and written as above. `cache`
+// learns from every committed batch and forgets all after any failure.
 // Returns one result per delivery, in order, valid only because the commit succeeded.
 // Throws pqxx exceptions (nothing committed, or pqxx::in_doubt_error when the session was lost
 // during the write and COMMIT) and InvariantError (rolled back).
 [[nodiscard]] std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                                                      std::span<const Delivery> deliveries,
-                                                     BatchStats* stats = nullptr);
+                                                     BatchStats* stats = nullptr,
+                                                     WriterCache* cache = nullptr);
 
 }  // namespace payledger::ledger

@@ -128,7 +128,9 @@ int Serve(const api::Config& config) {
     const std::size_t open_files = api::RaiseOpenFileLimit();
     ledger::ConnectionPool pool{config.database_url, kReadPoolSize, kPoolWaitMax};
     ledger::Committer committer{
-        {.url = config.database_url, .queue_bytes_max = config.limits.write_queue_bytes_max}};
+        {.url = config.database_url,
+         .queue_bytes_max = config.limits.write_queue_bytes_max,
+         .cache_orders_max = config.limits.writer_cache_orders}};
     api::Metrics metrics;
     api::App app{config, pool, committer, metrics};
     const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());

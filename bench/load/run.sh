@@ -6,6 +6,7 @@
 #                     [--low-load-requests 1000] [--loadgen-threads 2]
 #                     [--preload-orders 0] [--pgbench-orders N] [--keep] [--perf DIR]
 #                     [--perf-system] [--statements DIR] [--pg-setting 'NAME = VALUE']...
+#                     [--writer-cache-orders N]
 #   --loadgen-threads: the load generator's I/O threads; 2, as pgbench's -j for (c) and (d)
 #               (with one, a batch's answers were read and followed up one after another:
 #               about 50 us each, 1.5 ms for the last of 29)
@@ -18,6 +19,8 @@
 #               by total execution time, with calls, plans, rows, buffers and WAL) and
 #               DIR/<phase>.tables.txt (scans, tuples and buffers of the ledger's tables and
 #               indexes over the phase)
+#   --writer-cache-orders N: the served config's limits.writer_cache_orders (0: the committer
+#               reads every batch's state under the lock, in a round trip of its own)
 #   --pg-setting: a line for the throwaway PostgreSQL's postgresql.conf, e.g.
 #               "shared_preload_libraries = 'auto_explain'" (repeatable)
 #
@@ -60,6 +63,7 @@ PERF_DIR=""
 PERF_SYSTEM=""
 STATEMENTS_DIR=""
 PG_SETTINGS=()
+WRITER_CACHE_ORDERS=""
 ACCOUNTS=1000
 COMMAND="bench/load/run.sh $*"
 while [ $# -gt 0 ]; do
@@ -75,6 +79,9 @@ while [ $# -gt 0 ]; do
         --perf-system) PERF_SYSTEM=1; shift ;;
         --pg-setting) PG_SETTINGS+=("$2"); shift 2 ;;
         --statements) STATEMENTS_DIR="$2"; shift 2 ;;
+        --writer-cache-orders)
+            [[ "$2" =~ ^[0-9]+$ ]] || bench_die "--writer-cache-orders takes a whole number"
+            WRITER_CACHE_ORDERS="$2"; shift 2 ;;
         --preload-orders) PRELOAD_ORDERS="$2"; shift 2 ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
@@ -157,13 +164,17 @@ PORT="$(payledger_free_port)" || bench_die "no free port"
 SECRET="generic-$(openssl rand -hex 16)"
 MERCHANT_TOKEN="merchant-$(openssl rand -hex 16)"
 CONFIG="$BENCH_TMP/payledger.json"
+LIMITS_JSON=""
+if [ -n "$WRITER_CACHE_ORDERS" ]; then
+    LIMITS_JSON=", \"limits\": {\"writer_cache_orders\": $WRITER_CACHE_ORDERS}"
+fi
 cat >"$CONFIG" <<JSON
 {
   "listen": "127.0.0.1:$PORT",
   "database_url": "$(bench_url payledger)",
   "tokens": {"merchant": ["$MERCHANT_TOKEN"], "auditor": ["auditor-$(openssl rand -hex 16)"],
              "admin": ["admin-$(openssl rand -hex 16)"]},
-  "generic": {"secret": "$SECRET"}
+  "generic": {"secret": "$SECRET"}$LIMITS_JSON
 }
 JSON
 chmod 600 "$CONFIG"
@@ -193,13 +204,14 @@ step_seconds() { metric "payledger_commit_step_seconds_total{step=\"$1\"}"; }
 phase() {
     local label="$1"
     shift
-    local cpu0 pg_cpu0 ticks0 batches0 deliveries0 wait0 out step steps0=()
+    local cpu0 pg_cpu0 ticks0 batches0 deliveries0 wait0 reads0 out step steps0=()
     ticks0="$(bench_ticks)"
     cpu0="$(bench_cpu_seconds "$SERVER_PID")"
     pg_cpu0="$(bench_pg_cpu_seconds)"
     batches0="$(metric payledger_commit_batches_total)"
     deliveries0="$(metric payledger_committed_deliveries_total)"
     wait0="$(metric payledger_writer_lock_wait_seconds_total)"
+    reads0="$(metric payledger_commit_state_reads_total)"
     for step in read plan write; do
         steps0+=("$(step_seconds "$step")")
     done
@@ -244,7 +256,9 @@ phase() {
             i=$((i + 1))
         done
         ms="$(bench_calc "1000 * $seconds / $batches")"
-        STEPS[$label]+="cycle $(bench_fmt 2 "$ms") ms per commit"
+        STEPS[$label]+="cycle $(bench_fmt 2 "$ms") ms per commit; "
+        ms="$(bench_calc "100 * ($(metric payledger_commit_state_reads_total) - $reads0) / $batches")"
+        STEPS[$label]+="$(bench_fmt 0 "$ms") % of commits read the state"
     fi
     bench_log "$label: CPU (% of one core) payledger $(bench_fmt 0 "${CPU[$label]}")%," \
         "PostgreSQL $(bench_fmt 0 "${PG_CPU[$label]}")%;" \

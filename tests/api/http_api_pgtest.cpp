@@ -293,7 +293,10 @@ TEST_F(HttpApiPgTest, HealthReadinessAndMetrics) {
          {"payledger_deliveries_total{channel=\"api\",outcome=\"appended\"} 1\n",
           "payledger_deliveries_total{channel=\"generic\",outcome=\"malformed\"} 1\n",
           "payledger_request_duration_seconds_count ", "payledger_db_pool_connections{state=",
-          "payledger_db_pool_waiting ", "payledger_writer_lock_wait_seconds_total "}) {
+          "payledger_db_pool_waiting ", "payledger_writer_lock_wait_seconds_total ",
+          // Two batches: the order's read the state (the committer knew nothing yet), the
+          // junk's was planned from what the first left (WriterCache), in one round trip.
+          "payledger_commit_batches_total 2\n", "payledger_commit_state_reads_total 1\n"}) {
         EXPECT_NE(metrics.body.find(line), std::string::npos) << line;
     }
     // The order's batch was committed: its two round trips took time, its plan at least

@@ -113,6 +113,37 @@ TEST_F(BinaryParamsPgTest, ARefusedStatementSkipsTheCommitAndKeepsItsSqlstate) {
     EXPECT_EQ(db_.Scalar("SELECT string_agg(one::text, ',' ORDER BY id) FROM kept"), "1,3");
 }
 
+TEST_F(BinaryParamsPgTest, APipelineOpensItsBlockAndAnswersEachStatementsFirstField) {
+    // BEGIN, two statements and COMMIT in one round trip (the writer's batch from its cache).
+    BinaryArray ints{PgType::kInt8}, texts{PgType::kText}, bytes{PgType::kBytea},
+        times{PgType::kTimestamptz}, flags{PgType::kBool};
+    const std::vector<std::optional<std::string>> firsts = ExecPipelineThenCommit(
+        *connection_, {{.sql = "BEGIN"},
+                       {.sql = "SELECT $1::bigint + 1", .params = {BinaryInt8(41)}},
+                       {.name = "keep", .params = Row(1, ints, texts, bytes, times, flags, 1)}});
+    ASSERT_EQ(firsts.size(), 3u);
+    EXPECT_FALSE(firsts[0].has_value());  // BEGIN has no row.
+    EXPECT_EQ(firsts[1], "42");
+    EXPECT_FALSE(firsts[2].has_value());
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM kept"), "1");
+
+    // A refusal in the middle skips the rest and the COMMIT: nothing of the block stays.
+    try {
+        (void)ExecPipelineThenCommit(
+            *connection_,
+            {{.sql = "BEGIN"},
+             {.name = "keep", .params = Row(2, ints, texts, bytes, times, flags, 2)},
+             {.sql = "SELECT 1 / $1::bigint", .params = {BinaryInt8(0)}},
+             {.name = "keep", .params = Row(3, ints, texts, bytes, times, flags, 3)}});
+        FAIL() << "a division by zero went through";
+    } catch (const pqxx::sql_error& e) {
+        EXPECT_EQ(e.sqlstate(), "22012");
+        EXPECT_EQ(e.query(), "SELECT 1 / $1::bigint");
+    }
+    pqxx::nontransaction{*connection_}.exec("ROLLBACK");
+    EXPECT_EQ(db_.Scalar("SELECT string_agg(id::text, ',') FROM kept"), "1");
+}
+
 TEST_F(BinaryParamsPgTest, ACommitThatFailsCommitsNothing) {
     // A deferred unique key is checked by COMMIT itself: the statement passes, COMMIT fails.
     pqxx::nontransaction{*connection_}.exec(

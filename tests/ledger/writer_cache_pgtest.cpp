@@ -1,0 +1,281 @@
+// Issue 10: batches planned from the writer's memory of its own last batch (WriterCache), in
+// one round trip. The cache must never decide differently from a read under the writer lock:
+// random batches give the same answers and the same rows as on a database written without
+// one; another writer in between (a second payledger on the same database) is noticed, by the
+// check under the lock (and, were it missing, by the receipts' primary key, which the next id
+// would collide with), also when it only wrote a rejected receipt (the chain's head) or when
+// the next batch reads anyway; any failure makes it forget; and it stays within its bound.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "ledger/audit.hpp"
+#include "ledger/database.hpp"
+#include "ledger/writer.hpp"
+#include "projections/assert.hpp"
+#include "support/test_database.hpp"
+
+namespace payledger::ledger {
+namespace {
+
+using projections::Event;
+using projections::EventType;
+using projections::Outcome;
+using projections::Source;
+using testing::TestDatabase;
+
+constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
+
+Delivery Deliver(const std::string& out_trade_no, EventType type, Source source,
+                 std::int64_t amount, std::optional<std::string> transaction_id,
+                 const std::string& account_id = "") {
+    return Delivery{
+        .receipt = Receipt{.source = source,
+                           .received_at = kTime,
+                           .peer = "127.0.0.1:9",
+                           .headers = R"({"X-Test":"1"})",
+                           .body = "body of " + out_trade_no,
+                           .out_trade_no = out_trade_no},
+        .event = Event{.out_trade_no = out_trade_no,
+                       .event_type = type,
+                       .source = source,
+                       .account_id = account_id,
+                       .amount = type == EventType::kPaymentClosed ? 0 : amount,
+                       .currency = type == EventType::kPaymentClosed ? "" : "CNY",
+                       .transaction_id = std::move(transaction_id),
+                       .occurred_at = kTime}};
+}
+
+Delivery Order(const std::string& out_trade_no, std::int64_t amount,
+               const std::string& account_id = "acct-1") {
+    return Deliver(out_trade_no, EventType::kOrderCreated, Source::kApi, amount, std::nullopt,
+                   account_id);
+}
+
+Delivery Payment(const std::string& out_trade_no, const std::string& transaction_id,
+                 std::int64_t amount) {
+    return Deliver(out_trade_no, EventType::kPaymentSucceeded, Source::kGeneric, amount,
+                   transaction_id);
+}
+
+Delivery Close(const std::string& out_trade_no) {
+    return Deliver(out_trade_no, EventType::kPaymentClosed, Source::kGeneric, 0, std::nullopt);
+}
+
+Delivery Rejected(const std::string& out_trade_no) {
+    Delivery delivery{.receipt = Receipt{.source = Source::kGeneric,
+                                         .received_at = kTime,
+                                         .peer = "127.0.0.1:9",
+                                         .body = "not JSON",
+                                         .out_trade_no = out_trade_no},
+                      .verdict = Outcome::kMalformed,
+                      .message = "not JSON"};
+    return delivery;
+}
+
+// What both databases must hold alike: every column but recorded_at (the server's clock).
+constexpr const char* kLedgerDumpSql = R"sql(
+SELECT concat_ws(E'\n',
+  (SELECT string_agg(concat_ws(' ', id, source, outcome, seq, out_trade_no, message,
+                               encode(chain, 'hex'), encode(sha256(body), 'hex')), E'\n' ORDER BY id)
+   FROM callback_receipts),
+  (SELECT string_agg(concat_ws(' ', seq, out_trade_no, event_type, account_id, amount, currency,
+                               transaction_id, receipt_id, data::text), E'\n' ORDER BY seq)
+   FROM ledger_events),
+  (SELECT string_agg(concat_ws(' ', out_trade_no, account_id, amount, currency, status,
+                               transaction_id, paid_amount, refunded_amount, anomalies::text, seq),
+                     E'\n' ORDER BY out_trade_no)
+   FROM orders),
+  (SELECT string_agg(concat_ws(' ', account_id, currency, balance), E'\n'
+                     ORDER BY account_id, currency)
+   FROM balances))
+)sql";
+
+std::string Describe(const DeliveryResult& result) {
+    std::string out = std::string(projections::ToString(result.outcome)) + " seq " +
+                      std::to_string(result.seq) + " receipt " +
+                      std::to_string(result.receipt_id) + " " + result.message;
+    if (result.order) {
+        out += " order " + result.order->status + " " + std::to_string(result.order->paid_amount) +
+               " " + std::to_string(result.order->refunded_amount) + " " +
+               std::to_string(result.order->seq);
+    }
+    return out;
+}
+
+TEST(WriterCachePgTest, RandomBatchesDecideAsOnADatabaseWrittenWithoutCache) {
+    TestDatabase plain_db;
+    if (!plain_db.available()) GTEST_SKIP() << "no test database";
+    TestDatabase cached_db;
+    auto plain = plain_db.Connect();
+    auto cached = cached_db.Connect();
+    WriterCache cache{16};  // Two generations of 8, of the 12 orders used: some batches read.
+
+    std::mt19937 random{20261202};
+    const auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(random); };
+    std::size_t from_cache = 0;
+    std::size_t read = 0;
+    for (int b = 0; b < 150; ++b) {
+        std::vector<Delivery> batch;
+        const int size = 1 + pick(6);
+        for (int i = 0; i < size; ++i) {
+            const std::string key = "ORD-" + std::to_string(pick(12));
+            const std::int64_t amount = 100 * (1 + pick(3));  // Sometimes not the order's.
+            switch (pick(7)) {
+                case 0: batch.push_back(Order(key, amount, "acct-" + std::to_string(pick(3)))); break;
+                case 1:
+                case 2: batch.push_back(Payment(key, "TX-" + std::to_string(pick(2)), amount)); break;
+                case 3: batch.push_back(Close(key)); break;
+                case 4:
+                    batch.push_back(Deliver(key, EventType::kRefundSucceeded, Source::kGeneric,
+                                            amount, "RF-" + std::to_string(pick(2))));
+                    break;
+                case 5: batch.push_back(Rejected(key)); break;
+                default: batch.push_back(Order(key, 200)); break;
+            }
+        }
+        const std::vector<DeliveryResult> expected = WriteBatch(*plain, batch);
+        BatchStats stats;
+        const std::vector<DeliveryResult> got = WriteBatch(*cached, batch, &stats, &cache);
+        (stats.state_read ? read : from_cache) += 1;
+        ASSERT_EQ(got.size(), expected.size());
+        for (std::size_t i = 0; i < got.size(); ++i) {
+            ASSERT_EQ(Describe(got[i]), Describe(expected[i])) << "batch " << b << ", delivery " << i;
+            ASSERT_EQ(got[i].order, expected[i].order) << "batch " << b << ", delivery " << i;
+        }
+        ASSERT_LE(cache.size(), 16u);
+    }
+    // Both paths ran: the test proves the cache, not only the read.
+    EXPECT_GT(from_cache, 40u) << read << " read";
+    EXPECT_GT(read, 10u) << from_cache << " from the cache";
+    EXPECT_EQ(cached_db.Scalar(kLedgerDumpSql), plain_db.Scalar(kLedgerDumpSql));
+    EXPECT_TRUE(Audit(cached_db.url()).ok());
+}
+
+class WriterCacheTwoWritersPgTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!db_.available()) GTEST_SKIP() << "no test database";
+        mine_ = db_.Connect();
+        other_ = db_.Connect();
+    }
+
+    // This writer's batch, through its cache.
+    DeliveryResult Mine(Delivery delivery) {
+        stats_ = BatchStats{};
+        return WriteBatch(*mine_, std::span(&delivery, 1), &stats_, &cache_).front();
+    }
+    // Another writer's (another payledger on the same database, without this one's cache).
+    DeliveryResult Other(Delivery delivery) {
+        return WriteBatch(*other_, std::span(&delivery, 1)).front();
+    }
+
+    TestDatabase db_;
+    std::unique_ptr<pqxx::connection> mine_;
+    std::unique_ptr<pqxx::connection> other_;
+    WriterCache cache_{1000};
+    BatchStats stats_;
+};
+
+TEST_F(WriterCacheTwoWritersPgTest, AnOrderChangedByAnotherWriterIsReadAgain) {
+    (void)Mine(Order("ORD-1", 500));
+    EXPECT_EQ(Mine(Order("ORD-1", 500)).outcome, Outcome::kDuplicate);
+    EXPECT_FALSE(stats_.state_read);  // Known: written in one round trip.
+    EXPECT_EQ(Other(Close("ORD-1")).outcome, Outcome::kAppended);
+    // The cache still says WAIT_PAY; the ledger says CLOSED, and so must the answer.
+    const DeliveryResult again = Mine(Order("ORD-1", 500));
+    EXPECT_EQ(again.outcome, Outcome::kDuplicate);
+    ASSERT_TRUE(again.order.has_value());
+    EXPECT_EQ(again.order->status, "CLOSED");
+    EXPECT_TRUE(stats_.state_read);
+    EXPECT_TRUE(Audit(db_.url()).ok());
+}
+
+TEST_F(WriterCacheTwoWritersPgTest, AReceiptOfAnotherWriterMovesTheChainsHead) {
+    (void)Mine(Order("ORD-1", 500));
+    EXPECT_EQ(Other(Rejected("ORD-1")).outcome, Outcome::kMalformed);  // No event: only a receipt.
+    EXPECT_EQ(Mine(Payment("ORD-1", "TX-1", 500)).outcome, Outcome::kAppended);
+    EXPECT_TRUE(stats_.state_read);
+    EXPECT_EQ(Mine(Payment("ORD-1", "TX-1", 500)).outcome, Outcome::kDuplicate);
+    EXPECT_FALSE(stats_.state_read);
+    const AuditReport report = Audit(db_.url());
+    EXPECT_TRUE(report.ok()) << FormatAuditReport(report);
+    EXPECT_EQ(report.receipts, 4);
+}
+
+TEST_F(WriterCacheTwoWritersPgTest, ABatchThatReadsAfterAnotherWriterForgetsTheRest) {
+    (void)Mine(Order("ORD-1", 500));
+    (void)Other(Close("ORD-1"));
+    // ORD-3 is unknown, so this batch reads, and its read shows that someone wrote since:
+    // what the cache held of ORD-1 may be old, and must not be used.
+    (void)Mine(Order("ORD-3", 300));
+    EXPECT_TRUE(stats_.state_read);
+    const DeliveryResult again = Mine(Order("ORD-1", 500));
+    ASSERT_TRUE(again.order.has_value());
+    EXPECT_EQ(again.order->status, "CLOSED");
+    EXPECT_TRUE(stats_.state_read);
+    EXPECT_EQ(Mine(Order("ORD-3", 300)).outcome, Outcome::kDuplicate);
+    EXPECT_FALSE(stats_.state_read);
+}
+
+TEST_F(WriterCacheTwoWritersPgTest, TheCheckUnderTheLockRefusesIdsOtherThanTheLedgers) {
+    (void)Other(Order("ORD-1", 500));  // Next seq 2, next receipt id 2.
+    const auto begin = [&](std::int64_t next_seq, std::int64_t next_receipt_id) {
+        pqxx::work tx{*mine_};
+        return tx.exec_params("SELECT payledger_writer_begin($1, $2, $3)", kWriterLockKey,
+                              next_seq, next_receipt_id)[0][0]
+            .as<std::int64_t>();
+    };
+    EXPECT_GE(begin(2, 2), 0);  // The lock wait, in microseconds.
+    // Either sequence elsewhere, as after another writer's batch, even one rolled back.
+    for (const auto& [next_seq, next_receipt_id] :
+         std::initializer_list<std::pair<std::int64_t, std::int64_t>>{{2, 3}, {3, 2}, {1, 2}}) {
+        try {
+            (void)begin(next_seq, next_receipt_id);
+            FAIL() << "accepted " << next_seq << ", " << next_receipt_id;
+        } catch (const pqxx::sql_error& e) {
+            EXPECT_EQ(e.sqlstate(), "PLD01");
+        }
+    }
+}
+
+TEST_F(WriterCacheTwoWritersPgTest, AFailedBatchForgetsEverything) {
+    (void)Mine(Order("ORD-1", 500));
+    ASSERT_TRUE(cache_.valid());
+    db_.Scalar("UPDATE orders SET seq = 999 WHERE out_trade_no = 'ORD-1' RETURNING 1");
+    EXPECT_THROW((void)Mine(Payment("ORD-1", "TX-1", 500)), InvariantError);
+    EXPECT_FALSE(cache_.valid());
+    EXPECT_EQ(cache_.size(), 0u);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"), "1");  // Rolled back.
+}
+
+TEST(WriterCacheTest, KeepsAtMostItsBoundAndTheNewestOrders) {
+    WriterCache cache{4};  // Two generations of 2.
+    ChainValue head{};
+    EXPECT_FALSE(cache.StateFor({}, head).has_value());  // Knows nothing yet.
+    projections::LedgerState before{.next_seq = 1, .next_receipt_id = 1};
+    for (int i = 1; i <= 10; ++i) {
+        const std::string key = "ORD-" + std::to_string(i);
+        std::map<std::string, std::vector<Event>> events;
+        events[key].push_back(Event{.seq = i, .out_trade_no = key, .receipt_id = i});
+        cache.Remember(before, i + 1, i + 1, head, std::move(events));
+        before = {.next_seq = i + 1, .next_receipt_id = i + 1};
+        EXPECT_LE(cache.size(), 4u);
+    }
+    const std::optional<projections::LedgerState> newest = cache.StateFor({"ORD-10"}, head);
+    ASSERT_TRUE(newest.has_value());
+    EXPECT_EQ(newest->next_seq, 11);
+    EXPECT_EQ(newest->events.at("ORD-10").front().seq, 10);
+    EXPECT_FALSE(cache.StateFor({"ORD-1"}, head).has_value());
+    EXPECT_FALSE(cache.StateFor({"ORD-10", "ORD-1"}, head).has_value());  // Needs them all.
+    // A batch planned on other next ids than the cache's: another writer came in between.
+    std::map<std::string, std::vector<Event>> events;
+    events["ORD-11"];
+    cache.Remember({.next_seq = 50, .next_receipt_id = 60}, 50, 61, head, std::move(events));
+    EXPECT_EQ(cache.size(), 1u);
+    EXPECT_FALSE(cache.StateFor({"ORD-10"}, head).has_value());
+    EXPECT_TRUE(cache.StateFor({"ORD-11"}, head).has_value());
+}
+
+}  // namespace
+}  // namespace payledger::ledger
