@@ -63,8 +63,8 @@ struct Limits {
     std::size_t write_queue_bytes_max = 64 * 1024 * 1024;
     // Not in SPEC §9: how many orders the committer remembers from its own batches, to write
     // a batch whose orders it all knows in one round trip (issue 10; ledger::WriterCache);
-    // 0 reads every batch's state. About 600 bytes an order.
-    std::size_t writer_cache_orders = 100'000;
+    // 0 reads every batch's state. About 600 bytes an order, at most about 2 KiB.
+    std::size_t writer_cache_orders = 50'000;  // As ledger::Committer's default.
 };
 
 // limits.write_queue_bytes_max is at least this: room for several full requests.

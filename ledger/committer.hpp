@@ -37,8 +37,9 @@ public:
 
     // SPEC §9 leaves it open; README `limits.write_queue_bytes_max`: 1 000 bodies of 64 KiB.
     static constexpr std::size_t kQueueBytesMaxDefault = 64 * 1024 * 1024;
-    // About 600 bytes an order with two events: at most about 60 MiB.
-    static constexpr std::size_t kCacheOrdersMaxDefault = 100'000;
+    // About 600 bytes an order with one or two events (bench/load), at most about 2 KiB (four
+    // events, the longest keys and transaction ids): 30 MiB, at most about 100 MiB.
+    static constexpr std::size_t kCacheOrdersMaxDefault = 50'000;
 
     struct Options {
         std::string url{};

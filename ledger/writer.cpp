@@ -91,7 +91,7 @@ constexpr std::string_view kWriteName = "writer_write";
 // the cache's batch; answers the lock wait in microseconds.
 constexpr std::string_view kBeginName = "writer_begin";
 constexpr const char* kBeginFromCacheSql =
-    "SELECT payledger_writer_begin($1::bigint, $2::bigint, $3::bigint)";
+    "SELECT payledger_writer_begin($1::bigint, $2::bigint, $3::bigint, $4::bytea)";
 // SQLSTATE of payledger_writer_begin's refusal: the ledger was written since the cache's batch.
 constexpr std::string_view kLedgerMoved = "PLD01";
 // SQLSTATE assert_failure: payledger_expect_counts found a row count other than the plan's.
@@ -519,6 +519,17 @@ void RememberBatch(WriterCache& cache, const std::set<std::string>& keys,
                    plan.last_receipt_id + 1, planned.head, std::move(events));
 }
 
+// RememberBatch after the COMMIT: a failure there (out of memory) must not fail a committed
+// batch, so it only makes the cache forget.
+void RememberCommitted(WriterCache& cache, const std::set<std::string>& keys,
+                       const projections::LedgerState& state, const PlannedWrite& planned) noexcept {
+    try {
+        RememberBatch(cache, keys, state, planned);
+    } catch (...) {
+        cache.Clear();
+    }
+}
+
 using Clock = std::chrono::steady_clock;
 
 // The batch in one round trip, planned from `cache` (WriteBatch). Empty when the cache does not
@@ -537,7 +548,9 @@ std::optional<std::vector<DeliveryResult>> WriteFromCache(pqxx::connection& conn
     statements.push_back({.sql = "BEGIN"});
     statements.push_back({.name = std::string(kBeginName),
                           .params = {BinaryInt8(kWriterLockKey), BinaryInt8(state->next_seq),
-                                     BinaryInt8(state->next_receipt_id)}});
+                                     BinaryInt8(state->next_receipt_id),
+                                     std::string(reinterpret_cast<const char*>(head.data()),
+                                                 head.size())}});
     statements.push_back({.name = std::string(kWriteName), .params = std::move(planned.params)});
     const Clock::time_point write_begins = Clock::now();
     std::vector<std::optional<std::string>> firsts;
@@ -557,15 +570,20 @@ std::optional<std::vector<DeliveryResult>> WriteFromCache(pqxx::connection& conn
             return std::nullopt;  // The block rolls back as it goes.
         }
     }
+    // Committed: nothing from here on may fail the batch (the committer would write it again).
     if (stats != nullptr) {
-        PAYLEDGER_ASSERT(firsts.size() == 3 && firsts[1].has_value());
+        std::int64_t lock_wait = 0;
+        if (firsts.size() == 3 && firsts[1]) {
+            const std::string& text = *firsts[1];
+            (void)std::from_chars(text.data(), text.data() + text.size(), lock_wait);
+        }
         stats->state_read = false;
-        stats->lock_wait = std::chrono::microseconds(std::stoll(*firsts[1]));
+        stats->lock_wait = std::chrono::microseconds(lock_wait);
         stats->read = Clock::duration::zero();
         stats->plan = write_begins - started;
         stats->write = Clock::now() - write_begins;
     }
-    RememberBatch(cache, keys, *state, planned);
+    RememberCommitted(cache, keys, *state, planned);
     return ResultsOf(planned.plan);
 }
 
@@ -685,7 +703,7 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
             stats->plan = write_begins - read_done;
             stats->write = Clock::now() - write_begins;
         }
-        if (cache != nullptr) RememberBatch(*cache, keys, state, planned);
+        if (cache != nullptr) RememberCommitted(*cache, keys, state, planned);
         return ResultsOf(planned.plan);
     } catch (...) {
         // Not committed, or perhaps committed: the cache may no longer be the ledger.

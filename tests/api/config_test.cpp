@@ -268,7 +268,7 @@ TEST(ParseConfig, ReadsLimitsAndScopedMerchantTokens) {
     EXPECT_EQ(defaults.limits.unverified_per_peer_per_minute, 120u);
     EXPECT_EQ(defaults.limits.connections_per_peer, 256u);
     EXPECT_EQ(defaults.limits.write_queue_bytes_max, 64u * 1024 * 1024);
-    EXPECT_EQ(defaults.limits.writer_cache_orders, 100'000u);
+    EXPECT_EQ(defaults.limits.writer_cache_orders, 50'000u);
 
     const Config config = ParseConfig(
         R"({"database_url": "postgresql://x/y",

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
 
 #include "ledger/audit.hpp"
 #include "ledger/database.hpp"
@@ -218,20 +219,28 @@ TEST_F(WriterCacheTwoWritersPgTest, ABatchThatReadsAfterAnotherWriterForgetsTheR
     EXPECT_FALSE(stats_.state_read);
 }
 
-TEST_F(WriterCacheTwoWritersPgTest, TheCheckUnderTheLockRefusesIdsOtherThanTheLedgers) {
+TEST_F(WriterCacheTwoWritersPgTest, TheCheckUnderTheLockRefusesALedgerElsewhere) {
     (void)Other(Order("ORD-1", 500));  // Next seq 2, next receipt id 2.
-    const auto begin = [&](std::int64_t next_seq, std::int64_t next_receipt_id) {
+    const std::string head = pqxx::binarystring(
+        pqxx::nontransaction{*other_}.exec("SELECT chain FROM callback_receipts")[0][0]).str();
+    const auto begin = [&](std::int64_t next_seq, std::int64_t next_receipt_id,
+                           const std::string& expected_head) {
         pqxx::work tx{*mine_};
-        return tx.exec_params("SELECT payledger_writer_begin($1, $2, $3)", kWriterLockKey,
-                              next_seq, next_receipt_id)[0][0]
+        return tx.exec_params("SELECT payledger_writer_begin($1, $2, $3, $4)", kWriterLockKey,
+                              next_seq, next_receipt_id, pqxx::binarystring(expected_head))[0][0]
             .as<std::int64_t>();
     };
-    EXPECT_GE(begin(2, 2), 0);  // The lock wait, in microseconds.
-    // Either sequence elsewhere, as after another writer's batch, even one rolled back.
-    for (const auto& [next_seq, next_receipt_id] :
-         std::initializer_list<std::pair<std::int64_t, std::int64_t>>{{2, 3}, {3, 2}, {1, 2}}) {
+    EXPECT_GE(begin(2, 2, head), 0);  // The lock wait, in microseconds.
+    // Either sequence elsewhere, as after another writer's batch, even one rolled back; or the
+    // same ids with another head, as when a failover lost this writer's last commit and
+    // another writer's batch brought the sequences back to the same values.
+    std::string other_head = head;
+    other_head[0] = static_cast<char>(other_head[0] ^ 1);
+    for (const auto& [next_seq, next_receipt_id, expected_head] :
+         std::initializer_list<std::tuple<std::int64_t, std::int64_t, std::string>>{
+             {2, 3, head}, {3, 2, head}, {1, 2, head}, {2, 2, other_head}}) {
         try {
-            (void)begin(next_seq, next_receipt_id);
+            (void)begin(next_seq, next_receipt_id, expected_head);
             FAIL() << "accepted " << next_seq << ", " << next_receipt_id;
         } catch (const pqxx::sql_error& e) {
             EXPECT_EQ(e.sqlstate(), "PLD01");

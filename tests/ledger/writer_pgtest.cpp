@@ -438,6 +438,21 @@ TEST_F(WriterPgTest, CommitterReconnectsAfterItsSessionIsKilled) {
     // a fresh connection and succeeds.
     EXPECT_EQ(submit(Order("ORD-2", 100)).outcome, Outcome::kAppended);
     EXPECT_EQ(Count("orders"), "2");
+    // The committer remembers the orders it wrote (WriterCache): a batch naming only those is
+    // planned from memory, without reading; a new session starts with nothing remembered, and
+    // one the server ended while idle is replaced before the batch, not failed by it.
+    EXPECT_EQ(submit(Payment("ORD-2", "TX-2", 100)).outcome, Outcome::kAppended);
+    const std::uint64_t reads = committer.stats().state_reads;
+    EXPECT_EQ(submit(Payment("ORD-2", "TX-2", 100)).outcome, Outcome::kDuplicate);
+    EXPECT_EQ(committer.stats().state_reads, reads);
+    // Waits until the session has ended (PostgreSQL 14's timeout argument), so that the
+    // committer finds it ended rather than losing it with the batch in flight (in doubt: 503).
+    db_.Scalar(
+        "SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity "
+        "WHERE application_name = '" +
+        name + "'");
+    EXPECT_EQ(submit(Payment("ORD-2", "TX-2", 100)).outcome, Outcome::kDuplicate);
+    EXPECT_EQ(committer.stats().state_reads, reads + 1);
 }
 
 TEST(CommitterTest, UnreachableDatabaseAnswersUnavailable) {
