@@ -501,30 +501,24 @@ Event AsStored(Event event) {
 }
 
 // Tells `cache` what the committed batch planned on `state` left: the events of each order
-// named in `keys`, and the next ids.
-void RememberBatch(WriterCache& cache, const std::set<std::string>& keys,
-                   const projections::LedgerState& state, const PlannedWrite& planned) {
-    std::map<std::string, std::vector<Event>> events;
-    for (const std::string& key : keys) {
-        std::vector<Event>& stored = events[key];
-        if (const auto found = state.events.find(key); found != state.events.end()) {
-            for (const Event& event : found->second) stored.push_back(AsStored(event));
-        }
-    }
-    for (const Event& event : planned.plan.events) {
-        events.at(event.out_trade_no).push_back(AsStored(event));
-    }
-    const projections::BatchPlan& plan = planned.plan;
-    cache.Remember(state, plan.last_seq > 0 ? plan.last_seq + 1 : state.next_seq,
-                   plan.last_receipt_id + 1, planned.head, std::move(events));
-}
-
-// RememberBatch after the COMMIT: a failure there (out of memory) must not fail a committed
-// batch, so it only makes the cache forget.
+// named in `keys`, and the next ids. After the COMMIT, so a failure here (out of memory) must
+// not fail the committed batch: it only makes the cache forget.
 void RememberCommitted(WriterCache& cache, const std::set<std::string>& keys,
                        const projections::LedgerState& state, const PlannedWrite& planned) noexcept {
     try {
-        RememberBatch(cache, keys, state, planned);
+        std::map<std::string, std::vector<Event>> events;
+        for (const std::string& key : keys) {
+            std::vector<Event>& stored = events[key];
+            if (const auto found = state.events.find(key); found != state.events.end()) {
+                for (const Event& event : found->second) stored.push_back(AsStored(event));
+            }
+        }
+        for (const Event& event : planned.plan.events) {
+            events.at(event.out_trade_no).push_back(AsStored(event));
+        }
+        const projections::BatchPlan& plan = planned.plan;
+        cache.Remember(state, plan.last_seq > 0 ? plan.last_seq + 1 : state.next_seq,
+                       plan.last_receipt_id + 1, planned.head, std::move(events));
     } catch (...) {
         cache.Clear();
     }
