@@ -6,8 +6,10 @@
 // would collide with), also when it only wrote a rejected receipt (the chain's head) or when
 // the next batch reads anyway; any failure makes it forget; and it stays within its bound.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <random>
+#include <thread>
 #include <tuple>
 
 #include "ledger/audit.hpp"
@@ -256,6 +258,48 @@ TEST_F(WriterCacheTwoWritersPgTest, AFailedBatchForgetsEverything) {
     EXPECT_FALSE(cache_.valid());
     EXPECT_EQ(cache_.size(), 0u);
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"), "1");  // Rolled back.
+}
+
+TEST_F(WriterCacheTwoWritersPgTest, ASessionLostInTheOneRoundTripForgetsAndTheRetryFindsTheCommit) {
+    // The batch's whole block is on its way (BEGIN, the check under the lock, the write,
+    // COMMIT) when this writer's end of the session is shut: the server still commits it once
+    // the lock is free, while the writer saw only a lost session. In doubt: the cache must
+    // forget, since it cannot know whether the payment is in the ledger; the platform's retry,
+    // on a new session, reads the state and finds the payment a duplicate.
+    (void)Mine(Order("ORD-1", 500));
+    ASSERT_TRUE(cache_.valid());
+    const int backend = mine_->backendpid();
+    const int writer_socket = mine_->sock();  // Read here: the other thread leaves mine_ alone.
+    auto holder = db_.Connect();
+    pqxx::nontransaction{*holder}.exec("SELECT pg_advisory_lock(" + std::to_string(kWriterLockKey) +
+                                       ")");
+    std::thread cut([&] {
+        testing::AwaitLockWaiters(db_, testing::kAdvisoryWaitersSql);  // At the check.
+        ::shutdown(writer_socket, SHUT_RDWR);
+        pqxx::nontransaction{*holder}.exec("SELECT pg_advisory_unlock(" +
+                                           std::to_string(kWriterLockKey) + ")");
+    });
+    EXPECT_THROW((void)Mine(Payment("ORD-1", "TX-1", 500)), pqxx::in_doubt_error);
+    cut.join();
+    EXPECT_FALSE(cache_.valid());
+    EXPECT_EQ(cache_.size(), 0u);
+    // The server's session goes idle after its COMMIT, and ends when it finds the client gone.
+    pqxx::nontransaction{*holder}.exec(
+        "DO $$ BEGIN FOR i IN 1..6000 LOOP PERFORM pg_stat_clear_snapshot(); "
+        "EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = " +
+        std::to_string(backend) + " AND state <> 'idle'); PERFORM pg_sleep(0.01); END LOOP; END $$");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events WHERE event_type = "
+                         "'PAYMENT_SUCCEEDED'"),
+              "1");
+    mine_ = db_.Connect();
+    const DeliveryResult retry = Mine(Payment("ORD-1", "TX-1", 500));
+    EXPECT_EQ(retry.outcome, Outcome::kDuplicate) << Describe(retry);
+    EXPECT_TRUE(stats_.state_read);
+    ASSERT_TRUE(retry.order.has_value());
+    EXPECT_EQ(retry.order->status, "PAID");
+    const AuditReport report = Audit(db_.url());
+    EXPECT_TRUE(report.ok()) << FormatAuditReport(report);
+    EXPECT_EQ(report.receipts, 3);
 }
 
 TEST(WriterCacheTest, KeepsAtMostItsBoundAndTheNewestOrders) {
