@@ -94,6 +94,7 @@ void Committer::Stop() {
     std::lock_guard join_lock{join_mutex_};
     if (thread_.joinable()) thread_.join();
     if (answer_thread_.joinable()) answer_thread_.join();
+    if (disposal_.valid()) disposal_.wait();  // The writing thread, its only user, has ended.
 }
 
 void Committer::Run() {
@@ -127,6 +128,20 @@ void Committer::Run() {
             answers_.push_back(Answers{std::move(batch.dones), std::move(results)});
         }
         answers_ready_.notify_one();
+        DisposeDropped();
+    }
+}
+
+void Committer::DisposeDropped() noexcept {
+    if (cache_ == nullptr) return;
+    std::vector<WriterCache::Generation> dropped = cache_->TakeDropped();
+    if (dropped.empty()) return;
+    try {
+        if (disposal_.valid()) disposal_.wait();  // The last one: a generation ago, long done.
+        disposal_ = std::async(std::launch::async,
+                               [garbage = std::move(dropped)]() mutable { garbage.clear(); });
+    } catch (...) {
+        // No thread to be had (std::system_error): what was dropped is freed here instead.
     }
 }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <pqxx/pqxx>
@@ -118,6 +119,10 @@ private:
     std::vector<DeliveryResult> WriteOnce(const Batch& batch, std::size_t first, std::size_t count);
     // Calls `done` with `result`; a throw is counted and goes no further.
     void Answer(const Done& done, DeliveryResult result) noexcept;
+    // Frees what the cache dropped on a thread of its own (WriterCache::TakeDropped), after
+    // the batch's answers were handed over: off the path of both the answers and the next
+    // batch. One at a time; without a thread to be had, here.
+    void DisposeDropped() noexcept;
 
     const Options options_;
     std::mutex mutex_;
@@ -128,6 +133,7 @@ private:
     std::mutex join_mutex_;                         // Serialises Stop()'s join.
     std::unique_ptr<pqxx::connection> connection_;  // Only the committer thread uses it.
     std::unique_ptr<WriterCache> cache_;            // Likewise; null when disabled.
+    std::future<void> disposal_;                    // Likewise (DisposeDropped).
     std::mutex answers_mutex_;
     std::condition_variable answers_ready_;
     std::deque<Answers> answers_;  // Guarded by answers_mutex_.

@@ -587,8 +587,15 @@ WriterCache::WriterCache(std::size_t orders_max) : generation_max_(std::max<std:
 
 void WriterCache::Clear() {
     valid_ = false;
-    newer_.clear();
-    older_.clear();
+    Drop(newer_);
+    Drop(older_);
+}
+
+void WriterCache::Drop(Generation& generation) {
+    if (generation.empty()) return;
+    if (dropped_.size() >= kDroppedMax) dropped_.erase(dropped_.begin());  // Nobody took it.
+    dropped_.push_back(std::move(generation));
+    generation = Generation{};
 }
 
 std::optional<projections::LedgerState> WriterCache::StateFor(const std::set<std::string>& keys,
@@ -624,6 +631,7 @@ void WriterCache::Remember(const projections::LedgerState& before, std::int64_t 
         older_.erase(key);
         newer_.insert_or_assign(key, std::move(stored));
         if (newer_.size() >= generation_max_) {
+            Drop(older_);
             older_ = std::move(newer_);
             newer_ = Generation{};
         }

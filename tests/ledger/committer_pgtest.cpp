@@ -260,6 +260,32 @@ TEST_F(CommitterPgTest, ASlowAnswerDoesNotHoldUpTheNextBatchAndAnswersKeepCommit
     EXPECT_EQ(committer.stats().batches.load(), 2u);
 }
 
+TEST_F(CommitterPgTest, ACacheThatDropsGenerationsFreesThemAsideAndStillDecidesRight) {
+    // A cache of 4 orders (two generations of 2) over 12 orders: every second order drops a
+    // generation, which the committer frees on a thread of its own (DisposeDropped) while it
+    // writes the next batch; under ThreadSanitizer (thread_tests) that hand-over is checked.
+    Committer committer{{.url = db_.url(),
+                         .session = testing::PatientSession(db_.name()),
+                         .cache_orders_max = 4}};
+    const auto submit = [&](const std::string& out_trade_no) {
+        auto answer = std::make_shared<std::promise<DeliveryResult>>();
+        std::future<DeliveryResult> result = answer->get_future();
+        committer.Submit(Order(out_trade_no), [answer](DeliveryResult r) { answer->set_value(r); });
+        return result.get();
+    };
+    for (int i = 0; i < 12; ++i) {
+        ASSERT_EQ(submit("ORD-" + std::to_string(i)).outcome, Outcome::kAppended) << i;
+    }
+    const std::uint64_t reads = committer.stats().state_reads.load();
+    EXPECT_EQ(submit("ORD-11").outcome, Outcome::kDuplicate);  // Remembered: no read.
+    EXPECT_EQ(committer.stats().state_reads.load(), reads);
+    EXPECT_EQ(submit("ORD-0").outcome, Outcome::kDuplicate);  // Dropped long ago: read.
+    EXPECT_EQ(committer.stats().state_reads.load(), reads + 1);
+    committer.Stop();  // Waits for the last disposal too.
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), "12");
+    EXPECT_EQ(committer.stats().failures.load(), 0u);
+}
+
 TEST(CommitterTest, ThrowingAnswersOfRefusedDeliveriesStayInTheCommitter) {
     // No database needed: a queue of zero refuses every delivery on the caller's thread.
     Committer committer{{.url = "postgresql://nobody@/nowhere?host=/nonexistent&connect_timeout=1",
