@@ -94,7 +94,7 @@ void Committer::Stop() {
     std::lock_guard join_lock{join_mutex_};
     if (thread_.joinable()) thread_.join();
     if (answer_thread_.joinable()) answer_thread_.join();
-    if (disposal_.valid()) disposal_.wait();  // The writing thread, its only user, has ended.
+    if (disposal_.joinable()) disposal_.join();  // The writing thread, its user, has ended.
 }
 
 void Committer::Run() {
@@ -137,11 +137,11 @@ void Committer::DisposeDropped() noexcept {
     std::vector<WriterCache::Generation> dropped = cache_->TakeDropped();
     if (dropped.empty()) return;
     try {
-        if (disposal_.valid()) disposal_.wait();  // The last one: a generation ago, long done.
-        disposal_ = std::async(std::launch::async,
-                               [garbage = std::move(dropped)]() mutable { garbage.clear(); });
+        if (disposal_.joinable()) disposal_.join();  // The last one: a generation ago, done.
+        disposal_ = std::thread([garbage = std::move(dropped)]() mutable { garbage.clear(); });
     } catch (...) {
-        // No thread to be had (std::system_error): what was dropped is freed here instead.
+        // No thread to be had (std::system_error): what was dropped is freed here instead,
+        // with the lambda that had taken it.
     }
 }
 

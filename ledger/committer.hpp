@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <pqxx/pqxx>
@@ -133,7 +132,7 @@ private:
     std::mutex join_mutex_;                         // Serialises Stop()'s join.
     std::unique_ptr<pqxx::connection> connection_;  // Only the committer thread uses it.
     std::unique_ptr<WriterCache> cache_;            // Likewise; null when disabled.
-    std::future<void> disposal_;                    // Likewise (DisposeDropped).
+    std::thread disposal_;                          // Likewise (DisposeDropped).
     std::mutex answers_mutex_;
     std::condition_variable answers_ready_;
     std::deque<Answers> answers_;  // Guarded by answers_mutex_.
