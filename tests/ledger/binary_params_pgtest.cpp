@@ -196,6 +196,7 @@ TEST_F(BinaryParamsPgTest,
                          "INSERT INTO kept (id) SELECT $1::bigint "
                          "FROM (SELECT pg_advisory_xact_lock(4242)) AS locked");
     connection_->prepare_now("wait_then_keep");
+    const int backend = connection_->backendpid();
     auto holder = db_.Connect();
     pqxx::nontransaction{*holder}.exec("SELECT pg_advisory_lock(4242)");
     std::thread cut([&] {
@@ -206,13 +207,7 @@ TEST_F(BinaryParamsPgTest,
     EXPECT_THROW(Run("wait_then_keep", {BinaryInt8(9)}), pqxx::in_doubt_error);
     cut.join();
     // It did commit: the server's session ends after its COMMIT, when it finds the client gone.
-    auto watcher = db_.Connect();
-    pqxx::nontransaction{*watcher}.exec(
-        "DO $$ BEGIN FOR i IN 1..6000 LOOP PERFORM pg_stat_clear_snapshot(); "
-        "EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = "
-        "current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
-        "AND query LIKE '%pg_advisory_xact_lock(4242)%' AND state <> 'idle'); "
-        "PERFORM pg_sleep(0.01); END LOOP; END $$");
+    testing::AwaitSessionDone(db_, backend);
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM kept WHERE id = 9"), "1");
 }
 

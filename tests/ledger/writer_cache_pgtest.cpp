@@ -284,10 +284,7 @@ TEST_F(WriterCacheTwoWritersPgTest, ASessionLostInTheOneRoundTripForgetsAndTheRe
     EXPECT_FALSE(cache_.valid());
     EXPECT_EQ(cache_.size(), 0u);
     // The server's session goes idle after its COMMIT, and ends when it finds the client gone.
-    pqxx::nontransaction{*holder}.exec(
-        "DO $$ BEGIN FOR i IN 1..6000 LOOP PERFORM pg_stat_clear_snapshot(); "
-        "EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = " +
-        std::to_string(backend) + " AND state <> 'idle'); PERFORM pg_sleep(0.01); END LOOP; END $$");
+    testing::AwaitSessionDone(db_, backend);
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events WHERE event_type = "
                          "'PAYMENT_SUCCEEDED'"),
               "1");

@@ -94,4 +94,19 @@ void AwaitLockWaiters(const TestDatabase& db, const char* waiters_sql) {
     ADD_FAILURE() << "nobody waited within 60 s: " << waiters_sql;
 }
 
+void AwaitSessionDone(const TestDatabase& db, int backend_pid) {
+    auto connection = db.Connect();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+    while (std::chrono::steady_clock::now() < deadline) {
+        pqxx::nontransaction tx{*connection};
+        if (tx.exec_params("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state <> 'idle'",
+                           backend_pid)[0][0]
+                .as<int>() == 0) {
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds{1});  // Poll pace.
+    }
+    ADD_FAILURE() << "session " << backend_pid << " still busy after 60 s";
+}
+
 }  // namespace payledger::testing

@@ -63,6 +63,11 @@ inline constexpr const char* kRowWaitersSql =
 // session: synchronises on what the database reports, not on time. Fails the test after 60 s.
 void AwaitLockWaiters(const TestDatabase& db, const char* waiters_sql);
 
+// Polls pg_stat_activity until the server session `backend_pid` is idle or gone: what it was
+// running when its client vanished has ended (committed, for a block whose COMMIT had been
+// sent). Fails the test after 60 s.
+void AwaitSessionDone(const TestDatabase& db, int backend_pid);
+
 }  // namespace payledger::testing
 
 // Use at the start of every PostgreSQL test body.
