@@ -20,6 +20,9 @@ using nlohmann::json;
 
 constexpr std::size_t kSecretBytesMin = 16;
 constexpr std::size_t kTokenBytesMin = 16;
+// limits.unverified_bytes_per_minute is at least one largest body with its receipt, or no
+// unverified delivery of that size could ever be stored.
+constexpr std::size_t kRequestBodyBytesMaxForLimits = 64 * 1024 + kUnverifiedReceiptOverheadBytes;
 
 std::string RequireString(const json& object, const std::string& key, const std::string& path) {
     const auto it = object.find(key);
@@ -75,17 +78,36 @@ std::vector<MerchantToken> ParseMerchantTokens(const json& tokens) {
         }
         const auto token = entry.find("token");
         const auto accounts = entry.find("accounts");
+        const auto prefix = entry.find("out_trade_no_prefix");
         if (token == entry.end()) throw ConfigError(field + "[].token: missing");
-        if (accounts == entry.end() || !accounts->is_array() || accounts->empty()) {
-            throw ConfigError(field + "[].accounts: must be a non-empty array of account ids");
+        if (accounts == entry.end() && prefix == entry.end()) {
+            throw ConfigError(field + "[]: a token object names accounts, out_trade_no_prefix "
+                                      "or both (a plain string may register anything)");
         }
-        MerchantToken scoped{.token = ParseToken(*token, field + "[].token"), .accounts = {{}}};
-        for (const json& account : *accounts) {
-            if (!account.is_string() || !projections::IsValidKey(account.get<std::string>())) {
-                throw ConfigError(field + "[].accounts: every account id must be " +
-                                  projections::kKeyRuleText);
+        MerchantToken scoped{.token = ParseToken(*token, field + "[].token")};
+        if (accounts != entry.end()) {
+            if (!accounts->is_array() || accounts->empty()) {
+                throw ConfigError(field + "[].accounts: must be a non-empty array of account ids");
             }
-            scoped.accounts->push_back(account.get<std::string>());
+            scoped.accounts.emplace();
+            for (const json& account : *accounts) {
+                if (!account.is_string() || !projections::IsValidKey(account.get<std::string>())) {
+                    throw ConfigError(field + "[].accounts: every account id must be " +
+                                      projections::kKeyRuleText);
+                }
+                scoped.accounts->push_back(account.get<std::string>());
+            }
+        }
+        if (prefix != entry.end()) {
+            // A prefix is the start of a key: the key's alphabet, and room for one more
+            // character after it.
+            if (!prefix->is_string() || !projections::IsValidKey(prefix->get<std::string>()) ||
+                prefix->get<std::string>().size() >= projections::kKeyBytesMax) {
+                throw ConfigError(field + "[].out_trade_no_prefix: must be 1 to " +
+                                  std::to_string(projections::kKeyBytesMax - 1) +
+                                  " characters of the order number's alphabet");
+            }
+            scoped.out_trade_no_prefix = prefix->get<std::string>();
         }
         out.push_back(std::move(scoped));
     }
@@ -193,11 +215,33 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
                        defaults.unverified_per_peer_per_minute, 1'000'000);
         config.limits.connections_per_peer =
             ParseLimit(*limits, "connections_per_peer", defaults.connections_per_peer, 1'000'000);
+        config.limits.connections_max =
+            ParseLimit(*limits, "connections_max", defaults.connections_max, 1'000'000);
+        config.limits.unverified_bytes_per_minute =
+            ParseLimit(*limits, "unverified_bytes_per_minute",
+                       defaults.unverified_bytes_per_minute, std::size_t{1} << 40,
+                       kRequestBodyBytesMaxForLimits);
         config.limits.write_queue_bytes_max =
             ParseLimit(*limits, "write_queue_bytes_max", defaults.write_queue_bytes_max,
                        std::size_t{1} << 40, kWriteQueueBytesMin);
         config.limits.writer_cache_orders =
             ParseLimit(*limits, "writer_cache_orders", defaults.writer_cache_orders, 10'000'000, 0);
+    }
+    if (const auto proxies = root.find("trusted_proxies"); proxies != root.end()) {
+        if (!proxies->is_array()) {
+            throw ConfigError("trusted_proxies: must be an array of address blocks (CIDR)");
+        }
+        for (std::size_t i = 0; i < proxies->size(); ++i) {
+            const json& entry = (*proxies)[i];
+            const std::optional<Cidr> cidr =
+                entry.is_string() ? Cidr::Parse(entry.get<std::string>()) : std::nullopt;
+            if (!cidr) {
+                throw ConfigError("trusted_proxies[" + std::to_string(i) +
+                                  "]: must be an address block such as \"10.0.0.0/8\" or "
+                                  "\"2001:db8::/32\", with its host bits zero");
+            }
+            config.trusted_proxies.push_back(*cidr);
+        }
     }
     ParsePlatformSections(root, base_dir, config);
     return config;

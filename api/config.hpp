@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/channels/platform_crypto.hpp"
+#include "api/http/peer_limits.hpp"
 
 namespace payledger::api {
 
@@ -56,8 +57,11 @@ struct AlipayConfig {
 
 // SPEC §9 `limits`.
 struct Limits {
-    std::size_t unverified_per_peer_per_minute = 120;  // SPEC §5 rate_limited.
+    std::size_t unverified_per_peer_per_minute = 120;  // The `rate_limited` outcome.
     std::size_t connections_per_peer = 256;
+    std::size_t connections_max = 4096;  // Every connection, from all peers together.
+    // The bodies of unverified deliveries stored per minute, from all peers together.
+    std::size_t unverified_bytes_per_minute = 64 * 1024 * 1024;
     // Not in SPEC §9 (left open there): the committer's queue in bytes (issue 11). Over it,
     // deliveries answer 503 at once. 64 MiB holds 1 000 bodies of 64 KiB.
     std::size_t write_queue_bytes_max = 64 * 1024 * 1024;
@@ -79,6 +83,9 @@ inline constexpr std::chrono::seconds kReadMaxLagMax{24 * 60 * 60};
 struct MerchantToken {
     std::string token{};
     std::optional<std::vector<std::string>> accounts{};  // nullopt: any account.
+    // Set: only order numbers that start with it, so that tenants sharing one platform
+    // merchant account cannot take (and be credited for) each other's order numbers.
+    std::optional<std::string> out_trade_no_prefix{};
     bool operator==(const MerchantToken&) const = default;
 };
 
@@ -101,6 +108,9 @@ struct Config {
     std::optional<WechatV3Config> wechat_v3{};
     std::optional<AlipayConfig> alipay{};
     Limits limits{};
+    // Connections from these blocks are a reverse proxy's: the client is the address the
+    // proxy appended last to X-Forwarded-For (api/http/peer_limits.hpp ForwardedClient).
+    std::vector<Cidr> trusted_proxies{};
     // SPEC §11 `audit.signing_key`: the Ed25519 private key PEM (read and checked at start).
     std::optional<std::string> audit_signing_key_pem{};
 };

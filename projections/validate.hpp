@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@ namespace payledger::projections {
 
 // SPEC §1: 1-64 characters of A-Z a-z 0-9 _ - | * . (out_trade_no and account_id).
 [[nodiscard]] bool IsValidKey(std::string_view text);
+inline constexpr std::size_t kKeyBytesMax = 64;  // The longest key IsValidKey accepts.
 // The rule IsValidKey checks, in words: every message that refuses a key says it so.
 inline constexpr const char* kKeyRuleText = "1-64 characters of A-Z a-z 0-9 _ - | * .";
 

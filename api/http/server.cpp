@@ -1,11 +1,13 @@
 #include "api/http/server.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "api/http/request_framing.hpp"
 #include "api/log.hpp"
 
 namespace payledger::api {
@@ -13,8 +15,6 @@ namespace {
 
 namespace beast = boost::beast;
 using tcp = net::ip::tcp;
-
-constexpr std::uint32_t kHeaderBytesMax = 16 * 1024;
 
 projections::TimeMicros NowMicros() {
     return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -27,17 +27,18 @@ projections::TimeMicros NowMicros() {
 // One connection. Only its strand touches the socket; handlers hold shared_from_this().
 class Server::Session : public std::enable_shared_from_this<Session> {
 public:
-    // `endpoint` is the peer's; its address holds one of the peer's connection slots, which
-    // the session gives back when it ends.
-    Session(tcp::socket socket, const tcp::endpoint& endpoint, Server& server)
+    // `endpoint` is the peer's. Unless it is a trusted proxy, its peer key holds one of the
+    // peer's connection slots, which the session gives back when it ends.
+    Session(tcp::socket socket, const tcp::endpoint& endpoint, bool proxy, Server& server)
         : stream_(std::move(socket)),
           server_(server),
-          peer_address_(endpoint.address().to_string()),
-          peer_(peer_address_ + ":" + std::to_string(endpoint.port())) {
+          peer_address_(PeerKey(endpoint.address())),
+          peer_(endpoint.address().to_string() + ":" + std::to_string(endpoint.port())),
+          proxy_(proxy) {
         ++server_.connections_;
     }
     ~Session() {
-        server_.peer_connections_.Close(peer_address_);
+        if (!proxy_) server_.peer_connections_.Close(peer_address_);
         --server_.connections_;
     }
     Session(const Session&) = delete;
@@ -51,8 +52,7 @@ public:
 private:
     void Read() {
         parser_.emplace();
-        parser_->header_limit(kHeaderBytesMax);
-        parser_->body_limit(kRequestBodyBytesMax);
+        framing_.Apply(*parser_);
         // Covers the whole request and keep-alive idling: a client trickling its header a
         // byte at a time is cut off here.
         stream_.expires_after(server_.options_.read_timeout);
@@ -62,16 +62,19 @@ private:
 
     void OnRead(beast::error_code ec, std::size_t /*bytes_transferred*/) {
         if (ec == http::error::end_of_stream) return Close();
-        if (ec == http::error::body_limit) {
-            // The header is parsed: answer 413 without reading the body, then close.
+        // A body over its limit, or a chunked body whose framing takes it there, or a line of
+        // its framing longer than the read buffer: the header is parsed, so answer 413 without
+        // reading more, then close (request_framing.hpp).
+        if (ec == http::error::body_limit ||
+            (ec == http::error::buffer_overflow && parser_->is_header_done())) {
             keep_alive_ = false;
             version_ = parser_->get().version();
             return Write(
                 ErrorResponse(http::status::payload_too_large, projections::Outcome::kMalformed,
-                              "the request body is over 64 KiB"),
+                              "the request body, with its chunked framing, is over 64 KiB"),
                 false);
         }
-        if (ec == http::error::header_limit) {
+        if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
             keep_alive_ = false;
             return Write(ErrorResponse(http::status::request_header_fields_too_large,
                                        projections::Outcome::kMalformed,
@@ -91,6 +94,7 @@ private:
                           .peer_address = peer_address_,
                           .received_at = NowMicros(),
                           .started = std::chrono::steady_clock::now()};
+        if (proxy_) NameForwardedClient(incoming);
         incoming.respond_stream = [self = shared_from_this()](
                                       Response header, std::unique_ptr<BodyProducer> producer) {
             net::post(self->stream_.get_executor(),
@@ -111,6 +115,18 @@ private:
                                     });
                       });
                   });
+    }
+
+    // From a trusted proxy: the peer is the client the proxy names, and the receipt keeps the
+    // proxy's address beside it. A request without a usable X-Forwarded-For stays the proxy's.
+    void NameForwardedClient(Incoming& incoming) const {
+        std::string_view last;
+        const auto [first, end] = incoming.request.equal_range("X-Forwarded-For");
+        for (auto field = first; field != end; ++field) last = field->value();
+        const std::optional<net::ip::address> client = ForwardedClient(last);
+        if (!client) return;
+        incoming.peer_address = PeerKey(*client);
+        incoming.peer = client->to_string() + " via " + peer_;
     }
 
     void Write(Response response, bool counted) {
@@ -201,14 +217,17 @@ private:
 
     beast::tcp_stream stream_;
     Server& server_;
-    beast::flat_buffer buffer_{};
-    std::optional<http::request_parser<http::string_body>> parser_{};
+    // Bounded: a line or head that does not fit ends the read (request_framing.hpp).
+    beast::flat_buffer buffer_{kReadBufferBytesMax};
+    ChunkFramingBudget framing_{};  // Before parser_, which refers to it.
+    std::optional<RequestParser> parser_{};
     std::optional<Response> response_{};
     std::optional<http::response<http::empty_body>> stream_header_{};
     std::optional<http::response_serializer<http::empty_body>> serializer_{};
     std::string chunk_{};
-    const std::string peer_address_;
+    const std::string peer_address_;  // PeerKey of the connection's address.
     const std::string peer_;
+    const bool proxy_;
     bool keep_alive_ = false;
     unsigned version_ = 11;
 };
@@ -251,18 +270,24 @@ void Server::Accept() {
         if (!ec) {
             beast::error_code endpoint_error;
             const tcp::endpoint peer = socket.remote_endpoint(endpoint_error);
+            const bool proxy = !endpoint_error && IsTrustedProxy(peer.address());
             if (endpoint_error || connections_ >= options_.connections_max ||
-                !peer_connections_.Open(peer.address().to_string())) {
-                // Over the limit (in all, or for this address): refuse rather than let one
-                // peer degrade everyone.
+                (!proxy && !peer_connections_.Open(PeerKey(peer.address())))) {
+                // Over the limit (in all, or for this peer): refuse rather than let one peer
+                // degrade everyone.
                 beast::error_code ignored;
                 socket.close(ignored);
             } else {
-                std::make_shared<Session>(std::move(socket), peer, *this)->Run();
+                std::make_shared<Session>(std::move(socket), peer, proxy, *this)->Run();
             }
         }
         Accept();
     });
+}
+
+bool Server::IsTrustedProxy(const net::ip::address& address) const {
+    return std::any_of(options_.trusted_proxies.begin(), options_.trusted_proxies.end(),
+                       [&](const Cidr& block) { return block.Contains(address); });
 }
 
 void Server::AcceptLater() {

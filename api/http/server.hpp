@@ -30,8 +30,12 @@ public:
         std::size_t worker_threads = 8;
         std::chrono::seconds read_timeout{15};  // A whole request, and keep-alive idling.
         std::chrono::seconds write_timeout{15};
-        std::size_t connections_max = 1024;
-        std::size_t connections_per_peer = 256;  // SPEC §9 limits.connections_per_peer.
+        std::size_t connections_max = 4096;      // limits.connections_max.
+        std::size_t connections_per_peer = 256;  // limits.connections_per_peer.
+        // trusted_proxies: their connections count against connections_max only (one proxy
+        // carries many clients), and each request's peer is the client it names
+        // (X-Forwarded-For, peer_limits.hpp ForwardedClient).
+        std::vector<Cidr> trusted_proxies{};
     };
 
     Server(App& app, Options options);
@@ -55,6 +59,7 @@ private:
     void AcceptLater();
     void RequestStarted();
     void RequestFinished();
+    [[nodiscard]] bool IsTrustedProxy(const net::ip::address& address) const;
 
     App& app_;
     const Options options_;

@@ -7,7 +7,7 @@
 namespace payledger::api {
 namespace {
 
-// SPEC §9: a token scoped to accounts may register orders for those only.
+// A token scoped to accounts may register orders for those only.
 bool MayRegisterFor(const MerchantToken& token, const std::string& account_id) {
     return !token.accounts || std::find(token.accounts->begin(), token.accounts->end(),
                                         account_id) != token.accounts->end();
@@ -22,6 +22,15 @@ void App::HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respo
         return respond(ErrorResponse(
             http::status::forbidden, projections::Outcome::kBadSignature,
             "this token may not register orders for account " + delivery.event->account_id));
+    }
+    if (delivery.event && token.out_trade_no_prefix &&
+        !delivery.event->out_trade_no.starts_with(*token.out_trade_no_prefix)) {
+        // A tenant's order numbers are its own: one that registered another tenant's number
+        // would be credited with that tenant's payment.
+        return respond(ErrorResponse(http::status::forbidden,
+                                     projections::Outcome::kBadSignature,
+                                     "this token may register only order numbers that start "
+                                     "with " + *token.out_trade_no_prefix));
     }
     Deliver(orders_, std::move(delivery), std::move(incoming), std::move(respond));
 }

@@ -1,0 +1,409 @@
+// Hostile peers against a real `payledger serve` (docs/security.md): the chunked framing bomb
+// on many connections, a chunked body whose framing counts against the body limit, the total
+// connection limit, the byte budget of unverified deliveries across all peers, X-Forwarded-For
+// believed from trusted proxies only, and order numbers a scoped token may not register.
+// Each starts serve with the limits it tests and checks what serve answered and what the
+// database holds.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/channels/generic_channel.hpp"
+#include "support/http_client.hpp"
+#include "support/serve_process.hpp"
+#include "support/test_database.hpp"
+#include "support/test_service.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+using testing::HttpClient;
+using testing::HttpResult;
+using testing::ServeProcess;
+using testing::TestDatabase;
+
+#define PAYLEDGER_REQUIRE_DB(db) \
+    if (!(db).available()) GTEST_SKIP() << "no test database"
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
+// A non-blocking TCP connection to 127.0.0.1:`port` from `source`; -1 when it fails.
+int OpenFrom(const char* source, unsigned short port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    inet_pton(AF_INET, source, &local.sin_addr);
+    sockaddr_in remote{};
+    remote.sin_family = AF_INET;
+    remote.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &remote.sin_addr);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0 ||
+        connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return fd;
+}
+
+// True when the server closes `fd` within `within` (EOF or reset), whatever it answered first.
+bool ClosedWithin(int fd, std::chrono::milliseconds within) {
+    const auto deadline = std::chrono::steady_clock::now() + within;
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return false;
+        pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+        if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+        char buffer[4096];
+        const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
+    }
+}
+
+// POST /v1/orders of 100 fen for shop-1 with the merchant token.
+HttpResult CreateOrder(HttpClient& client, const std::string& out_trade_no) {
+    return client.Post("/v1/orders",
+                       json{{"out_trade_no", out_trade_no}, {"account_id", "shop-1"},
+                            {"amount", 100}, {"currency", "CNY"}}
+                           .dump(),
+                       {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}});
+}
+
+std::string Signed(const std::string& body) {
+    return GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body);
+}
+
+std::string Payment(const std::string& out_trade_no, std::int64_t amount) {
+    return json{{"event_type", "PAYMENT_SUCCEEDED"}, {"out_trade_no", out_trade_no},
+                {"transaction_id", "T-" + out_trade_no}, {"amount", amount}}
+        .dump();
+}
+
+// Three ways to frame a request that never ends, each a stranger's: an endless chunk
+// extension, an endless chunk-size line, an endless trailer.
+std::string BombHead(int kind) {
+    const std::string head =
+        "POST /v1/callbacks/generic HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+    switch (kind % 3) {
+        case 0:
+            return head + "1;";
+        case 1:
+            return head + "0000";
+        default:
+            return head + "0\r\nX-Trailer: ";
+    }
+}
+char BombFill(int kind) { return kind % 3 == 1 ? '0' : 'a'; }
+
+// The framing bomb that took serve from 15 MB to 826 MB in 1.6 s: many connections, each
+// sending a chunked request whose framing never ends, as fast as the server reads. Each may
+// send 8 MiB (a server that buffers the framing holds 1.6 GB), so serve's peak RSS under
+// 256 MiB is the proof; every bomb connection is closed by the server well before its 15 s
+// request timeout. Meanwhile signed callbacks from another peer keep their latency.
+TEST(HostilePeersPgTest, TheChunkedFramingBombIsCutOffAndServeStaysUnder256MiB) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    constexpr std::size_t kBombs = 200;
+    constexpr std::size_t kBombBytesMax = 8 << 20;
+    constexpr int kCallbacks = 200;
+    ServeProcess server{db.url()};
+    HttpClient merchant{server.port()};
+    for (int i = 0; i < kCallbacks; ++i) {
+        ASSERT_EQ(CreateOrder(merchant, "BOMB-" + std::to_string(i))
+                      .status,
+                  201);
+    }
+
+    std::vector<double> latencies_ms;
+    std::thread callbacks([&] {
+        HttpClient platform{server.port(), "127.0.0.2"};
+        for (int i = 0; i < kCallbacks; ++i) {
+            const std::string body = Payment("BOMB-" + std::to_string(i), 100);
+            const auto started = std::chrono::steady_clock::now();
+            const HttpResult result =
+                platform.Post("/v1/callbacks/generic", body, {{"Payledger-Signature", Signed(body)}});
+            latencies_ms.push_back(std::chrono::duration<double, std::milli>(
+                                       std::chrono::steady_clock::now() - started)
+                                       .count());
+            EXPECT_EQ(result.status, 200) << result.body;
+        }
+    });
+
+    std::vector<int> fds;
+    std::vector<std::size_t> sent(kBombs, 0);
+    std::vector<bool> closed(kBombs, false);
+    for (std::size_t b = 0; b < kBombs; ++b) {
+        const int fd = OpenFrom("127.0.0.1", server.port());
+        ASSERT_GE(fd, 0) << "bomb connection " << b;
+        const std::string head = BombHead(static_cast<int>(b));
+        ASSERT_EQ(send(fd, head.data(), head.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(head.size()));
+        fds.push_back(fd);
+    }
+    const std::string fill(64 * 1024, 'a');
+    const std::string zeros(64 * 1024, '0');
+    const auto bomb_started = std::chrono::steady_clock::now();
+    const auto deadline = bomb_started + std::chrono::seconds{60};
+    bool all_done = false;
+    while (!all_done && std::chrono::steady_clock::now() < deadline) {
+        all_done = true;
+        for (std::size_t b = 0; b < kBombs; ++b) {
+            if (closed[b] || sent[b] >= kBombBytesMax) continue;
+            all_done = false;
+            const std::string& bytes = BombFill(static_cast<int>(b)) == '0' ? zeros : fill;
+            const ssize_t n = send(fds[b], bytes.data(), bytes.size(), MSG_NOSIGNAL);
+            if (n > 0) {
+                sent[b] += static_cast<std::size_t>(n);
+            } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                closed[b] = true;  // Reset or closed by the server: cut off.
+            }
+        }
+        if (!all_done) std::this_thread::yield();
+    }
+    std::size_t cut_off = 0;
+    for (std::size_t b = 0; b < kBombs; ++b) {
+        if (closed[b] || ClosedWithin(fds[b], std::chrono::milliseconds{1'000})) ++cut_off;
+        close(fds[b]);
+    }
+    const double bomb_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - bomb_started).count();
+    callbacks.join();
+
+    std::sort(latencies_ms.begin(), latencies_ms.end());
+    const double p99 =
+        latencies_ms.empty() ? 0 : latencies_ms[latencies_ms.size() * 99 / 100];
+    std::size_t most_sent = 0;
+    for (const std::size_t s : sent) most_sent = std::max(most_sent, s);
+    std::printf("framing bomb: %zu of %zu connections cut off in %.1f s; at most %zu bytes "
+                "accepted by the kernel on one; serve peak RSS %ld KiB; %zu callbacks "
+                "meanwhile, p99 %.1f ms\n",
+                cut_off, kBombs, bomb_seconds, most_sent, server.PeakRssKiB(),
+                latencies_ms.size(), p99);
+    EXPECT_EQ(cut_off, kBombs) << "a bomb connection was not closed by the server";
+    EXPECT_LT(bomb_seconds, 10.0) << "bomb connections lasted until the request timeout";
+    if (!kAddressSanitizer) {  // ASan keeps freed memory in its quarantine: RSS says little.
+        EXPECT_LE(server.PeakRssKiB(), 256 * 1024) << "peak RSS over 256 MiB";
+        EXPECT_LT(p99, 1000.0) << "callbacks slowed down during the bomb";
+    }
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM ledger_events WHERE event_type = "
+                        "'PAYMENT_SUCCEEDED'"),
+              std::to_string(latencies_ms.size()));
+}
+
+// A chunked body's framing counts against the body limit: 60 KiB of data in one-byte chunks,
+// each with an extension, is refused 413 (and nothing stored); the same callback sent in a
+// few plain chunks is appended like any other.
+TEST(HostilePeersPgTest, AChunkedBodysFramingCountsAgainstTheBodyLimit) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    ServeProcess server{db.url()};
+    HttpClient merchant{server.port()};
+    ASSERT_EQ(CreateOrder(merchant, "CHUNK-1").status, 201);
+
+    const auto raw_status = [&](const std::string& bytes) {
+        const int fd = OpenFrom("127.0.0.1", server.port());
+        EXPECT_GE(fd, 0);
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        std::size_t at = 0;
+        while (at < bytes.size()) {
+            const ssize_t n = send(fd, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+            if (n <= 0) break;  // Answered and closed before the end: fine.
+            at += static_cast<std::size_t>(n);
+        }
+        timeval timeout{.tv_sec = 20, .tv_usec = 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+        std::string answer;
+        char buffer[4096];
+        ssize_t n = 0;
+        while (answer.find("\r\n") == std::string::npos &&
+               (n = recv(fd, buffer, sizeof buffer, 0)) > 0) {
+            answer.append(buffer, static_cast<std::size_t>(n));
+        }
+        close(fd);
+        return answer.size() > 12 ? std::stoi(answer.substr(9, 3)) : 0;
+    };
+    const std::string body = Payment("CHUNK-1", 100);
+    const std::string head = "POST /v1/callbacks/generic HTTP/1.1\r\nHost: t\r\n"
+                             "Connection: close\r\nTransfer-Encoding: chunked\r\n"
+                             "Payledger-Signature: " + Signed(body) + "\r\n\r\n";
+    std::string framed = head;
+    for (int i = 0; i < 60 * 1024; ++i) framed += "1;e=x\r\n \r\n";
+    framed += "0\r\n\r\n";
+    EXPECT_EQ(raw_status(framed), 413);
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts WHERE source = 'generic'"), "0");
+
+    std::string plain = head;
+    for (std::size_t at = 0; at < body.size(); at += 16) {
+        const std::string piece = body.substr(at, 16);
+        char size[16];
+        std::snprintf(size, sizeof size, "%zx", piece.size());
+        plain += std::string(size) + "\r\n" + piece + "\r\n";
+    }
+    plain += "0\r\n\r\n";
+    EXPECT_EQ(raw_status(plain), 200);
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM ledger_events WHERE out_trade_no = 'CHUNK-1'"), "2");
+}
+
+// limits.connections_max bounds every connection, whoever opens them: beyond it, closed at
+// accept; once some close, new ones are served again.
+TEST(HostilePeersPgTest, ConnectionsBeyondConnectionsMaxAreClosedAtAccept) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    constexpr int kMax = 12;
+    ServeProcess server{db.url(), {{"limits", {{"connections_max", kMax}}}}};
+    // ServeProcess's readiness probe may still hold one for a moment: wait until the server
+    // has let every earlier connection go, by filling it from four peers.
+    std::vector<int> held;
+    const char* peers[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"};
+    for (int i = 0; i < kMax; ++i) {
+        const int fd = OpenFrom(peers[i % 4], server.port());
+        ASSERT_GE(fd, 0);
+        held.push_back(fd);
+    }
+    // The server counts a connection once it has accepted it: a request on each proves it.
+    for (const int fd : held) {
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        const std::string probe = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+        ASSERT_EQ(send(fd, probe.data(), probe.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(probe.size()));
+        char buffer[512];
+        ASSERT_GT(recv(fd, buffer, sizeof buffer, 0), 0);
+    }
+    const int extra = OpenFrom("127.0.0.6", server.port());
+    ASSERT_GE(extra, 0);
+    EXPECT_TRUE(ClosedWithin(extra, std::chrono::milliseconds{5'000}))
+        << "a connection beyond connections_max was kept";
+    close(extra);
+    close(held.back());
+    held.pop_back();
+    // One slot is free again once the server has seen that close: a new client gets served.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+    int status = 0;
+    while (status != 200 && std::chrono::steady_clock::now() < deadline) {
+        try {
+            HttpClient client{server.port(), "127.0.0.7"};
+            status = client.Get("/healthz").status;
+        } catch (const std::exception&) {
+            std::this_thread::sleep_for(std::chrono::milliseconds{50});  // Not yet freed.
+        }
+    }
+    EXPECT_EQ(status, 200);
+    for (const int fd : held) close(fd);
+}
+
+// limits.unverified_bytes_per_minute: the bodies of unverified deliveries stored per minute
+// from all peers together (each body with 1 KiB for its receipt). Four 64 KiB deliveries fit a
+// budget of 4 x 65 KiB, from four peers; the
+// fifth, from a fifth peer well under its own count, is rate_limited and not stored. A
+// delivery whose signature verifies is never limited.
+TEST(HostilePeersPgTest, UnverifiedBytesPerMinuteBoundAllPeersTogether) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    ServeProcess server{db.url(), {{"limits", {{"unverified_bytes_per_minute", 4 * 65 * 1024},
+                                               {"unverified_per_peer_per_minute", 100}}}}};
+    const std::string garbage(64 * 1024, 'g');
+    const char* peers[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"};
+    for (int i = 0; i < 4; ++i) {
+        HttpClient stranger{server.port(), peers[i]};
+        EXPECT_EQ(stranger.Post("/v1/callbacks/generic", garbage).status, 401) << i;
+    }
+    HttpClient fifth{server.port(), peers[4]};
+    const HttpResult limited = fifth.Post("/v1/callbacks/generic", garbage);
+    EXPECT_EQ(limited.status, 429) << limited.body;
+    EXPECT_EQ(limited.Json()["outcome"], "rate_limited");
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts"), "4");
+
+    HttpClient merchant{server.port()};
+    ASSERT_EQ(CreateOrder(merchant, "BYTES-1").status, 201);
+    const std::string body = Payment("BYTES-1", 100);
+    EXPECT_EQ(fifth.Post("/v1/callbacks/generic", body, {{"Payledger-Signature", Signed(body)}})
+                  .status,
+              200);
+}
+
+// trusted_proxies: behind a proxy every client is the proxy's address unless the proxy says
+// who it is. From a trusted proxy the peer is the address it appended last to
+// X-Forwarded-For, so each client gets its own unverified count and its receipts name it;
+// from anyone else the header is ignored, so a stranger cannot pick a fresh identity per
+// request.
+TEST(HostilePeersPgTest, XForwardedForIsBelievedFromTrustedProxiesOnly) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    ServeProcess server{db.url(), {{"trusted_proxies", {"127.0.0.3/32"}},
+                                   {"limits", {{"unverified_per_peer_per_minute", 2}}}}};
+    const auto post_as = [&](const char* source, const std::string& forwarded_for) {
+        HttpClient client{server.port(), source};
+        return client.Post("/v1/callbacks/generic", "junk", {{"X-Forwarded-For", forwarded_for}})
+            .status;
+    };
+    // Through the proxy: two per client, whatever the client wrote to the left.
+    EXPECT_EQ(post_as("127.0.0.3", "198.51.100.7"), 401);
+    EXPECT_EQ(post_as("127.0.0.3", "203.0.113.1, 198.51.100.7"), 401);
+    EXPECT_EQ(post_as("127.0.0.3", "203.0.113.2, 198.51.100.7"), 429);
+    EXPECT_EQ(post_as("127.0.0.3", "198.51.100.8"), 401);  // Another client.
+    // Not a proxy: its header is ignored, it is one peer however it names itself.
+    EXPECT_EQ(post_as("127.0.0.4", "192.0.2.1"), 401);
+    EXPECT_EQ(post_as("127.0.0.4", "192.0.2.2"), 401);
+    EXPECT_EQ(post_as("127.0.0.4", "192.0.2.3"), 429);
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts WHERE peer LIKE "
+                        "'198.51.100.7 via 127.0.0.3:%'"),
+              "2");
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts WHERE peer LIKE "
+                        "'198.51.100.8 via 127.0.0.3:%'"),
+              "1");
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts WHERE peer LIKE '127.0.0.4:%'"),
+              "2");
+}
+
+// A merchant token with out_trade_no_prefix registers only order numbers that start with it:
+// another tenant's number is 403 and nothing is stored, so that tenant's payment can never
+// credit this token's accounts.
+TEST(HostilePeersPgTest, AScopedTokenRegistersOnlyOrderNumbersWithItsPrefix) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    const std::string tenant = "tenant-one-token-0123456789";
+    ServeProcess server{
+        db.url(),
+        {{"tokens",
+          {{"merchant",
+            {testing::kMerchantToken,
+             {{"token", tenant}, {"accounts", {"shop-1"}}, {"out_trade_no_prefix", "S1-"}}}},
+           {"auditor", {testing::kAuditorToken}}}}}};
+    HttpClient client{server.port()};
+    const auto create = [&](const std::string& out_trade_no) {
+        return client
+            .Post("/v1/orders",
+                  json{{"out_trade_no", out_trade_no}, {"account_id", "shop-1"}, {"amount", 100},
+                       {"currency", "CNY"}}
+                      .dump(),
+                  {{"Authorization", "Bearer " + tenant}})
+            .status;
+    };
+    EXPECT_EQ(create("S1-1001"), 201);
+    EXPECT_EQ(create("S2-1001"), 403);
+    EXPECT_EQ(create("S1"), 403);  // The prefix itself is not a number that starts with it.
+    EXPECT_EQ(db.Scalar("SELECT string_agg(out_trade_no, ',') FROM ledger_events"), "S1-1001");
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts"), "1");
+}
+
+}  // namespace
+}  // namespace payledger::api
