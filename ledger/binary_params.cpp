@@ -52,6 +52,70 @@ using Result = std::unique_ptr<PGresult, ResultDeleter>;
                                PQerrorMessage(raw));
 }
 
+// The WARNINGs the server sends while one pipeline runs, taken from libpq's notice receiver
+// for the object's lifetime. With synchronous_standby_names set, a COMMIT whose wait for the
+// standby is cancelled (pg_cancel_backend, statement_timeout) is answered as a success: the
+// only sign that it committed locally and perhaps nowhere else is a WARNING ("canceling wait
+// for synchronous replication ...", SQLSTATE 01000) before the CommandComplete. A notice may
+// be parsed while an earlier statement's answer is read, so every WARNING of the pipeline
+// counts; none of our statements raises one otherwise.
+// Each notice is passed on to the receiver that was in place, which is libpq's own (libpqxx
+// 6.4 sets a notice processor, never a receiver; libpq's receiver ignores its argument, null
+// by default): libpqxx's error handlers still see every notice, and the receiver is put back
+// as it was.
+class WarningCapture {
+public:
+    explicit WarningCapture(PGconn* raw)
+        : raw_(raw), previous_(PQsetNoticeReceiver(raw, &WarningCapture::Receive, this)) {}
+    ~WarningCapture() { Restore(); }
+    WarningCapture(const WarningCapture&) = delete;
+    WarningCapture& operator=(const WarningCapture&) = delete;
+
+    // Puts the previous receiver back; before the session is closed, since closing frees it.
+    void Restore() {
+        if (raw_ == nullptr) return;
+        PQsetNoticeReceiver(raw_, previous_, nullptr);
+        raw_ = nullptr;
+    }
+
+    // The first WARNING's SQLSTATE, message and detail; empty when none came.
+    [[nodiscard]] const std::string& warning() const { return warning_; }
+    [[nodiscard]] bool warned() const { return warned_; }
+
+private:
+    static void Receive(void* arg, const PGresult* notice) {
+        auto* self = static_cast<WarningCapture*>(arg);
+        try {
+            self->Note(notice);
+        } catch (...) {
+            self->warned_ = true;  // Out of memory for the text: the WARNING still counts.
+        }
+        if (self->previous_ != nullptr) self->previous_(nullptr, notice);
+    }
+
+    void Note(const PGresult* notice) {
+        // The severity as the server names it whatever lc_messages says (PostgreSQL 9.6+).
+        const char* severity = PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
+        if (severity == nullptr || std::strcmp(severity, "WARNING") != 0) return;
+        const bool first = !warned_;
+        warned_ = true;
+        if (!first) return;
+        const auto field = [&](int code) {
+            const char* text = PQresultErrorField(notice, code);
+            return std::string(text == nullptr ? "" : text);
+        };
+        warning_ = "WARNING " + field(PG_DIAG_SQLSTATE) + ": " + field(PG_DIAG_MESSAGE_PRIMARY);
+        if (const std::string detail = field(PG_DIAG_MESSAGE_DETAIL); !detail.empty()) {
+            warning_ += " (" + detail + ")";
+        }
+    }
+
+    PGconn* raw_;
+    PQnoticeReceiver previous_;
+    bool warned_ = false;
+    std::string warning_{};
+};
+
 // What the server answered to one statement of the pipeline.
 struct Answer {
     enum class Kind { kDone, kSkipped, kRefused, kLost } kind = Kind::kLost;
@@ -173,6 +237,7 @@ std::vector<std::optional<std::string>> ExecPipelineThenCommit(
     pqxx::connection_base& connection, const std::vector<PipelineStatement>& statements) {
     PGconn* raw = RawConnection(connection);
     PAYLEDGER_ASSERT(raw != nullptr && !statements.empty());
+    WarningCapture warnings{raw};
     if (PQenterPipelineMode(raw) != 1) {
         // Nothing was sent: the session is lost (or not idle, a bug of ours). Either way a
         // new session (ClassifyFailure reconnects) can write the batch.
@@ -225,7 +290,17 @@ std::vector<std::optional<std::string>> ExecPipelineThenCommit(
     if (all_done) {
         // Committed. A session that did not end the pipeline cleanly is closed, so that the
         // committer replaces it before the next batch (IdleSessionEnded); the batch stands.
+        warnings.Restore();
         if (!ended) connection.disconnect();
+        if (warnings.warned()) {
+            // Committed here, but perhaps not on the synchronous standby: a failover now would
+            // lose it. Not an acknowledgement, then, and never retried: the platform's retry
+            // finds a duplicate, or appends if it was lost.
+            throw pqxx::in_doubt_error(
+                "COMMIT succeeded with a warning from the server, so it may be local only (a "
+                "cancelled wait for the synchronous standby): " +
+                (warnings.warning().empty() ? std::string("WARNING") : warnings.warning()));
+        }
         std::vector<std::optional<std::string>> firsts;
         firsts.reserve(statements.size());
         for (std::size_t i = 0; i < statements.size(); ++i) firsts.push_back(answers[i].first);
@@ -234,6 +309,7 @@ std::vector<std::optional<std::string>> ExecPipelineThenCommit(
     for (std::size_t i = 0; i < answers.size(); ++i) {
         if (answers[i].kind != Answer::Kind::kRefused) continue;
         // Refused by the server: nothing committed, whatever became of the session after.
+        warnings.Restore();
         if (!ended) connection.disconnect();  // The committer's classification reconnects too.
         const std::string what = i < statements.size()
                                      ? (statements[i].name.empty() ? statements[i].sql

@@ -1,0 +1,208 @@
+// A commit that PostgreSQL kept local only is never an acknowledgement. With
+// synchronous_standby_names set, a COMMIT waits for the standby; when that wait is cancelled
+// (pg_cancel_backend here; a statement_timeout or an operator alike) the server commits locally,
+// sends a WARNING and answers the COMMIT as a success. A failover at that moment would lose the
+// batch, so its deliveries must be answered unavailable, like any commit in doubt.
+// - On a cluster of the test's own (support/own_cluster.hpp) with a synchronous standby: the
+//   standby is stopped, a delivery's COMMIT waits (found in pg_stat_activity by its wait event
+//   SyncRep and the committer's application_name) and is cancelled. The delivery is answered
+//   unavailable, the event is in the table nonetheless (the same delivery later is a
+//   `duplicate`), and the committer goes on writing.
+// - On the shared test server: a WARNING raised inside a pipeline makes its successful COMMIT
+//   in doubt, and the notice capture leaves libpqxx's own notice handling as it was (its error
+//   handlers see the notices during the pipeline and after).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ledger/binary_params.hpp"
+#include "ledger/committer.hpp"
+#include "ledger/database.hpp"
+#include "ledger/failures.hpp"
+#include "ledger/migrate.hpp"
+#include "support/own_cluster.hpp"
+#include "support/test_database.hpp"
+
+namespace payledger::ledger {
+namespace {
+
+using projections::Outcome;
+using std::chrono::steady_clock;
+using testing::OwnCluster;
+
+constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
+constexpr const char* kWriterName = "payledger sync-cancel test";
+
+Delivery Order(const std::string& out_trade_no) {
+    return Delivery{.receipt = Receipt{.source = projections::Source::kApi,
+                                       .received_at = kTime,
+                                       .peer = "127.0.0.1:9",
+                                       .headers = "{}",
+                                       .body = "body of " + out_trade_no,
+                                       .out_trade_no = out_trade_no},
+                    .event = projections::Event{.out_trade_no = out_trade_no,
+                                                .event_type = projections::EventType::kOrderCreated,
+                                                .source = projections::Source::kApi,
+                                                .account_id = "acct-1",
+                                                .amount = 100,
+                                                .currency = "CNY",
+                                                .occurred_at = kTime}};
+}
+
+// Submits `delivery`; the committer's answer comes through the future.
+std::future<DeliveryResult> Submit(Committer& committer, Delivery delivery) {
+    auto answer = std::make_shared<std::promise<DeliveryResult>>();
+    std::future<DeliveryResult> future = answer->get_future();
+    committer.Submit(std::move(delivery), [answer](DeliveryResult r) { answer->set_value(r); });
+    return future;
+}
+
+// Waits (up to 120 s, then fails the test) for the answer.
+DeliveryResult Await(std::future<DeliveryResult>& answer) {
+    if (answer.wait_for(std::chrono::seconds{120}) != std::future_status::ready) {
+        ADD_FAILURE() << "the delivery was never answered";
+        return {};
+    }
+    return answer.get();
+}
+
+// Polls `condition` until it holds or `within` has passed; true when it held.
+bool Eventually(const std::function<bool()>& condition, std::chrono::seconds within) {
+    const auto deadline = steady_clock::now() + within;
+    for (;;) {
+        if (condition()) return true;
+        if (steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});  // Poll pace.
+    }
+}
+
+std::string Scalar(pqxx::connection& connection, const std::string& sql) {
+    pqxx::nontransaction tx{connection};
+    const pqxx::result rows = tx.exec(sql);
+    return rows.empty() || rows[0][0].is_null() ? "" : rows[0][0].as<std::string>();
+}
+
+TEST(SyncCancelPgTest, ACancelledWaitForTheStandbyIsAnsweredUnavailableButCommittedLocally) {
+    OwnCluster cluster{/*synchronous=*/true};
+    {
+        auto connection = Connect(cluster.PrimaryUrl());
+        (void)Migrate(*connection);
+    }
+    // Long limits: only the test's pg_cancel_backend may end the wait.
+    Committer committer{
+        {.url = cluster.PrimaryUrl(), .session = testing::PatientSession(kWriterName)}};
+    std::future<DeliveryResult> warm = Submit(committer, Order("ORD-WARM"));
+    ASSERT_EQ(Await(warm).outcome, Outcome::kAppended);
+
+    cluster.StopStandby();
+    std::future<DeliveryResult> waiting = Submit(committer, Order("ORD-SYNC"));
+    auto admin = Connect(cluster.PrimaryUrl(), testing::PatientSession("sync-cancel admin"));
+    const std::string find_waiting =
+        std::string(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND "
+            "application_name = '") +
+        kWriterName + "'";
+    std::string pid;
+    ASSERT_TRUE(Eventually(
+        [&] {
+            pid = Scalar(*admin, find_waiting);
+            return !pid.empty();
+        },
+        std::chrono::seconds{60}))
+        << "the committer's COMMIT never waited for the standby";
+    EXPECT_EQ(Scalar(*admin, "SELECT pg_cancel_backend(" + pid + ")"), "t");
+
+    const DeliveryResult cancelled = Await(waiting);
+    EXPECT_EQ(cancelled.outcome, Outcome::kUnavailable) << cancelled.message;
+    EXPECT_FALSE(cancelled.internal_error);
+    EXPECT_NE(cancelled.message.find("synchronous"), std::string::npos) << cancelled.message;
+    // Committed locally all the same, and only once (never retried).
+    EXPECT_EQ(Scalar(*admin, "SELECT count(*) FROM ledger_events WHERE out_trade_no = 'ORD-SYNC'"),
+              "1");
+    EXPECT_EQ(
+        Scalar(*admin, "SELECT count(*) FROM callback_receipts WHERE out_trade_no = 'ORD-SYNC'"),
+        "1");
+
+    // With the standby back, the platform's retry of the same delivery finds it, and the
+    // committer goes on writing.
+    cluster.StartStandby();
+    std::future<DeliveryResult> retried = Submit(committer, Order("ORD-SYNC"));
+    EXPECT_EQ(Await(retried).outcome, Outcome::kDuplicate);
+    std::future<DeliveryResult> after = Submit(committer, Order("ORD-AFTER"));
+    EXPECT_EQ(Await(after).outcome, Outcome::kAppended);
+    committer.Stop();
+    EXPECT_EQ(Scalar(*admin, "SELECT count(*) FROM ledger_events"), "3");
+}
+
+// Keeps every notice libpqxx hands its error handlers.
+class Notices final : public pqxx::errorhandler {
+public:
+    explicit Notices(pqxx::connection_base& connection) : pqxx::errorhandler(connection) {}
+    bool operator()(const char message[]) noexcept override {
+        try {
+            texts.emplace_back(message);
+        } catch (...) {
+        }
+        return false;  // Not printed on stderr by the default handler.
+    }
+    std::vector<std::string> texts;
+};
+
+bool AnyContains(const std::vector<std::string>& texts, const std::string& part) {
+    for (const std::string& text : texts) {
+        if (text.find(part) != std::string::npos) return true;
+    }
+    return false;
+}
+
+TEST(PipelineWarningPgTest, AWarningMakesASuccessfulCommitInDoubtAndNoticesStillReachLibpqxx) {
+    testing::TestDatabase db;
+    PAYLEDGER_REQUIRE_DATABASE(db);
+    auto connection = db.Connect();
+    {
+        pqxx::work tx{*connection};
+        tx.exec("CREATE TABLE warned (n integer)");
+        tx.commit();
+    }
+    Notices notices{*connection};
+    const std::vector<PipelineStatement> statements = {
+        {.sql = "BEGIN"},
+        {.sql = "DO $$BEGIN RAISE WARNING 'payledger test warning'; END$$"},
+        {.sql = "INSERT INTO warned VALUES (1)"}};
+    try {
+        (void)ExecPipelineThenCommit(*connection, statements);
+        ADD_FAILURE() << "a COMMIT with a WARNING was taken for a plain success";
+    } catch (const pqxx::in_doubt_error& error) {
+        EXPECT_NE(std::string(error.what()).find("payledger test warning"), std::string::npos)
+            << error.what();
+        const Failure failure = ClassifyFailure(std::current_exception());
+        EXPECT_EQ(failure.kind, FailureKind::kInDoubt);
+        EXPECT_FALSE(failure.retry_now);
+    }
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM warned"), "1");  // It did commit.
+    EXPECT_TRUE(AnyContains(notices.texts, "payledger test warning"));
+
+    // The session is usable, and libpqxx's notice handling is back as it was.
+    {
+        pqxx::nontransaction tx{*connection};
+        tx.exec("DO $$BEGIN RAISE WARNING 'after the pipeline'; END$$");
+    }
+    EXPECT_TRUE(AnyContains(notices.texts, "after the pipeline"));
+
+    // A NOTICE is not a WARNING: the pipeline's answer stands.
+    const std::vector<PipelineStatement> noticed = {
+        {.sql = "BEGIN"},
+        {.sql = "DO $$BEGIN RAISE NOTICE 'payledger test notice'; END$$"},
+        {.sql = "INSERT INTO warned VALUES (2)"}};
+    EXPECT_NO_THROW((void)ExecPipelineThenCommit(*connection, noticed));
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM warned"), "2");
+}
+
+}  // namespace
+}  // namespace payledger::ledger
