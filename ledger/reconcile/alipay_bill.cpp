@@ -83,6 +83,31 @@ bool CheckDates(std::string_view line, const std::string& date, std::int64_t lin
     return true;
 }
 
+// "#账号：[20881234567890120156]": false when the line is not the account line; otherwise, with
+// a `seller_id`, checks that it names that account (the user id alone, or followed by the
+// four digits Alipay appends for the kind of account). Throws BillError.
+bool CheckAccount(std::string_view line, const std::string& seller_id, std::int64_t line_number) {
+    constexpr std::string_view kAccount = "#账号：[";
+    if (line.substr(0, kAccount.size()) != kAccount) return false;
+    if (seller_id.empty()) return true;
+    line.remove_prefix(kAccount.size());
+    const std::size_t close = line.find(']');
+    if (close == std::string_view::npos) {
+        throw BillError(At(line_number) + "the account line is not #账号：[...]");
+    }
+    const std::string_view account = line.substr(0, close);
+    const bool digits = account.find_first_not_of("0123456789") == std::string_view::npos;
+    const bool ours = digits && account.substr(0, seller_id.size()) == seller_id &&
+                      (account.size() == seller_id.size() ||
+                       account.size() == seller_id.size() + 4);
+    if (!ours) {
+        throw BillError(At(line_number) + "the bill is account " +
+                        std::string(account.substr(0, 64)) + "'s (#账号), not alipay.seller_id " +
+                        seller_id + "'s: another merchant's bill");
+    }
+    return true;
+}
+
 // "#交易合计：1笔，退款合计：1笔" -> {1, 1}.
 std::optional<std::pair<std::int64_t, std::int64_t>> FooterCounts(std::string_view line,
                                                                   std::int64_t line_number) {
@@ -182,12 +207,14 @@ BillEntry Entry(const Columns& columns, const std::vector<std::string_view>& fie
 
 }  // namespace
 
-BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const EntrySink& each) {
+BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const EntrySink& each,
+                           const std::string& seller_id) {
     GbkDecoder gbk;
     std::string raw;
     std::optional<bool> utf8;  // Decided by the first line: a BOM means UTF-8.
     std::optional<Columns> columns;
     bool dates_seen = false;
+    bool account_seen = false;
     std::optional<std::pair<std::int64_t, std::int64_t>> footer;
     std::int64_t rows = 0, payments = 0, refunds = 0;
     while (lines.Next(raw)) {
@@ -212,6 +239,8 @@ BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const Ent
         if (text.front() == '#') {
             if (CheckDates(Trim(text), date, number)) {
                 dates_seen = true;
+            } else if (CheckAccount(Trim(text), seller_id, number)) {
+                account_seen = true;
             } else if (auto counts = FooterCounts(text, number)) {
                 footer = counts;
             }
@@ -219,6 +248,13 @@ BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const Ent
         }
         if (footer) throw BillError(At(number) + "a row after the footer");
         if (!columns) {
+            // The account is named above the rows: no entry of another account's bill is
+            // passed on.
+            if (!account_seen && !seller_id.empty()) {
+                throw BillError(At(number) +
+                                "the bill names no account (#账号) before its rows, and "
+                                "alipay.seller_id is configured");
+            }
             if (text.rfind("支付宝交易号", 0) != 0) {
                 throw BillError(At(number) +
                                 "not an Alipay business detail bill (the header "

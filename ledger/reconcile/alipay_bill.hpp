@@ -17,6 +17,11 @@ inline constexpr std::string_view kAlipayDetailSuffix = "_业务明细.csv";
 // with. Throws BillError, naming the line, for anything else: text that is not GBK, no
 // header, a #起始日期 that is not `date` (YYYY-MM-DD), a bad amount, key or time, a missing
 // footer or counts that disagree with the rows.
-BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const EntrySink& each);
+// With a `seller_id` (alipay.seller_id, the merchant's 16-digit Alipay user id), the bill must
+// be that account's: its #账号：[...] line names the seller_id, alone or followed by Alipay's
+// four-digit account suffix (`20881234567890120156` is 2088123456789012's); another account,
+// or no #账号 line, is refused before any entry is passed on. Empty: not checked.
+BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const EntrySink& each,
+                           const std::string& seller_id = {});
 
 }  // namespace payledger::ledger::reconcile

@@ -180,7 +180,7 @@ std::int64_t LoadEntries(pqxx::connection& connection, const ReconcileOptions& o
     try {
         totals = options.platform == Platform::kWechat
                      ? ParseWechatBill(lines, options.wechat_mch_ids, each)
-                     : ParseAlipayBill(lines, options.date, each);
+                     : ParseAlipayBill(lines, options.date, each, options.alipay_seller_id);
         flush();
     } catch (const BillError& error) {
         throw refused(error.what());

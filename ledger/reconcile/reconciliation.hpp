@@ -22,6 +22,8 @@ struct ReconcileOptions {
     bool apply = false;
     // WeChat: the merchant ids a bill may name (wechat_v2.mch_id, wechat_v3.mchid).
     std::vector<std::string> wechat_mch_ids{};
+    // Alipay: alipay.seller_id; when set, a bill whose #账号 names another account is refused.
+    std::string alipay_seller_id{};
     // Runs after the entries are classified and before anything is applied: what a callback
     // committing at that moment does (tests). Empty in the command.
     std::function<void()> before_apply{};

@@ -23,10 +23,26 @@ json CountsJson(const ReconcileReport& report) {
     return counts;
 }
 
+// The bill's bytes (the session's copy) into reconciliation_bills, unless they are there.
+constexpr const char* kStoreBillSql = R"sql(
+INSERT INTO reconciliation_bills (bill_sha256, bill)
+SELECT $1::text, string_agg(bytes, ''::bytea ORDER BY n) FROM reconcile_bill_bytes
+WHERE NOT EXISTS (SELECT 1 FROM reconciliation_bills WHERE bill_sha256 = $1::text)
+HAVING count(*) > 0
+ON CONFLICT (bill_sha256) DO NOTHING
+)sql";
+
+// The same from the private copy, for a new session.
+constexpr const char* kStoreBillBytesSql = R"sql(
+INSERT INTO reconciliation_bills (bill_sha256, bill) VALUES ($1, $2)
+ON CONFLICT (bill_sha256) DO NOTHING
+)sql";
+
+// The run, its bill named by its SHA-256 (stored before, by kStoreBillSql).
 constexpr const char* kRecordSql = R"sql(
-INSERT INTO reconciliations (platform, date, bill, bill_sha256, applied, counts, ok, differences)
-SELECT $1, $2::date, (SELECT string_agg(bytes, ''::bytea ORDER BY n) FROM reconcile_bill_bytes),
-       $3, $4, $5::jsonb, $6,
+INSERT INTO reconciliations
+    (platform, date, stored_bill_sha256, bill_sha256, applied, counts, ok, differences)
+SELECT $1, $2::date, $3, $3, $4, $5::jsonb, $6,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'category', category, 'event_type', event_type, 'out_trade_no', out_trade_no,
                    'bill', bill, 'ledger', ledger)
@@ -35,11 +51,12 @@ SELECT $1, $2::date, (SELECT string_agg(bytes, ''::bytea ORDER BY n) FROM reconc
 RETURNING id
 )sql";
 
-// The fallback record when the session (and its temporary tables) is gone: the bill's bytes
-// from the private copy, the counts, no differences.
+// The fallback record when the session (and its temporary tables) is gone: the counts, no
+// differences.
 constexpr const char* kRecordWithoutDifferencesSql = R"sql(
-INSERT INTO reconciliations (platform, date, bill, bill_sha256, applied, counts, ok, differences)
-VALUES ($1, $2::date, $3, $4, $5, $6::jsonb, false, '[]'::jsonb)
+INSERT INTO reconciliations
+    (platform, date, stored_bill_sha256, bill_sha256, applied, counts, ok, differences)
+VALUES ($1, $2::date, $3, $3, $4, $5::jsonb, false, '[]'::jsonb)
 RETURNING id
 )sql";
 
@@ -119,8 +136,17 @@ std::optional<std::string> Record(pqxx::connection& connection, const std::strin
     const std::string platform{ToString(options.platform)};
     const std::string counts = CountsJson(report).dump();
     std::string failure;
+    bool bill_stored = false;
     for (int attempt = 1; attempt <= kRecordAttemptsMax; ++attempt) {
         try {
+            if (!bill_stored) {
+                // Up to kBillBytesMax bytes: copied and checked without the writer lock, so
+                // that the callbacks' batches never wait behind them.
+                pqxx::work tx{connection};
+                tx.exec_params(kStoreBillSql, bill.sha256);
+                tx.commit();
+                bill_stored = true;
+            }
             pqxx::work tx{connection};
             tx.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
             const pqxx::result id = tx.exec_params(kRecordSql, platform, options.date,
@@ -128,9 +154,12 @@ std::optional<std::string> Record(pqxx::connection& connection, const std::strin
             report.id = id[0][0].as<std::int64_t>();
             tx.commit();
             return std::nullopt;
-        } catch (const pqxx::in_doubt_error&) {
-            // It may have committed: storing it again could record the run twice.
-            throw;
+        } catch (const pqxx::in_doubt_error& error) {
+            // The record may have committed: storing it again could record the run twice.
+            if (bill_stored) throw;
+            // Only the bill's bytes were in doubt, which a new session stores at most once.
+            failure = error.what();
+            break;
         } catch (const pqxx::broken_connection& error) {
             failure = error.what();
             break;
@@ -144,11 +173,15 @@ std::optional<std::string> Record(pqxx::connection& connection, const std::strin
         bytes.assign(std::istreambuf_iterator<char>(file), {});
     }
     std::unique_ptr<pqxx::connection> fresh = Connect(database_url, kSession);
+    {
+        pqxx::work tx{*fresh};
+        tx.exec_params(kStoreBillBytesSql, bill.sha256, pqxx::binarystring(bytes));
+        tx.commit();
+    }
     pqxx::work tx{*fresh};
     tx.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
-    const pqxx::result id =
-        tx.exec_params(kRecordWithoutDifferencesSql, platform, options.date,
-                       pqxx::binarystring(bytes), bill.sha256, options.apply, counts);
+    const pqxx::result id = tx.exec_params(kRecordWithoutDifferencesSql, platform, options.date,
+                                           bill.sha256, options.apply, counts);
     report.id = id[0][0].as<std::int64_t>();
     tx.commit();
     report.ok = false;

@@ -485,6 +485,65 @@ TEST(AlipayBill, BrokenBillsAreRefused) {
                   "not a daily bill of 2026-11-01", "a monthly bill");
 }
 
+// alipay.seller_id configured: the #账号 line must name that account, alone or with Alipay's
+// four-digit suffix; another account's bill, or one that names none, is refused before any
+// entry is passed on. Without a seller_id the line is not checked.
+TEST(AlipayBill, AnotherAccountsBillIsRefusedWhenTheSellerIdIsConfigured) {
+    const std::string kSellerId = "2088123456789012";  // The sample's #账号 is it + "0156".
+    const auto parse = [](const std::string& text, const std::string& seller_id,
+                          std::size_t* passed_on) {
+        StringStream stream{text};
+        LineReader lines{stream};
+        *passed_on = 0;
+        return ParseAlipayBill(
+            lines, "2026-11-30", [&](const BillEntry&) { ++*passed_on; }, seller_id);
+    };
+    const auto with_account = [](const std::string& line) {
+        std::vector<std::string> lines = kAlipayLines;
+        lines[1] = line;
+        return AlipayCsv(lines);
+    };
+    std::size_t passed_on = 0;
+    // Accepted: the sample as it is, the seller id alone, either encoding.
+    for (const std::string& text :
+         {AlipayCsv(kAlipayLines), AlipayCsv(kAlipayLines, /*utf8_bom=*/true),
+          with_account("#账号：[2088123456789012]")}) {
+        EXPECT_EQ(parse(text, kSellerId, &passed_on).rows, 2);
+        EXPECT_EQ(passed_on, 2u);
+    }
+    struct Case {
+        std::string text;
+        std::string message;
+        std::string what;
+    };
+    std::vector<std::string> no_account = kAlipayLines;
+    no_account.erase(no_account.begin() + 1);
+    const Case cases[] = {
+        {with_account("#账号：[20889999999999990156]"),
+         "line 2: the bill is account 20889999999999990156's (#账号), not alipay.seller_id "
+         "2088123456789012's",
+         "another account"},
+        {with_account("#账号：[2088999999999999]"), "not alipay.seller_id", "another user id"},
+        {with_account("#账号：[20881234567890]"), "not alipay.seller_id", "a prefix of it"},
+        {with_account("#账号：[208812345678901201567]"), "not alipay.seller_id",
+         "five more digits"},
+        {with_account("#账号：[2088123456789012abcd]"), "not alipay.seller_id", "not digits"},
+        {with_account("#账号：[]"), "not alipay.seller_id", "empty"},
+        {with_account("#账号：[2088123456789012"), "the account line is not #账号：[...]",
+         "unclosed"},
+        {AlipayCsv(no_account), "line 4: the bill names no account (#账号) before its rows",
+         "no account line"},
+    };
+    for (const Case& c : cases) {
+        ExpectRefused([&] { static_cast<void>(parse(c.text, kSellerId, &passed_on)); }, c.message,
+                      c.what);
+        EXPECT_EQ(passed_on, 0u) << c.what;
+    }
+    // Not configured: the account is not checked (nor needed).
+    EXPECT_EQ(parse(with_account("#账号：[20889999999999990156]"), "", &passed_on).rows, 2);
+    EXPECT_EQ(parse(AlipayCsv(no_account), "", &passed_on).rows, 2);
+}
+
 class TempFiles {
 public:
     std::string Path(const std::string& name) {

@@ -372,12 +372,47 @@ TEST_F(ReconcilePgTest, TheTableIsAppendOnlyAndHoldsTheBillAsGiven) {
         hex += kDigits[byte & 0x0f];
     }
     EXPECT_EQ(db_.Scalar("SELECT bill_sha256 FROM reconciliations"), hex);
-    EXPECT_EQ(db_.Scalar("SELECT encode(sha256(bill), 'hex') FROM reconciliations"), hex);
+    // The bytes are stored apart (reconciliation_bills), the record names them.
+    EXPECT_EQ(db_.Scalar("SELECT encode(sha256(payledger_reconciliation_bill(r)), 'hex') "
+                         "FROM reconciliations r"),
+              hex);
+    EXPECT_EQ(db_.Scalar("SELECT bill IS NULL AND stored_bill_sha256 = bill_sha256 "
+                         "FROM reconciliations"),
+              "t");
     for (const char* sql : {"UPDATE reconciliations SET ok = false", "DELETE FROM reconciliations",
-                            "TRUNCATE reconciliations"}) {
+                            "TRUNCATE reconciliations", "UPDATE reconciliation_bills SET bill = ''",
+                            "DELETE FROM reconciliation_bills",
+                            "TRUNCATE reconciliation_bills CASCADE"}) {
         EXPECT_THROW(db_.Scalar(sql), pqxx::insufficient_privilege) << sql;
     }
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliations"), "1");
+    // The same bill again is stored once.
+    EXPECT_TRUE(Run(false).ok);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliations"), "2");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliation_bills"), "1");
+    // A run recorded before the bills were stored apart keeps its bill inline, and reads alike;
+    // a row has exactly one form, and a stored bill's key is its digest.
+    const std::string old_row =
+        "INSERT INTO reconciliations (platform, date, bill, stored_bill_sha256, bill_sha256, "
+        "applied, counts, ok, differences) VALUES ('wechat', '2026-11-29', ";
+    const std::string old_sha = "encode(sha256('old bill'::bytea), 'hex')";
+    db_.Scalar(old_row + "'old bill'::bytea, NULL, " + old_sha +
+               ", false, '{}', true, '[]') RETURNING id");
+    EXPECT_EQ(db_.Scalar("SELECT convert_from(payledger_reconciliation_bill(r), 'UTF8') "
+                         "FROM reconciliations r WHERE date = '2026-11-29'"),
+              "old bill");
+    EXPECT_THROW(db_.Scalar(old_row + "NULL, NULL, " + old_sha +
+                            ", false, '{}', true, '[]') RETURNING id"),
+                 pqxx::check_violation);
+    EXPECT_THROW(db_.Scalar(old_row + "'x'::bytea, '" + hex + "', '" + hex +
+                            "', false, '{}', true, '[]') RETURNING id"),
+                 pqxx::check_violation);
+    EXPECT_THROW(db_.Scalar(old_row + "NULL, " + old_sha + ", " + old_sha +
+                            ", false, '{}', true, '[]') RETURNING id"),
+                 pqxx::foreign_key_violation);
+    EXPECT_THROW(db_.Scalar("INSERT INTO reconciliation_bills VALUES (repeat('0', 64), "
+                            "'not the bill') RETURNING 1"),
+                 pqxx::check_violation);
 }
 
 TEST_F(ReconcilePgTest, AlipayZipFromSimulateBillWithDroppedAndAlteredRows) {
@@ -410,6 +445,54 @@ TEST_F(ReconcilePgTest, AlipayZipFromSimulateBillWithDroppedAndAlteredRows) {
               "  missing_in_bill PAYMENT_SUCCEEDED AL-1 bill=- ledger=2026AL-1:8880\n"
               "  amount_mismatch PAYMENT_SUCCEEDED AL-2 bill=2026AL-2:8881 ledger=2026AL-2:8880\n");
     EXPECT_FALSE(report.ok);
+}
+
+// alipay.seller_id configured: a bill whose #账号 names another account is another merchant's.
+// It is refused (BillError: exit 2) and nothing is recorded or applied; the account's own bill
+// is reconciled.
+TEST_F(ReconcilePgTest, AnotherAlipayAccountsBillRecordsAndAppliesNothing) {
+    Order("AL-1", 8880);
+    ASSERT_EQ(Callback("AL-1", EventType::kPaymentSucceeded, "2026AL-1", 8880, Source::kAlipay),
+              Outcome::kAppended);
+    Order("AL-2", 8880);
+    ASSERT_EQ(Callback("AL-2", EventType::kPaymentSucceeded, "2026AL-2", 8880, Source::kAlipay),
+              Outcome::kAppended);
+    bill_path_ += ".zip";
+    std::ostringstream out, log;
+    SimulateBillOptions options{.platform = Platform::kAlipay,
+                                .date = kDate,
+                                .out_path = bill_path_,
+                                .drop = 0,
+                                .alter = 0,
+                                .alipay_account = "2088999999999999"};
+    ASSERT_EQ(SimulateBill(db_.url(), options, out, log).rows, 2);
+    const std::string receipts_before = db_.Scalar("SELECT count(*) FROM callback_receipts");
+    const std::string events_before = db_.Scalar("SELECT count(*) FROM ledger_events");
+    const auto run = [&] {
+        std::ostringstream output;
+        return Reconcile(db_.url(),
+                         {.platform = Platform::kAlipay,
+                          .bill_path = bill_path_,
+                          .date = kDate,
+                          .apply = true,
+                          .alipay_seller_id = "2088123456789012"},
+                         output);
+    };
+    try {
+        (void)run();
+        ADD_FAILURE() << "another account's bill was reconciled";
+    } catch (const BillError& error) {
+        EXPECT_THAT(error.what(), ::testing::HasSubstr("not alipay.seller_id 2088123456789012's"));
+    }
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliations"), "0");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliation_bills"), "0");
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"), receipts_before);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), events_before);
+
+    options.alipay_account = "2088123456789012";
+    ASSERT_EQ(SimulateBill(db_.url(), options, out, log).rows, 2);
+    EXPECT_TRUE(run().ok);
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliations"), "1");
 }
 
 // Two partial refunds of one order, and a payment billed twice: the bill is reconciled entry
@@ -604,8 +687,9 @@ TEST_F(ReconcilePgTest, ARunThatAppliedIsStoredWhenItsRecordFails) {
     EXPECT_EQ(db_.Scalar("SELECT counts->>'applied' FROM reconciliations WHERE id = " +
                          std::to_string(report.id)),
               "1");
-    EXPECT_EQ(db_.Scalar("SELECT bill_sha256 = encode(sha256(bill), 'hex') FROM reconciliations "
-                         "WHERE id = " + std::to_string(report.id)),
+    EXPECT_EQ(db_.Scalar("SELECT bill_sha256 = encode(sha256(payledger_reconciliation_bill(r)), "
+                         "'hex') FROM reconciliations r WHERE id = " +
+                         std::to_string(report.id)),
               "t");
 }
 
