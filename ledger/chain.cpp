@@ -56,7 +56,8 @@ void AppendEvent(const projections::Event& event, std::string& out) {
 }  // namespace
 
 std::string ReceiptLine(const Receipt& receipt, const projections::Event* appended) {
-    const std::string body_sha256 = Sha256Hex(receipt.body);
+    const std::string body_sha256 =
+        receipt.body_sha256.empty() ? Sha256Hex(receipt.body) : receipt.body_sha256;
     return ReceiptLine({.id = receipt.id,
                         .source = receipt.source,
                         .received_at = receipt.received_at,
@@ -137,11 +138,18 @@ std::string Sha256Hex(std::string_view bytes) {
     return std::string(digits.data(), digits.size());
 }
 
-Sha256HexDigits Sha256HexOf(std::string_view bytes) {
-    unsigned char digest[SHA256_DIGEST_LENGTH];
-    SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
+Sha256HexDigits Sha256HexOf(std::string_view bytes) { return HexDigitsOf(Sha256Of(bytes)); }
+
+Sha256Digest Sha256Of(std::string_view bytes) {
+    static_assert(std::tuple_size_v<Sha256Digest> == SHA256_DIGEST_LENGTH);
+    Sha256Digest digest{};
+    SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest.data());
+    return digest;
+}
+
+Sha256HexDigits HexDigitsOf(const Sha256Digest& digest) {
     Sha256HexDigits digits{};
-    HexInto(digest, sizeof digest, digits.data());
+    HexInto(digest.data(), digest.size(), digits.data());
     return digits;
 }
 

@@ -39,7 +39,8 @@ struct ReceiptLineFields {
 void AppendReceiptLine(const ReceiptLineFields& receipt, const projections::Event* appended,
                        std::string& out);
 
-// The line of a stored receipt (its body's digest computed here).
+// The line of a stored receipt: its body's digest as read (Receipt::body_sha256), else computed
+// here from the body.
 [[nodiscard]] std::string ReceiptLine(const Receipt& receipt, const projections::Event* appended);
 
 [[nodiscard]] ChainValue NextChain(const ChainValue& previous, std::string_view line);
@@ -56,5 +57,10 @@ void AppendReceiptLine(const ReceiptLineFields& receipt, const projections::Even
 [[nodiscard]] std::string Sha256Hex(std::string_view bytes);
 using Sha256HexDigits = std::array<char, 64>;
 [[nodiscard]] Sha256HexDigits Sha256HexOf(std::string_view bytes);
+// The raw SHA-256 of `bytes` (what callback_receipts.body_sha256 and receipt_bodies' key store),
+// and its lower-case hex.
+using Sha256Digest = std::array<unsigned char, 32>;
+[[nodiscard]] Sha256Digest Sha256Of(std::string_view bytes);
+[[nodiscard]] Sha256HexDigits HexDigitsOf(const Sha256Digest& digest);
 
 }  // namespace payledger::ledger

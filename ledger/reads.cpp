@@ -12,6 +12,24 @@ std::string Select(const char* columns, const char* rest) {
     return std::string("SELECT ") + columns + " " + rest;
 }
 
+// A page of receipts: at most `limit` of callback_receipts AS r matching `where`, by id in
+// `direction` (ASC or DESC), cut before the first whose body would take the bodies returned
+// past `bytes_max` (at least one is returned). So a page of 1000 receipts of 64 KiB each is
+// never read into memory whole, here or in the client library: the sizes are summed from the
+// values' headers, and only the bodies of the rows returned are read. The cut keeps a prefix
+// of the page, so the cursor of the last row returned (or, read backwards, the first) goes on.
+std::string ReceiptPage(const char* where, const char* direction, const char* limit,
+                        const char* bytes_max) {
+    return std::string("SELECT ") + kReceiptColumns +
+           " FROM (SELECT p.*, row_number() OVER w AS n, sum(p.body_bytes) OVER w AS bytes_through"
+           " FROM (SELECT r.*, " + kReceiptBodyBytes + " AS body_bytes"
+           " FROM callback_receipts AS r WHERE " + where + " ORDER BY r.id " + direction +
+           " LIMIT " + limit + ") AS p"
+           " WINDOW w AS (ORDER BY p.id " + direction + " ROWS UNBOUNDED PRECEDING)) AS r"
+           " WHERE r.n = 1 OR r.bytes_through <= " + bytes_max + "::bigint"
+           " ORDER BY r.id " + direction;
+}
+
 }  // namespace
 
 const std::vector<Statement>& ReadStatements() {
@@ -20,32 +38,24 @@ const std::vector<Statement>& ReadStatements() {
         {"read_order_events",
          Select(kEventColumns, "FROM ledger_events WHERE out_trade_no = $1 ORDER BY seq")},
         {"read_order_receipts",
-         Select(kReceiptColumns,
-                "FROM callback_receipts WHERE out_trade_no = $1 AND id > $2 ORDER BY id LIMIT $3")},
+         ReceiptPage("r.out_trade_no = $1 AND r.id > $2", "ASC", "$3", "$4")},
         {"read_balances",
          "SELECT account_id, currency, balance FROM balances WHERE account_id = $1 "
          "ORDER BY currency"},
         {"read_events_after",
          Select(kEventColumns, "FROM ledger_events WHERE seq > $1 ORDER BY seq LIMIT $2")},
-        {"read_receipts_after",
-         Select(kReceiptColumns, "FROM callback_receipts WHERE id > $1 ORDER BY id LIMIT $2")},
+        {"read_receipts_after", ReceiptPage("r.id > $1", "ASC", "$2", "$3")},
         {"read_receipts_after_of_outcome",
-         Select(kReceiptColumns,
-                "FROM callback_receipts WHERE id > $1 AND outcome = $3 ORDER BY id LIMIT $2")},
+         ReceiptPage("r.id > $1 AND r.outcome = $3", "ASC", "$2", "$4")},
         // The pages just below a position (SPEC §5 before=), newest first; the readers put
         // them back in ascending order.
         {"read_order_receipts_before",
-         Select(kReceiptColumns,
-                "FROM callback_receipts WHERE out_trade_no = $1 AND id < $2 "
-                "ORDER BY id DESC LIMIT $3")},
+         ReceiptPage("r.out_trade_no = $1 AND r.id < $2", "DESC", "$3", "$4")},
         {"read_events_before",
          Select(kEventColumns, "FROM ledger_events WHERE seq < $1 ORDER BY seq DESC LIMIT $2")},
-        {"read_receipts_before",
-         Select(kReceiptColumns, "FROM callback_receipts WHERE id < $1 ORDER BY id DESC LIMIT $2")},
+        {"read_receipts_before", ReceiptPage("r.id < $1", "DESC", "$2", "$3")},
         {"read_receipts_before_of_outcome",
-         Select(kReceiptColumns,
-                "FROM callback_receipts WHERE id < $1 AND outcome = $3 "
-                "ORDER BY id DESC LIMIT $2")},
+         ReceiptPage("r.id < $1 AND r.outcome = $3", "DESC", "$2", "$4")},
     };
     return statements;
 }
@@ -66,14 +76,14 @@ std::vector<projections::Event> ReadOrderEvents(pqxx::transaction_base& tx,
     return events;
 }
 
-std::vector<Receipt> ReadOrderReceipts(pqxx::transaction_base& tx,
-                                       const std::string& out_trade_no, std::int64_t after,
-                                       std::int64_t limit) {
+std::vector<Receipt> ReadOrderReceipts(pqxx::transaction_base& tx, const std::string& out_trade_no,
+                                       std::int64_t after, std::int64_t limit,
+                                       std::int64_t body_bytes_max) {
     PAYLEDGER_ASSERT(limit > 0);
     PAYLEDGER_ASSERT(limit <= kPageSizeMax);
     std::vector<Receipt> receipts;
     for (const pqxx::row& row :
-         tx.exec_prepared("read_order_receipts", out_trade_no, after, limit)) {
+         tx.exec_prepared("read_order_receipts", out_trade_no, after, limit, body_bytes_max)) {
         receipts.push_back(ReceiptFromRow(row));
     }
     return receipts;
@@ -103,13 +113,14 @@ std::vector<projections::Event> ReadEventsAfter(pqxx::transaction_base& tx, std:
 
 std::vector<Receipt> ReadReceiptsAfter(pqxx::transaction_base& tx, std::int64_t after,
                                        std::int64_t limit,
-                                       std::optional<projections::Outcome> outcome) {
+                                       std::optional<projections::Outcome> outcome,
+                                       std::int64_t body_bytes_max) {
     PAYLEDGER_ASSERT(limit > 0);
     PAYLEDGER_ASSERT(limit <= kPageSizeMax);
-    const pqxx::result rows = outcome
-                                  ? tx.exec_prepared("read_receipts_after_of_outcome", after, limit,
-                                                     std::string(projections::ToString(*outcome)))
-                                  : tx.exec_prepared("read_receipts_after", after, limit);
+    const pqxx::result rows =
+        outcome ? tx.exec_prepared("read_receipts_after_of_outcome", after, limit,
+                                   std::string(projections::ToString(*outcome)), body_bytes_max)
+                : tx.exec_prepared("read_receipts_after", after, limit, body_bytes_max);
     std::vector<Receipt> receipts;
     for (const pqxx::row& row : rows) receipts.push_back(ReceiptFromRow(row));
     return receipts;
@@ -117,12 +128,12 @@ std::vector<Receipt> ReadReceiptsAfter(pqxx::transaction_base& tx, std::int64_t 
 
 std::vector<Receipt> ReadOrderReceiptsBefore(pqxx::transaction_base& tx,
                                              const std::string& out_trade_no, std::int64_t before,
-                                             std::int64_t limit) {
+                                             std::int64_t limit, std::int64_t body_bytes_max) {
     PAYLEDGER_ASSERT(limit > 0);
     PAYLEDGER_ASSERT(limit <= kPageSizeMax);
     std::vector<Receipt> receipts;
-    for (const pqxx::row& row :
-         tx.exec_prepared("read_order_receipts_before", out_trade_no, before, limit)) {
+    for (const pqxx::row& row : tx.exec_prepared("read_order_receipts_before", out_trade_no, before,
+                                                 limit, body_bytes_max)) {
         receipts.push_back(ReceiptFromRow(row));
     }
     std::reverse(receipts.begin(), receipts.end());
@@ -143,13 +154,14 @@ std::vector<projections::Event> ReadEventsBefore(pqxx::transaction_base& tx, std
 
 std::vector<Receipt> ReadReceiptsBefore(pqxx::transaction_base& tx, std::int64_t before,
                                         std::int64_t limit,
-                                        std::optional<projections::Outcome> outcome) {
+                                        std::optional<projections::Outcome> outcome,
+                                        std::int64_t body_bytes_max) {
     PAYLEDGER_ASSERT(limit > 0);
     PAYLEDGER_ASSERT(limit <= kPageSizeMax);
     const pqxx::result rows =
         outcome ? tx.exec_prepared("read_receipts_before_of_outcome", before, limit,
-                                   std::string(projections::ToString(*outcome)))
-                : tx.exec_prepared("read_receipts_before", before, limit);
+                                   std::string(projections::ToString(*outcome)), body_bytes_max)
+                : tx.exec_prepared("read_receipts_before", before, limit, body_bytes_max);
     std::vector<Receipt> receipts;
     for (const pqxx::row& row : rows) receipts.push_back(ReceiptFromRow(row));
     std::reverse(receipts.begin(), receipts.end());

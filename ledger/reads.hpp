@@ -18,14 +18,19 @@ namespace payledger::ledger {
 // order, and a reader that pages by `seq > after` (or `id > after`) never skips a row.
 
 inline constexpr std::int64_t kPageSizeMax = 1000;
+// The receipt pages below hold at most this many bytes of bodies (at least one receipt, whose
+// body is at most 64 KiB): a page ends early, before the receipt that would take it past, and
+// the caller's cursor goes on from the last receipt returned. A page of 1000 receipts of
+// 64 KiB each would otherwise be 64 MiB in memory, twice (the driver's result and the copies).
+inline constexpr std::int64_t kPageBodyBytesMax = 8 * 1024 * 1024;
 
 [[nodiscard]] std::optional<projections::OrderRow> ReadOrder(pqxx::transaction_base& tx,
                                                              const std::string& out_trade_no);
 [[nodiscard]] std::vector<projections::Event> ReadOrderEvents(pqxx::transaction_base& tx,
                                                               const std::string& out_trade_no);
-[[nodiscard]] std::vector<Receipt> ReadOrderReceipts(pqxx::transaction_base& tx,
-                                                     const std::string& out_trade_no,
-                                                     std::int64_t after, std::int64_t limit);
+[[nodiscard]] std::vector<Receipt> ReadOrderReceipts(
+    pqxx::transaction_base& tx, const std::string& out_trade_no, std::int64_t after,
+    std::int64_t limit, std::int64_t body_bytes_max = kPageBodyBytesMax);
 // Every balance row of the account, by currency; empty when the account has no order.
 [[nodiscard]] std::vector<projections::BalanceRow> ReadBalances(pqxx::transaction_base& tx,
                                                                 const std::string& account_id);
@@ -34,24 +39,25 @@ inline constexpr std::int64_t kPageSizeMax = 1000;
 [[nodiscard]] std::vector<projections::Event> ReadEventsAfter(pqxx::transaction_base& tx,
                                                               std::int64_t after,
                                                               std::int64_t limit);
-// At most `limit` receipts with id > after, in id order, optionally of one outcome.
-[[nodiscard]] std::vector<Receipt> ReadReceiptsAfter(pqxx::transaction_base& tx, std::int64_t after,
-                                                     std::int64_t limit,
-                                                     std::optional<projections::Outcome> outcome);
+// At most `limit` receipts with id > after, in id order, optionally of one outcome; fewer
+// when their bodies reach `body_bytes_max` (kPageBodyBytesMax).
+[[nodiscard]] std::vector<Receipt> ReadReceiptsAfter(
+    pqxx::transaction_base& tx, std::int64_t after, std::int64_t limit,
+    std::optional<projections::Outcome> outcome, std::int64_t body_bytes_max = kPageBodyBytesMax);
 
 // SPEC §5 before=: the at most `limit` positions just below `before` (of one order; of all;
 // of all, optionally of one outcome), in ascending order. An event or receipt that commits
 // later has a larger position (SPEC §7), so a page read backwards is complete once read.
 // REQUIRES: 0 < limit <= kPageSizeMax.
-[[nodiscard]] std::vector<Receipt> ReadOrderReceiptsBefore(pqxx::transaction_base& tx,
-                                                           const std::string& out_trade_no,
-                                                           std::int64_t before, std::int64_t limit);
+[[nodiscard]] std::vector<Receipt> ReadOrderReceiptsBefore(
+    pqxx::transaction_base& tx, const std::string& out_trade_no, std::int64_t before,
+    std::int64_t limit, std::int64_t body_bytes_max = kPageBodyBytesMax);
 [[nodiscard]] std::vector<projections::Event> ReadEventsBefore(pqxx::transaction_base& tx,
                                                                std::int64_t before,
                                                                std::int64_t limit);
-[[nodiscard]] std::vector<Receipt> ReadReceiptsBefore(pqxx::transaction_base& tx,
-                                                      std::int64_t before, std::int64_t limit,
-                                                      std::optional<projections::Outcome> outcome);
+[[nodiscard]] std::vector<Receipt> ReadReceiptsBefore(
+    pqxx::transaction_base& tx, std::int64_t before, std::int64_t limit,
+    std::optional<projections::Outcome> outcome, std::int64_t body_bytes_max = kPageBodyBytesMax);
 
 // Calls `each` for every event with seq > after (of one order when `out_trade_no` is set),
 // in seq order, reading a page at a time so memory stays constant. Stops early when `each`

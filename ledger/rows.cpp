@@ -50,12 +50,14 @@ Receipt ReceiptFromRow(const pqxx::row& row) {
         .received_at = row[2].as<std::int64_t>(),
         .peer = row[3].as<std::string>(),
         .headers = row[4].as<std::string>(),
-        .body = pqxx::binarystring(row[5]).str(),
+        .body = row[5].is_null() ? std::string{} : pqxx::binarystring(row[5]).str(),
         .outcome = *outcome,
         .seq = Optional<std::int64_t>(row[7]),
         .out_trade_no = Optional<std::string>(row[8]),
         .message = row[9].as<std::string>(),
         .chain = row[10].as<std::string>(),
+        .body_sha256 = row[11].as<std::string>(),
+        .body_stored = row[12].as<bool>(),
     };
 }
 

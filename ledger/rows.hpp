@@ -23,6 +23,11 @@ struct Receipt {
     std::optional<std::string> out_trade_no{};
     std::string message{};
     std::string chain{};  // Lower-case hex of the stored chain (SPEC §11); set when read.
+    // Lower-case hex SHA-256 of the body as stored; set when read (empty: that of `body`).
+    std::string body_sha256{};
+    // False for a duplicate kept without its body (beyond its event's 100th duplicate,
+    // schema/0008): `body` is then empty, and body_sha256 names the bytes received.
+    bool body_stored = true;
     // In memory only, never stored: the sender's signature (WeChat v2 refunds: the req_info
     // decryption) verified. What the per-peer limit of unverified deliveries reads (SPEC §5).
     bool signature_verified = false;
@@ -33,9 +38,22 @@ inline constexpr const char* kEventColumns =
     "seq, out_trade_no, event_type, source, account_id, amount, currency, transaction_id, "
     "(extract(epoch FROM occurred_at) * 1000000)::bigint, "
     "(extract(epoch FROM recorded_at) * 1000000)::bigint, receipt_id, data::text";
+// kReceiptColumns reads callback_receipts as `r`. A receipt's body is inline (written before
+// schema/0008) or stored once in receipt_bodies under its SHA-256, and none for a duplicate
+// kept without it: a scalar subquery, so it is one probe of receipt_bodies' key per row
+// returned (after the LIMIT), never a join over the table.
 inline constexpr const char* kReceiptColumns =
-    "id, source, (extract(epoch FROM received_at) * 1000000)::bigint, peer, headers::text, "
-    "body, outcome, seq, out_trade_no, message, encode(chain, 'hex')";
+    "r.id, r.source, (extract(epoch FROM r.received_at) * 1000000)::bigint, r.peer, "
+    "r.headers::text, coalesce(r.body, (SELECT b.body FROM receipt_bodies AS b "
+    "WHERE b.body_sha256 = r.body_sha256 AND r.body_stored)), r.outcome, r.seq, "
+    "r.out_trade_no, r.message, encode(r.chain, 'hex'), "
+    "encode(coalesce(r.body_sha256, sha256(r.body)), 'hex'), r.body_stored";
+// The size of a receipt's body (as kReceiptColumns reads it; 0 when kept without it), without
+// reading the bytes: octet_length takes it from the value's header, even when compressed or
+// out of line.
+inline constexpr const char* kReceiptBodyBytes =
+    "coalesce(octet_length(r.body), (SELECT octet_length(b.body) FROM receipt_bodies AS b "
+    "WHERE b.body_sha256 = r.body_sha256 AND r.body_stored), 0)";
 inline constexpr const char* kOrderColumns =
     "out_trade_no, account_id, amount, currency, status, transaction_id, paid_amount, "
     "refunded_amount, array_to_string(anomalies, ','), seq";

@@ -107,23 +107,52 @@ constexpr std::string_view kUniqueViolation = "23505";
 // invariant error as a wrong count. ON CONFLICT DO NOTHING, which only turned that into a
 // wrong count, cost a speculative insertion per row (an arbiter index probe, and a WAL record
 // that confirms the row): bench/write/run.sh measures about 5 us per event and per new
-// order, 15-25 % of their inserts. Balances stay an upsert: their rows may exist.
+// order, 15-25 % of their inserts. Balances stay an upsert: their rows may exist, and so may
+// a receipt's body (receipt_bodies, keyed by its SHA-256: stored by an earlier batch).
 // Each part's rows come as one array per column, bound in binary (ledger/binary_params.hpp):
 // no JSON to parse and no literal to scan, only headers and data become jsonb (and an order's
 // anomalies, a text array literal each, text[]). bench/write/run.sh measures it against the
 // JSON rows this statement took before.
 constexpr const char* kWriteSql = R"sql(
-WITH r AS (
-    INSERT INTO callback_receipts
-        (id, source, received_at, peer, headers, body, outcome, seq, out_trade_no, message,
-         chain)
-    SELECT id, source, received_at, peer, headers::jsonb, body, outcome, seq, out_trade_no,
-           message, chain
+WITH rx AS (
+    -- The receipts, each with whether its body is kept (schema/0008): always, but for a
+    -- duplicate of event S that is S's n-th duplicate overall, n = those stored (counted up to
+    -- 100 on the partial index of duplicates, once per S) + $50, its rank among this batch's
+    -- duplicates of S by id (the plan's order); kept iff n <= 100, so a replayed notice adds
+    -- rows, not bodies. The rank comes from the plan, not a window over the rows here: the
+    -- window's sort cost about 1.5 us a receipt (timed against this, paired, in one session).
+    -- Referenced twice, so computed once (a CTE used more than once is materialized).
+    SELECT x.*, x.outcome <> 'duplicate' OR coalesce(d.stored, 0) + x.rank <= 100 AS body_stored
     FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[],
-                $6::bytea[], $7::text[], $8::bigint[], $9::text[], $10::text[], $11::bytea[])
-         AS x(id, source, received_at, peer, headers, body, outcome, seq, out_trade_no,
-              message, chain)
+                $6::bytea[], $7::text[], $8::bigint[], $9::text[], $10::text[], $11::bytea[],
+                $50::bigint[])
+         AS x(id, source, received_at, peer, headers, body_sha256, outcome, seq, out_trade_no,
+              message, chain, rank)
+    LEFT JOIN (
+        SELECT s.seq,
+               (SELECT count(*)
+                FROM (SELECT 1 FROM callback_receipts AS c
+                      WHERE c.seq = s.seq AND c.outcome = 'duplicate' LIMIT 100) AS c) AS stored
+        FROM (SELECT DISTINCT y.seq FROM unnest($7::text[], $8::bigint[]) AS y(outcome, seq)
+              WHERE y.outcome = 'duplicate') AS s
+    ) AS d ON d.seq = x.seq
+), r AS (
+    INSERT INTO callback_receipts
+        (id, source, received_at, peer, headers, body_sha256, body_stored, outcome, seq,
+         out_trade_no, message, chain)
+    SELECT id, source, received_at, peer, headers::jsonb, body_sha256, body_stored, outcome,
+           seq, out_trade_no, message, chain
+    FROM rx
     RETURNING 1
+), rb AS (
+    -- The batch's distinct bodies ($48 their keys, $49 their bytes), each stored once: not
+    -- again when a receipt before kept the same bytes, and not at all when none of its
+    -- receipts here keeps it. Not counted: how many are new is not the plan's to know.
+    INSERT INTO receipt_bodies (body_sha256, body)
+    SELECT u.body_sha256, u.body
+    FROM unnest($48::bytea[], $49::bytea[]) AS u(body_sha256, body)
+    WHERE EXISTS (SELECT FROM rx WHERE rx.body_sha256 = u.body_sha256 AND rx.body_stored)
+    ON CONFLICT (body_sha256) DO NOTHING
 ), e AS (
     INSERT INTO ledger_events
         (seq, out_trade_no, event_type, source, account_id, amount, currency, transaction_id,
@@ -230,7 +259,8 @@ PreparedDelivery Prepare(const Delivery& delivery) {
     prepared.peer = StorableText(received.peer);
     prepared.headers = StorableText(JsonWithoutNul(received.headers));
     if (delivery.event) prepared.event_data = StorableText(JsonWithoutNul(delivery.event->data));
-    prepared.body_sha256 = Sha256HexOf(received.body);
+    prepared.body_digest = Sha256Of(received.body);
+    prepared.body_sha256 = HexDigitsOf(prepared.body_digest);
     return prepared;
 }
 
@@ -343,13 +373,20 @@ PlannedWrite PlanWrite(std::span<const Delivery> deliveries, projections::Ledger
 
     // The write's parameters: one binary array per column of each part (kWriteSql).
     BinaryArray r_id{PgType::kInt8}, r_source{PgType::kText}, r_received_at{PgType::kTimestamptz},
-        r_peer{PgType::kText}, r_headers{PgType::kText}, r_body{PgType::kBytea},
+        r_peer{PgType::kText}, r_headers{PgType::kText}, r_body_sha256{PgType::kBytea},
         r_outcome{PgType::kText}, r_seq{PgType::kInt8}, r_out_trade_no{PgType::kText},
         r_message{PgType::kText}, r_chain{PgType::kBytea};
     BinaryArray e_seq{PgType::kInt8}, e_out_trade_no{PgType::kText}, e_event_type{PgType::kText},
         e_source{PgType::kText}, e_account_id{PgType::kText}, e_amount{PgType::kInt8},
         e_currency{PgType::kText}, e_transaction_id{PgType::kText},
         e_occurred_at{PgType::kTimestamptz}, e_receipt_id{PgType::kInt8}, e_data{PgType::kText};
+    // The batch's distinct bodies, each sent once, by key (kWriteSql's rb: one statement must
+    // not insert one key twice); and each duplicate's rank among the batch's duplicates of its
+    // event (kWriteSql's rx), 0 for other receipts.
+    BinaryArray body_key{PgType::kBytea}, body_bytes{PgType::kBytea};
+    std::set<Sha256Digest> bodies_sent;
+    BinaryArray r_duplicate_rank{PgType::kInt8};
+    std::map<std::int64_t, std::int64_t> duplicates_of;  // seq -> this batch's so far.
     // SPEC §11: each receipt's chain, in id order, under the writer lock.
     std::string line_scratch;
     std::size_t appended = 0;
@@ -379,9 +416,17 @@ PlannedWrite PlanWrite(std::span<const Delivery> deliveries, projections::Ledger
         r_received_at.TimeMicros(received.received_at);
         r_peer.Bytes(prepared.peer);
         r_headers.Bytes(prepared.headers);
-        r_body.Bytes(received.body);
+        const std::string_view digest(reinterpret_cast<const char*>(prepared.body_digest.data()),
+                                      prepared.body_digest.size());
+        r_body_sha256.Bytes(digest);
+        if (bodies_sent.insert(prepared.body_digest).second) {
+            body_key.Bytes(digest);
+            body_bytes.Bytes(received.body);
+        }
         r_outcome.Bytes(projections::ToString(planned.outcome));
         r_seq.NullableInt8(seq);
+        r_duplicate_rank.Int8(planned.outcome == Outcome::kDuplicate && seq ? ++duplicates_of[*seq]
+                                                                            : 0);
         r_out_trade_no.NullableBytes(StorableOrNull(received.out_trade_no));
         r_message.Bytes(StorableText(planned.message));
         r_chain.Bytes(std::string_view(reinterpret_cast<const char*>(chain.data()), chain.size()));
@@ -458,10 +503,10 @@ PlannedWrite PlanWrite(std::span<const Delivery> deliveries, projections::Ledger
         expected_counts.Int8(static_cast<std::int64_t>(count));
     }
     std::vector<std::string>& params = planned_write.params;
-    params.reserve(47);
+    params.reserve(50);
     for (BinaryArray* column :
-         {&r_id, &r_source, &r_received_at, &r_peer, &r_headers, &r_body, &r_outcome, &r_seq,
-          &r_out_trade_no, &r_message, &r_chain, &e_seq, &e_out_trade_no, &e_event_type,
+         {&r_id, &r_source, &r_received_at, &r_peer, &r_headers, &r_body_sha256, &r_outcome,
+          &r_seq, &r_out_trade_no, &r_message, &r_chain, &e_seq, &e_out_trade_no, &e_event_type,
           &e_source, &e_account_id, &e_amount, &e_currency, &e_transaction_id, &e_occurred_at,
           &e_receipt_id, &e_data, &n_out_trade_no, &n_account_id, &n_amount, &n_currency,
           &n_status, &n_transaction_id, &n_paid_amount, &n_refunded_amount, &n_anomalies,
@@ -473,6 +518,9 @@ PlannedWrite PlanWrite(std::span<const Delivery> deliveries, projections::Ledger
     params.push_back(BinaryInt8(plan.last_receipt_id));
     params.push_back(BinaryInt8(plan.last_seq));
     params.push_back(expected_counts.Take());
+    params.push_back(body_key.Take());
+    params.push_back(body_bytes.Take());
+    params.push_back(r_duplicate_rank.Take());
     planned_write.head = chain;
     return planned_write;
 }

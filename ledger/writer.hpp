@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "ledger/chain.hpp"  // Sha256HexDigits.
+#include "ledger/chain.hpp"  // Sha256Digest, Sha256HexDigits.
 #include "ledger/rows.hpp"
 #include "projections/decide.hpp"  // Claims.
 #include "projections/event.hpp"
@@ -30,7 +30,8 @@ struct PreparedDelivery {
     std::string peer{};
     std::string headers{};
     std::string event_data{};
-    Sha256HexDigits body_sha256{};
+    Sha256Digest body_digest{};     // The body's SHA-256: its key in receipt_bodies.
+    Sha256HexDigits body_sha256{};  // The same in hex, for the chain's line.
 };
 
 // One delivery that reached the service, ready for the ledger. `verdict` is kAppended when

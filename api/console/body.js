@@ -115,6 +115,8 @@ export function hexDump(bytes) {
 // The body of `receipt` (SPEC §5 receipt object): its pretty reading, then the raw bytes in a
 // <details> (one click, or Enter, away).
 export function bodyView(receipt) {
+    if (receipt.body_stored === false) return el('section', {class: 'body'}, el('p', {class: 'muted'},
+        'Body not stored: a duplicate beyond the 100th of its event. Its SHA-256 is above.'));
     const section = el('section', {class: 'body'});
     if (typeof receipt.body_base64 === 'string') {
         let bytes;

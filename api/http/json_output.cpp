@@ -55,8 +55,13 @@ json ReceiptJson(const ledger::Receipt& receipt) {
         {"peer", receipt.peer},
         {"headers", std::move(headers)},
         {"message", receipt.message},
-        {"body_sha256", ledger::Sha256Hex(receipt.body)},
-        {"chain", receipt.chain}};
+        {"body_sha256",
+         receipt.body_sha256.empty() ? ledger::Sha256Hex(receipt.body) : receipt.body_sha256},
+        {"chain", receipt.chain},
+        {"body_stored", receipt.body_stored}};
+    // A duplicate kept without its body (schema/0008) has neither body nor body_base64:
+    // body_sha256 still names the bytes received.
+    if (!receipt.body_stored) return out;
     if (IsValidUtf8(receipt.body)) {
         out["body"] = receipt.body;
     } else {

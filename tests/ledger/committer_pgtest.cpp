@@ -207,7 +207,8 @@ TEST_F(CommitterPgTest, DeliveryOverTheByteBudgetIsAnsweredUnavailableAtOnce) {
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts WHERE out_trade_no = "
                          "'ORD-OVER'"),
               "0");
-    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts WHERE length(body) = " +
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts JOIN receipt_bodies AS b "
+                         "USING (body_sha256) WHERE length(b.body) = " +
                          std::to_string(kBodyBytes)),
               std::to_string(fitting));
 }
