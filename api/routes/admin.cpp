@@ -1,5 +1,7 @@
 // POST /v1/admin/verify, GET /v1/audit/checkpoint (SPEC §11) and GET /readyz (SPEC §5).
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 #include "api/http/json_output.hpp"
 #include "api/log.hpp"
@@ -32,6 +34,37 @@ json ProjectionJson(const ledger::ProjectionCheck& check) {
             {"difference_count", check.difference_count},
             {"differences", std::move(differences)}};
 }
+
+// One round trip for /readyz: whether the server is read-only, and which of the privileges that
+// serve needs to write and read its session's role lacks ("INSERT, UPDATE on orders; ..."), or
+// null. The list is what ledger::GrantServiceRole (ledger/migrate.cpp) grants; a table that
+// does not exist counts as lacking its privileges.
+constexpr const char* kReadySql = R"sql(
+SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool,
+       (SELECT string_agg(m.privileges || ' on ' || m.object, '; ' ORDER BY m.position)
+        FROM (SELECT n.object, min(n.position) AS position,
+                     string_agg(p.privilege, ', ' ORDER BY p.position) AS privileges
+              FROM (VALUES (1, 'table', 'callback_receipts', 'SELECT,INSERT'),
+                           (2, 'table', 'ledger_events', 'SELECT,INSERT'),
+                           (3, 'table', 'reconciliations', 'SELECT,INSERT'),
+                           (4, 'table', 'receipt_bodies', 'SELECT,INSERT'),
+                           (5, 'table', 'reconciliation_bills', 'SELECT,INSERT'),
+                           (6, 'table', 'orders', 'SELECT,INSERT,UPDATE'),
+                           (7, 'table', 'balances', 'SELECT,INSERT,UPDATE'),
+                           (8, 'sequence', 'callback_receipts_id_seq', 'SELECT,UPDATE,USAGE'),
+                           (9, 'sequence', 'ledger_events_seq_seq', 'SELECT,UPDATE,USAGE'),
+                           (10, 'sequence', 'reconciliations_id_seq', 'SELECT,UPDATE,USAGE'))
+                       AS n (position, kind, object, privileges),
+                   unnest(string_to_array(n.privileges, ',')) WITH ORDINALITY
+                       AS p (privilege, position)
+              WHERE NOT coalesce(CASE n.kind
+                                     WHEN 'table' THEN has_table_privilege(
+                                         to_regclass(n.object), p.privilege)
+                                     ELSE has_sequence_privilege(
+                                         to_regclass(n.object), p.privilege)
+                                 END, false)
+              GROUP BY n.object) AS m)
+)sql";
 
 }  // namespace
 
@@ -78,19 +111,30 @@ Response App::Ready() {
     try {
         ledger::ConnectionPool::Lease connection = pool_.Acquire();
         bool read_only = false;
+        std::optional<std::string> lacking;
         {
             // SPEC §13: ready means a primary answers. A session that finds itself on a
             // read-only server (a standby that a single-host URL or a proxy now points at)
             // is dropped, so that the next check connects afresh.
+            // Ready also means that writes can succeed: a role without the rights serve needs
+            // (a table replaced without its grants, a privilege revoked) would answer every
+            // write 500 while the database answers.
             pqxx::nontransaction tx{*connection};
-            read_only = tx.exec(
-                              "SELECT pg_is_in_recovery() OR "
-                              "current_setting('transaction_read_only')::bool")[0][0]
-                            .as<bool>();
+            const pqxx::row row = tx.exec(kReadySql)[0];
+            read_only = row[0].as<bool>();
+            if (!row[1].is_null()) lacking = row[1].as<std::string>();
         }
         if (read_only) {
             connection->disconnect();
             throw ledger::ReadOnlyServer("the database server is read-only");
+        }
+        if (lacking) {
+            // Says what is missing, not who: the role's name is the driver's business.
+            const std::string message = "the service's database role lacks " + *lacking +
+                                        ", so writes would fail (`payledger migrate --grant "
+                                        "ROLE` grants what serve needs)";
+            LogJson("warning", Dump(json{{"msg", "readiness check failed"}, {"error", message}}));
+            return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable, message);
         }
         return JsonResponse(http::status::ok, {{"status", "ready"}});
     } catch (const std::exception& error) {
