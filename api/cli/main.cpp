@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "api/cli/platform_audit.hpp"
 #include "api/cli/progress.hpp"
 #include "api/cli/simulate.hpp"
 #include "api/cli/reconcile_command.hpp"
@@ -139,7 +140,9 @@ int Serve(const api::Config& config) {
                         .port = config.listen_port,
                         .io_threads = cores,
                         .worker_threads = std::max<std::size_t>(8, 2 * cores),
-                        .connections_per_peer = config.limits.connections_per_peer}};
+                        .connections_max = config.limits.connections_max,
+                        .connections_per_peer = config.limits.connections_per_peer,
+                        .trusted_proxies = config.trusted_proxies}};
     server.Start();  // From here on SIGTERM and SIGINT end ServeUntilSignal.
     api::LogJson("info", "{\"msg\":\"listening\",\"address\":\"" + config.listen_host + ":" +
                              std::to_string(server.port()) +
@@ -204,10 +207,14 @@ std::string ReadSmallFile(const std::string& path, const char* what) {
     return text;
 }
 
-// SPEC §11: exit 0 when the chain, every event and the checkpoint hold, 1 when something is
-// broken (a bad checkpoint signature included), 2 on error.
-int RunAudit(const api::Config& config, const std::string& checkpoint_path,
-             const std::string& public_key_path) {
+// `audit`: exit 0 when the chain, every event and the checkpoint hold (and with
+// `platform_signatures`, every platform event's signature), 1 when something is broken (a bad
+// checkpoint signature included), 2 on error.
+int RunAudit(const api::AuditSetup& setup, const std::string& checkpoint_path,
+             const std::string& public_key_path, bool platform_signatures) {
+    const api::Config& config = setup.config;
+    const ledger::AuditCheck check =
+        platform_signatures ? api::PlatformSignaturesCheck(setup.keys) : ledger::AuditCheck{};
     if (checkpoint_path.empty()) {
         if (!public_key_path.empty()) {
             std::cerr << "payledger: audit: --public-key needs --checkpoint\n";
@@ -216,7 +223,7 @@ int RunAudit(const api::Config& config, const std::string& checkpoint_path,
         api::ProgressPrinter progress{"audit", EstimateRows(config, "callback_receipts"),
                                       "receipts"};
         const ledger::AuditReport report =
-            ledger::Audit(config.database_url, nullptr, nullptr, progress.Callback());
+            ledger::Audit(config.database_url, nullptr, nullptr, progress.Callback(), check);
         progress.Finish();
         std::cout << ledger::FormatAuditReport(report) << std::flush;
         return report.ok() ? 0 : 1;
@@ -240,7 +247,7 @@ int RunAudit(const api::Config& config, const std::string& checkpoint_path,
     api::ProgressPrinter progress{"audit", EstimateRows(config, "callback_receipts"),
                                   "receipts"};
     const ledger::AuditReport report =
-        ledger::Audit(config.database_url, &*checkpoint, &*key, progress.Callback());
+        ledger::Audit(config.database_url, &*checkpoint, &*key, progress.Callback(), check);
     progress.Finish();
     std::cout << ledger::FormatAuditReport(report) << std::flush;
     return report.ok() ? 0 : 1;
@@ -305,6 +312,11 @@ int main(int argc, char** argv) {
     audit->add_option("--checkpoint", checkpoint_path, "a checkpoint to check the ledger against");
     audit->add_option("--public-key", public_key_path,
                       "the PEM public key that signed it (default: audit.signing_key's)");
+    bool platform_signatures = false;
+    audit->add_flag("--platform-signatures", platform_signatures,
+                    "also verify every WeChat Pay v3 and Alipay event's platform signature with "
+                    "the configured public keys (wechat_v3.platform_public_keys, "
+                    "alipay.alipay_public_key)");
     CLI::App* checkpoint =
         cli.add_subcommand("checkpoint", "print the signed head of the receipt chain (SPEC §11)");
     bool print_public_key = false;
@@ -349,11 +361,18 @@ int main(int argc, char** argv) {
     }
 
     try {
+        if (*audit) {
+            // An auditor's config may hold the platforms' public keys without the channels'
+            // secrets: audit reads no more of those sections than the keys.
+            const api::AuditSetup setup = config_path.empty()
+                                              ? api::AuditSetup{.config = LoadConfigOrEnv("")}
+                                              : api::LoadAuditSetup(config_path);
+            return RunAudit(setup, checkpoint_path, public_key_path, platform_signatures);
+        }
         const api::Config config = LoadConfigOrEnv(config_path);
         if (*serve) return Serve(config);
         if (*migrate) return Migrate(config, grant_role);
         if (*verify || *rebuild) return VerifyOrRebuild(config, static_cast<bool>(*rebuild));
-        if (*audit) return RunAudit(config, checkpoint_path, public_key_path);
         if (*checkpoint) return RunCheckpoint(config, print_public_key);
         if (*simulate) return api::RunSimulate(config, simulate_options, simulate_url);
         if (*reconcile) return api::RunReconcileCommand(config, reconcile_command);

@@ -80,7 +80,7 @@ Delivery Rejected(const std::string& out_trade_no) {
 constexpr const char* kLedgerDumpSql = R"sql(
 SELECT concat_ws(E'\n',
   (SELECT string_agg(concat_ws(' ', id, source, outcome, seq, out_trade_no, message,
-                               encode(chain, 'hex'), encode(sha256(body), 'hex')), E'\n' ORDER BY id)
+                               encode(chain, 'hex'), encode(coalesce(body_sha256, sha256(body)), 'hex')), E'\n' ORDER BY id)
    FROM callback_receipts),
   (SELECT string_agg(concat_ws(' ', seq, out_trade_no, event_type, account_id, amount, currency,
                                transaction_id, receipt_id, data::text), E'\n' ORDER BY seq)
