@@ -59,6 +59,8 @@ void GrantServiceRole(pqxx::connection& connection, const std::string& role) {
     tx.exec("GRANT USAGE ON SCHEMA public TO " + grantee);
     tx.exec("GRANT SELECT, INSERT ON callback_receipts, ledger_events, reconciliations TO " +
             grantee);
+    tx.exec("GRANT SELECT, INSERT ON receipt_bodies TO " + grantee);
+    tx.exec("GRANT SELECT, INSERT ON reconciliation_bills TO " + grantee);
     tx.exec("GRANT SELECT, INSERT, UPDATE ON orders, balances TO " + grantee);
     tx.exec("GRANT SELECT ON schema_migrations TO " + grantee);
     // The writer reads the sequences' state and moves them with setval (SELECT, UPDATE);

@@ -133,7 +133,8 @@ App::App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& 
       reads_(MakeReadRouter(config_, pool)),
       committer_(committer),
       metrics_(metrics),
-      unverified_(config_.limits.unverified_per_peer_per_minute) {
+      unverified_(config_.limits.unverified_per_peer_per_minute),
+      unverified_bytes_(config_.limits.unverified_bytes_per_minute) {
     if (config_.generic) {
         channels_["generic"] = std::make_unique<GenericChannel>(*config_.generic);
     }
@@ -303,24 +304,35 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
         (delivery.verdict == Outcome::kMalformed || delivery.verdict == Outcome::kBadSignature);
     const projections::Source source = channel.source();
     const UnverifiedLimiter::Clock::time_point admitted_at = UnverifiedLimiter::Clock::now();
-    if (unverified && !unverified_.Admit(incoming.peer_address, admitted_at)) {
-        // SPEC §3 invariant 3: nobody without a key fills the append-only tables. Counted,
-        // answered in the platform's failure form, never stored.
+    const std::size_t stored_bytes = delivery.receipt.body.size() + kUnverifiedReceiptOverheadBytes;
+    // Nobody without a key fills the append-only tables: an unverified delivery is stored
+    // only within its peer's count and within the bytes all peers may store per minute.
+    // Over either: counted, answered in the platform's failure form, never stored.
+    const char* limited = nullptr;
+    if (unverified) {
+        if (!unverified_.Admit(incoming.peer_address, admitted_at)) {
+            limited = "too many unverified deliveries from this address; retry later";
+        } else if (!unverified_bytes_.Admit(stored_bytes, admitted_at)) {
+            unverified_.Forget(incoming.peer_address, admitted_at);
+            limited = "too many bytes of unverified deliveries from all addresses; retry later";
+        }
+    }
+    if (limited != nullptr) {
         metrics_.CountDelivery(source, Outcome::kRateLimited);
-        return respond(channel.Answer(ledger::DeliveryResult{
-            .outcome = Outcome::kRateLimited,
-            .message = "too many unverified deliveries from this address; retry later"}));
+        return respond(channel.Answer(
+            ledger::DeliveryResult{.outcome = Outcome::kRateLimited, .message = limited}));
     }
     // After the commit: counted, logged and answered in the channel's format, on the
     // committer's answer thread (one hand-off per batch), so that its writing thread goes back
     // to writing. What it throws is counted there (Committer::Stats::answer_failures).
     std::optional<std::string> out_trade_no = delivery.receipt.out_trade_no;
-    auto effects = [this, &channel, source, unverified, admitted_at,
+    auto effects = [this, &channel, source, unverified, admitted_at, stored_bytes,
                     out_trade_no = std::move(out_trade_no), incoming = std::move(incoming),
                     respond = std::move(respond)](const ledger::DeliveryResult& result) {
         // SPEC §5 counts the unverified receipts stored: one that was not is uncounted.
         if (unverified && result.outcome == Outcome::kUnavailable) {
             unverified_.Forget(incoming.peer_address, admitted_at);
+            unverified_bytes_.Forget(stored_bytes, admitted_at);
         }
         metrics_.CountDelivery(source, result.outcome);
         if (result.internal_error) metrics_.CountInternalError();

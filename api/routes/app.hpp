@@ -70,6 +70,7 @@ private:
     std::map<std::string, std::unique_ptr<Channel>> channels_;  // By path after callbacks/.
     OrdersChannel orders_;
     UnverifiedLimiter unverified_;
+    UnverifiedBytesBudget unverified_bytes_;
     std::atomic<bool> verify_running_{false};
     std::atomic<bool> ready_{false};
     std::shared_ptr<std::atomic<int>> exports_active_ = std::make_shared<std::atomic<int>>(0);
