@@ -81,8 +81,9 @@ std::vector<MerchantToken> ParseMerchantTokens(const json& tokens) {
         const auto prefix = entry.find("out_trade_no_prefix");
         if (token == entry.end()) throw ConfigError(field + "[].token: missing");
         if (accounts == entry.end() && prefix == entry.end()) {
-            throw ConfigError(field + "[]: a token object names accounts, out_trade_no_prefix "
-                                      "or both (a plain string may register anything)");
+            throw ConfigError(field + "[].accounts: missing; a token object names accounts, "
+                                      "out_trade_no_prefix or both (a plain string may "
+                                      "register anything)");
         }
         MerchantToken scoped{.token = ParseToken(*token, field + "[].token")};
         if (accounts != entry.end()) {
@@ -242,6 +243,9 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
             }
             config.trusted_proxies.push_back(*cidr);
         }
+    }
+    if (const auto subscriptions = root.find("subscriptions"); subscriptions != root.end()) {
+        config.subscriptions = ParseSubscriptions(*subscriptions);
     }
     ParsePlatformSections(root, base_dir, config);
     return config;

@@ -11,6 +11,7 @@
 
 #include "api/channels/platform_crypto.hpp"
 #include "api/http/peer_limits.hpp"
+#include "api/subscriptions/subscription_config.hpp"
 
 namespace payledger::api {
 
@@ -113,6 +114,8 @@ struct Config {
     std::vector<Cidr> trusted_proxies{};
     // SPEC §11 `audit.signing_key`: the Ed25519 private key PEM (read and checked at start).
     std::optional<std::string> audit_signing_key_pem{};
+    // The ledger's events pushed to receivers (api/subscriptions/subscription_config.hpp).
+    std::vector<SubscriptionConfig> subscriptions{};
 };
 
 // SPEC §9 file modes. A secret file (the config, a private key) that users other than its

@@ -1,0 +1,75 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace payledger::api {
+
+// One webhook POST: a new connection, the request, the response's status; nothing kept
+// between calls but the TLS context of the system's CAs.
+
+// At most this much of a response body is read; the rest is left unread (not an error).
+inline constexpr std::size_t kWebhookResponseBodyBytesMax = 64 * 1024;
+// A response head larger than this is a failure (kReceive).
+inline constexpr std::uint32_t kWebhookResponseHeadBytesMax = 16 * 1024;
+
+// Why no status came back. kNone when one did.
+enum class WebhookFailure {
+    kNone,
+    kBadUrl,   // Not an http(s) URL with a host (ParseWebhookUrl refuses it).
+    kResolve,  // The host name did not resolve.
+    kConnect,  // No connection: refused, unreachable.
+    kTimeout,  // The exchange did not finish within the timeout.
+    kTls,      // The TLS handshake failed: certificate not trusted, wrong name, protocol.
+    kSend,     // Writing the request failed.
+    kReceive,  // No valid response head: closed, reset, malformed, too large.
+};
+
+struct WebhookResult {
+    int status = 0;  // The response's status code; 0 when no response head was read.
+    // The response's `Retry-After` as delta-seconds (any status: the caller decides which
+    // statuses honour it). An HTTP-date, or anything else, is ignored: nullopt.
+    std::optional<std::int64_t> retry_after_seconds{};
+    WebhookFailure failure = WebhookFailure::kNone;
+    // For a person and for logs, empty when a status came back: what failed and where
+    // ("connect to 127.0.0.1:9000: Connection refused"). Names the host and port only,
+    // never the URL's user info.
+    std::string error{};
+};
+
+using WebhookHeaders = std::vector<std::pair<std::string, std::string>>;
+
+// POSTs `body` to `url` (http:// or https://) with `headers` (as given, plus Host,
+// Content-Length, User-Agent, Connection: close, and Authorization: Basic from the URL's user
+// info when it has one), and returns the response's status. The whole exchange — connect,
+// TLS handshake, write, and reading the response head — finishes within `timeout`, or the
+// result is kTimeout. Name resolution is bounded by the system resolver's own timeouts (it
+// runs inside getaddrinfo, which cannot be cancelled); an IP address resolves at once.
+// After the head, up to kWebhookResponseBodyBytesMax of the body is read and discarded
+// within the same deadline; a failure there does not change the status, which the receiver
+// has already given.
+//
+// https:// verifies the peer's certificate chain against the system's CAs (or, for tests
+// only, against `ca_file_for_tests`, a PEM file, instead), and its name against the URL's
+// host (DNS name or IP address); the host name is sent in SNI.
+//
+// Blocks the calling thread, on an io_context of its own: call it from a delivery thread,
+// never from an I/O thread. Thread-safe. Never throws for a failure of the network or the
+// receiver (those are results); throws std::bad_alloc and InvariantError only.
+// REQUIRES: no header name or value holds CR or LF; timeout > 0.
+[[nodiscard]] WebhookResult PostWebhook(std::string_view url, const WebhookHeaders& headers,
+                                        std::string_view body, std::chrono::milliseconds timeout,
+                                        const std::optional<std::string>& ca_file_for_tests = {});
+
+// A `Retry-After` value as delta-seconds: plain digits, optional surrounding spaces or
+// tabs; nullopt otherwise (an HTTP-date included). Very large values stay large: the
+// back-off clamps them.
+[[nodiscard]] std::optional<std::int64_t> ParseRetryAfterSeconds(std::string_view text);
+
+}  // namespace payledger::api

@@ -1,0 +1,300 @@
+// Tests of api/subscriptions/webhook_client.hpp PostWebhook against real servers on
+// 127.0.0.1 started by each test (subscriptions/webhook_receiver.hpp): the request as sent,
+// the statuses and Retry-After a receiver answers, a large answer, a receiver that never
+// answers and one that never accepts (the timeout honoured within 1 s), a refused port, bad
+// URLs, and TLS: a self-signed certificate and a test CA's refused against the system's CAs,
+// accepted against the test CA, and refused for another host name. Only loopback traffic.
+
+#include "api/subscriptions/webhook_client.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "api/http/json_output.hpp"
+#include "tests/subscriptions/webhook_receiver.hpp"
+
+namespace payledger::api {
+namespace {
+
+using testing::ReceivedRequest;
+using testing::ReceiverAnswer;
+using testing::TestCertificate;
+using testing::WebhookReceiver;
+using WebhookClock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kWebhookClientTimeout{5'000};
+
+std::string ReceiverUrl(const WebhookReceiver& receiver, const std::string& scheme = "http",
+                        const std::string& host = "127.0.0.1", const std::string& path = "/hook") {
+    return scheme + "://" + host + ":" + std::to_string(receiver.port()) + path;
+}
+
+WebhookReceiver::Answer AnswerWithStatus(int status,
+                                         std::map<std::string, std::string> headers = {}) {
+    return [status, headers](const ReceivedRequest&) {
+        return ReceiverAnswer{.status = status, .headers = headers, .body = "ok"};
+    };
+}
+
+// A port that nothing listens on: bound, then released.
+unsigned short ClosedLoopbackPort() {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::acceptor acceptor{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};
+    const unsigned short port = acceptor.local_endpoint().port();
+    acceptor.close();
+    return port;
+}
+
+// A file in a folder of this test, removed at the end.
+class PemTempFile {
+public:
+    explicit PemTempFile(const std::string& text) {
+        const char* base = std::getenv("PAYLEDGER_TEST_TMPDIR");
+        path_ = std::filesystem::path(base != nullptr ? base : "/tmp") /
+                ("webhook-client-test-" + std::to_string(::getpid()) + "-" +
+                 std::to_string(next_++) + ".pem");
+        std::ofstream{path_} << text;
+    }
+    ~PemTempFile() { std::filesystem::remove(path_); }
+    [[nodiscard]] std::string path() const { return path_.string(); }
+
+private:
+    static inline int next_ = 0;
+    std::filesystem::path path_{};
+};
+
+TEST(PostWebhook, SendsTheRequestAsGiven) {
+    WebhookReceiver receiver{AnswerWithStatus(204)};
+    const std::string body = R"({"type":"ledger.events","data":{"events":[]}})";
+    const WebhookResult result =
+        PostWebhook(ReceiverUrl(receiver, "http", "127.0.0.1", "/hooks/payledger?team=2"),
+                    {{"content-type", "application/json"},
+                     {"webhook-id", "fulfilment:1-2"},
+                     {"webhook-timestamp", "1700000000"},
+                     {"webhook-signature", "v1,abc="}},
+                    body, kWebhookClientTimeout);
+    EXPECT_EQ(result.status, 204);
+    EXPECT_EQ(result.failure, WebhookFailure::kNone);
+    EXPECT_EQ(result.error, "");
+    EXPECT_EQ(result.retry_after_seconds, std::nullopt);
+    const std::vector<ReceivedRequest> requests = receiver.Requests();
+    ASSERT_EQ(requests.size(), 1U);
+    const ReceivedRequest& request = requests[0];
+    EXPECT_EQ(request.method, "POST");
+    EXPECT_EQ(request.target, "/hooks/payledger?team=2");
+    EXPECT_EQ(request.body, body);
+    EXPECT_EQ(request.headers.at("host"), "127.0.0.1:" + std::to_string(receiver.port()));
+    EXPECT_EQ(request.headers.at("content-type"), "application/json");
+    EXPECT_EQ(request.headers.at("content-length"), std::to_string(body.size()));
+    EXPECT_EQ(request.headers.at("webhook-id"), "fulfilment:1-2");
+    EXPECT_EQ(request.headers.at("webhook-timestamp"), "1700000000");
+    EXPECT_EQ(request.headers.at("webhook-signature"), "v1,abc=");
+    EXPECT_EQ(request.headers.at("user-agent"), "payledger");
+    EXPECT_EQ(request.headers.at("connection"), "close");
+    EXPECT_EQ(request.headers.count("authorization"), 0U);
+}
+
+TEST(PostWebhook, ReturnsEveryStatusAndDeltaSecondsRetryAfter) {
+    struct StatusCase {
+        int status = 0;
+        std::map<std::string, std::string> headers{};
+        std::optional<std::int64_t> retry_after{};
+    };
+    const std::vector<StatusCase> cases = {
+        {200, {}, std::nullopt},
+        {299, {}, std::nullopt},
+        {301, {{"Location", "http://elsewhere/"}}, std::nullopt},  // Not followed.
+        {404, {}, std::nullopt},
+        {410, {}, std::nullopt},
+        {500, {}, std::nullopt},
+        {429, {{"Retry-After", "7"}}, 7},
+        {503, {{"Retry-After", "120"}}, 120},
+        {503, {{"Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT"}}, std::nullopt},  // Ignored.
+        {500, {{"Retry-After", "3"}}, 3},  // Reported; the caller decides on 429/503 only.
+    };
+    for (const StatusCase& c : cases) {
+        WebhookReceiver receiver{AnswerWithStatus(c.status, c.headers)};
+        const WebhookResult result =
+            PostWebhook(ReceiverUrl(receiver), {}, "{}", kWebhookClientTimeout);
+        EXPECT_EQ(result.status, c.status);
+        EXPECT_EQ(result.failure, WebhookFailure::kNone) << c.status;
+        EXPECT_EQ(result.error, "") << c.status;
+        EXPECT_EQ(result.retry_after_seconds, c.retry_after) << c.status;
+        EXPECT_EQ(receiver.Requests().size(), 1U) << c.status;
+    }
+}
+
+TEST(PostWebhook, AnAnswerLargerThanTheBoundIsReadInPartAndNotAnError) {
+    WebhookReceiver receiver{[](const ReceivedRequest&) {
+        return ReceiverAnswer{.status = 200, .body = std::string(8 * 1024 * 1024, 'x')};
+    }};
+    const WebhookClock::time_point start = WebhookClock::now();
+    const WebhookResult result =
+        PostWebhook(ReceiverUrl(receiver), {}, "{}", kWebhookClientTimeout);
+    EXPECT_EQ(result.status, 200);
+    EXPECT_EQ(result.failure, WebhookFailure::kNone);
+    EXPECT_LT(WebhookClock::now() - start, milliseconds{2'000});  // Not a timeout in disguise.
+}
+
+TEST(PostWebhook, AReceiverThatNeverAnswersTimesOutWithinTheTimeout) {
+    WebhookReceiver receiver{
+        [](const ReceivedRequest&) { return ReceiverAnswer{.never_answer = true}; }};
+    const WebhookClock::time_point start = WebhookClock::now();
+    const WebhookResult result = PostWebhook(ReceiverUrl(receiver), {}, "{}", milliseconds{1'000});
+    const auto elapsed = WebhookClock::now() - start;
+    EXPECT_EQ(result.status, 0);
+    EXPECT_EQ(result.failure, WebhookFailure::kTimeout);
+    EXPECT_EQ(result.error, "no answer within 1000 ms (response from 127.0.0.1:" +
+                                std::to_string(receiver.port()) + ")");
+    EXPECT_GE(elapsed, milliseconds{1'000});
+    EXPECT_LT(elapsed, milliseconds{2'000});
+    EXPECT_EQ(receiver.Requests().size(), 1U);  // It got the request, and said nothing.
+}
+
+// A listener whose connections are never accepted: the kernel completes the TCP handshake,
+// and nothing else happens: the response, or the TLS handshake, never comes.
+TEST(PostWebhook, AListenerThatNeverAcceptsTimesOut) {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::acceptor acceptor{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};
+    const std::string url =
+        "https://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()) + "/";
+    for (const std::string& target : {url, "http" + url.substr(5)}) {
+        const WebhookClock::time_point start = WebhookClock::now();
+        const WebhookResult result = PostWebhook(target, {}, "{}", milliseconds{1'000});
+        const auto elapsed = WebhookClock::now() - start;
+        EXPECT_EQ(result.status, 0) << target;
+        EXPECT_EQ(result.failure, WebhookFailure::kTimeout) << target;
+        EXPECT_GE(elapsed, milliseconds{1'000}) << target;
+        EXPECT_LT(elapsed, milliseconds{2'000}) << target;
+    }
+}
+
+TEST(PostWebhook, ARefusedConnectionIsAConnectFailure) {
+    const unsigned short port = ClosedLoopbackPort();
+    const WebhookResult result =
+        PostWebhook("http://alice:s3cret@127.0.0.1:" + std::to_string(port) + "/hook", {}, "{}",
+                    kWebhookClientTimeout);
+    EXPECT_EQ(result.status, 0);
+    EXPECT_EQ(result.failure, WebhookFailure::kConnect);
+    EXPECT_EQ(result.error,
+              "connect to 127.0.0.1:" + std::to_string(port) + ": Connection refused");
+    EXPECT_EQ(result.error.find("s3cret"), std::string::npos);
+    EXPECT_EQ(result.error.find("alice"), std::string::npos);
+}
+
+TEST(PostWebhook, BadUrlsFailBeforeAnyNetwork) {
+    for (const std::string url : {"ftp://127.0.0.1/x", "http://", "not a url", "http://h:0/"}) {
+        const WebhookResult result = PostWebhook(url, {}, "{}", kWebhookClientTimeout);
+        EXPECT_EQ(result.status, 0) << url;
+        EXPECT_EQ(result.failure, WebhookFailure::kBadUrl) << url;
+        EXPECT_TRUE(result.error.starts_with("the URL must")) << result.error;
+    }
+}
+
+TEST(PostWebhook, AnUnknownHostIsAResolveFailure) {
+    const WebhookResult result =
+        PostWebhook("http://payledger-test-host.invalid/hook", {}, "{}", kWebhookClientTimeout);
+    EXPECT_EQ(result.status, 0);
+    EXPECT_EQ(result.failure, WebhookFailure::kResolve);
+    EXPECT_TRUE(result.error.starts_with("resolve payledger-test-host.invalid:80: "))
+        << result.error;
+}
+
+TEST(PostWebhook, UserInfoIsSentAsBasicCredentials) {
+    WebhookReceiver receiver{AnswerWithStatus(200)};
+    const WebhookResult result =
+        PostWebhook("http://alice:p%40ss@127.0.0.1:" + std::to_string(receiver.port()) + "/", {},
+                    "{}", kWebhookClientTimeout);
+    EXPECT_EQ(result.status, 200);
+    ASSERT_EQ(receiver.Requests().size(), 1U);
+    EXPECT_EQ(receiver.Requests()[0].headers.at("authorization"),
+              "Basic " + Base64Encode("alice:p@ss"));
+    EXPECT_EQ(receiver.Requests()[0].headers.at("host"),
+              "127.0.0.1:" + std::to_string(receiver.port()));
+}
+
+TEST(PostWebhook, ASelfSignedCertificateIsRefused) {
+    const TestCertificate self_signed =
+        testing::MakeTestServerCertificate({"DNS:localhost", "IP:127.0.0.1"}, std::nullopt);
+    WebhookReceiver receiver{
+        AnswerWithStatus(200),
+        testing::TlsIdentity{.certificate_chain_pem = self_signed.certificate_pem,
+                             .private_key_pem = self_signed.private_key_pem}};
+    for (const std::string host : {"localhost", "127.0.0.1"}) {
+        const WebhookResult result =
+            PostWebhook(ReceiverUrl(receiver, "https", host), {}, "{}", kWebhookClientTimeout);
+        EXPECT_EQ(result.status, 0) << host;
+        EXPECT_EQ(result.failure, WebhookFailure::kTls) << host;
+        EXPECT_NE(result.error.find("self-signed certificate"), std::string::npos) << result.error;
+    }
+    EXPECT_EQ(receiver.Requests().size(), 0U);
+    EXPECT_EQ(receiver.connections(), 2U);  // It did reach the server.
+}
+
+class PostWebhookTlsTest : public ::testing::Test {
+protected:
+    // A server certificate for `names`, signed by the test CA, served by a new receiver.
+    std::unique_ptr<WebhookReceiver> ReceiverFor(const std::vector<std::string>& names) {
+        const TestCertificate leaf = testing::MakeTestServerCertificate(names, ca_);
+        return std::make_unique<WebhookReceiver>(
+            AnswerWithStatus(200),
+            testing::TlsIdentity{.certificate_chain_pem = leaf.certificate_pem,
+                                 .private_key_pem = leaf.private_key_pem});
+    }
+
+    TestCertificate ca_ = testing::MakeTestCa("payledger test CA");
+    PemTempFile ca_file_{ca_.certificate_pem};
+};
+
+TEST_F(PostWebhookTlsTest, ACertificateOfTheTrustedCaIsAcceptedByNameAndByAddress) {
+    const auto receiver = ReceiverFor({"DNS:localhost", "IP:127.0.0.1"});
+    for (const std::string host : {"localhost", "127.0.0.1"}) {
+        const WebhookResult result =
+            PostWebhook(ReceiverUrl(*receiver, "https", host), {}, "{\"a\":1}",
+                        kWebhookClientTimeout, ca_file_.path());
+        EXPECT_EQ(result.status, 200) << host << ": " << result.error;
+        EXPECT_EQ(result.failure, WebhookFailure::kNone) << host;
+    }
+    ASSERT_EQ(receiver->Requests().size(), 2U);
+    EXPECT_EQ(receiver->Requests()[0].body, "{\"a\":1}");
+}
+
+TEST_F(PostWebhookTlsTest, TheTestCaIsNotTrustedWithoutItsFile) {
+    const auto receiver = ReceiverFor({"DNS:localhost", "IP:127.0.0.1"});
+    const WebhookResult result =
+        PostWebhook(ReceiverUrl(*receiver, "https", "localhost"), {}, "{}", kWebhookClientTimeout);
+    EXPECT_EQ(result.failure, WebhookFailure::kTls);
+    EXPECT_NE(result.error.find("unable to get local issuer certificate"), std::string::npos)
+        << result.error;
+    EXPECT_EQ(receiver->Requests().size(), 0U);
+}
+
+TEST_F(PostWebhookTlsTest, ACertificateForAnotherNameIsRefused) {
+    const auto receiver = ReceiverFor({"DNS:hooks.example.com", "IP:127.0.0.2"});
+    for (const std::string host : {"localhost", "127.0.0.1"}) {
+        const WebhookResult result = PostWebhook(ReceiverUrl(*receiver, "https", host), {}, "{}",
+                                                 kWebhookClientTimeout, ca_file_.path());
+        EXPECT_EQ(result.status, 0) << host;
+        EXPECT_EQ(result.failure, WebhookFailure::kTls) << host;
+        EXPECT_TRUE(result.error.starts_with("TLS handshake with " + host)) << result.error;
+    }
+    EXPECT_EQ(receiver->Requests().size(), 0U);
+}
+
+TEST_F(PostWebhookTlsTest, PlainHttpToATlsServerIsNotAStatus) {
+    const auto receiver = ReceiverFor({"IP:127.0.0.1"});
+    const WebhookResult result = PostWebhook(ReceiverUrl(*receiver), {}, "{}", milliseconds{2'000});
+    EXPECT_EQ(result.status, 0);
+    EXPECT_NE(result.failure, WebhookFailure::kNone);
+}
+
+}  // namespace
+}  // namespace payledger::api
