@@ -4,6 +4,8 @@
 #include <cmath>
 #include <utility>
 
+#include "projections/assert.hpp"
+
 namespace payledger::ledger {
 namespace {
 
@@ -15,6 +17,44 @@ std::string Seconds(double seconds) {
     return std::to_string(static_cast<std::int64_t>(std::floor(seconds))) + " s";
 }
 
+// The settings of the monitor's session on the primary: it only reads a WAL position.
+SessionSettings PrimaryMonitorSession() {
+    SessionSettings session;
+    session.application_name = "payledger_reads";
+    return session;
+}
+
+// The primary's WAL position as a byte offset: the flushed one, which is all that a standby
+// can have received (a position written but not yet flushed would count as lag for a moment).
+std::uint64_t PrimaryPosition(pqxx::connection& connection) {
+    pqxx::nontransaction tx{connection};
+    return tx.exec("SELECT (pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::bigint")[0][0]
+        .as<std::uint64_t>();
+}
+
+// What the server `connection` is on has of the primary's WAL, as a byte offset: a standby's
+// replay position; a server that is not in recovery (promoted, or the primary itself) has
+// its own flushed position. None when a standby reports no replay position.
+std::optional<std::uint64_t> ReplayPosition(pqxx::connection& connection) {
+    pqxx::nontransaction tx{connection};
+    const pqxx::row row = tx.exec(
+        "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+        "ELSE pg_current_wal_flush_lsn() END - '0/0'::pg_lsn)::bigint")[0];
+    if (row[0].is_null()) return std::nullopt;
+    return row[0].as<std::uint64_t>();
+}
+
+// The age of the last commit that the standby `connection` is on replayed, in seconds; none
+// when it replayed none since it started.
+std::optional<double> LastReplayedCommitAge(pqxx::connection& connection) {
+    pqxx::nontransaction tx{connection};
+    constexpr const char* kAgeSql =
+        "SELECT extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8";
+    const pqxx::row row = tx.exec(kAgeSql)[0];
+    if (row[0].is_null()) return std::nullopt;
+    return std::max(0.0, row[0].as<double>());
+}
+
 }  // namespace
 
 SessionSettings ReplicaSession() {
@@ -24,18 +64,29 @@ SessionSettings ReplicaSession() {
     return session;
 }
 
-std::optional<double> ReplicaLag(pqxx::connection& connection) {
-    pqxx::nontransaction tx{connection};
-    // Replay behind receive (pg_wal_replay_pause, or a slow replica): the age of the last
-    // replayed commit. Received all replayed: 0, however old that commit is (nothing newer
-    // has come). Receive is NULL without a WAL receiver (the primary is away): the age too.
-    const pqxx::row row = tx.exec(
-        "SELECT pg_is_in_recovery(), "
-        "coalesce(pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn(), false), "
-        "extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8")[0];
-    if (!row[0].as<bool>() || row[1].as<bool>()) return 0.0;
-    if (row[2].is_null()) return std::nullopt;
-    return std::max(0.0, row[2].as<double>());
+void PrimarySamples::Add(WalSample sample) {
+    if (!samples_.empty()) {
+        PAYLEDGER_ASSERT(sample.at >= samples_.back().at);
+        if (sample.lsn <= samples_.back().lsn) return;
+    }
+    samples_.push_back(sample);
+    if (samples_.size() <= kSamplesMax) return;
+    // Merge the pair closest in time: the replica's lag is then overstated by at most that
+    // gap while it is between their two positions, and exact elsewhere.
+    std::size_t closest = 1;
+    for (std::size_t i = 2; i < samples_.size(); ++i) {
+        if (samples_[i].at - samples_[i - 1].at < samples_[closest].at - samples_[closest - 1].at) {
+            closest = i;
+        }
+    }
+    samples_[closest].at = samples_[closest - 1].at;
+    samples_.erase(samples_.begin() + static_cast<std::ptrdiff_t>(closest - 1));
+}
+
+double PrimarySamples::Lag(std::uint64_t replayed, std::chrono::steady_clock::time_point now) {
+    while (!samples_.empty() && samples_.front().lsn <= replayed) samples_.pop_front();
+    if (samples_.empty()) return 0.0;
+    return std::max(0.0, std::chrono::duration<double>(now - samples_.front().at).count());
 }
 
 ReadRouter::ReadRouter(ConnectionPool& primary, std::string primary_url,
@@ -68,14 +119,37 @@ void ReadRouter::Monitor() {
     }
 }
 
+void ReadRouter::SamplePrimary() {
+    // Stamped before the question: the primary may have reached its answer a little later,
+    // so the stamp can only make the lag look longer, never shorter.
+    const auto at = std::chrono::steady_clock::now();
+    try {
+        if (primary_monitor_connection_ == nullptr ||
+            IdleSessionEnded(*primary_monitor_connection_)) {
+            primary_monitor_connection_ = ledger::Connect(primary_url_, PrimaryMonitorSession());
+        }
+        samples_.Add(WalSample{.at = at, .lsn = PrimaryPosition(*primary_monitor_connection_)});
+    } catch (const std::exception&) {
+        // The samples taken so far stay: the lag goes on growing while the replica has not
+        // replayed them. The reads' own connections to the primary report its failure.
+        primary_monitor_connection_.reset();
+    }
+}
+
 void ReadRouter::Check() {
+    // The primary first: the replica is then compared with a position the primary had
+    // before the replica was asked.
+    SamplePrimary();
     std::optional<double> lag;
+    bool replaying = true;
     std::string failure;
     try {
         if (monitor_connection_ == nullptr || IdleSessionEnded(*monitor_connection_)) {
             monitor_connection_ = ledger::Connect(replica_->url, replica_->session);
         }
-        lag = ReplicaLag(*monitor_connection_);
+        const std::optional<std::uint64_t> replayed = ReplayPosition(*monitor_connection_);
+        replaying = replayed.has_value();
+        if (replayed) lag = samples_.Lag(*replayed, std::chrono::steady_clock::now());
     } catch (const std::exception& error) {
         monitor_connection_.reset();
         failure = error.what();
@@ -89,11 +163,12 @@ void ReadRouter::Check() {
         replica_pool_->DropIdle();  // They are likely broken too: the next reads reconnect.
         return Switch(Target::kPrimary, "the replica is unreachable: " + failure);
     }
-    if (!lag) return Switch(Target::kPrimary, "the replica has replayed no transaction yet");
+    if (!replaying) return Switch(Target::kPrimary, "the replica reports no replay position");
     const auto lag_max = static_cast<double>(replica_->lag_max.count());
     if (*lag > lag_max) {
         return Switch(Target::kPrimary, "the replica lags " + Seconds(*lag) +
-                                            ", more than read_max_lag_seconds (" +
+                                            " behind the primary, more than "
+                                            "read_max_lag_seconds (" +
                                             Seconds(lag_max) + ")");
     }
     Switch(Target::kReplica, "the replica answers and lags " + Seconds(*lag));
@@ -114,25 +189,28 @@ void ReadRouter::Switch(Target target, const std::string& reason) {
     }
 }
 
-bool ReadRouter::UseReplica() {
-    if (!replica_) return false;
+std::optional<double> ReadRouter::UseReplica() {
+    if (!replica_) return std::nullopt;
+    std::optional<double> lag;
     bool stale = false;
     {
         std::lock_guard lock{mutex_};
-        if (target_ != Target::kReplica) return false;
+        if (target_ != Target::kReplica) return std::nullopt;
+        lag = lag_seconds_;
         stale = std::chrono::steady_clock::now() - checked_at_ > kCheckStaleAfter;
     }
-    if (!stale) return true;
+    if (!stale) return lag;  // None only between a check's measure and its switch.
     Switch(Target::kPrimary, "the replica's last good check is older than 5 s");
-    return false;
+    return std::nullopt;
 }
 
-ConnectionPool::Lease ReadRouter::Acquire() {
-    if (UseReplica()) {
+ReadLease ReadRouter::Acquire() {
+    if (const std::optional<double> lag = UseReplica()) {
         try {
             ConnectionPool::Lease lease = replica_pool_->Acquire();
             ++replica_reads_;
-            return lease;
+            return ReadLease{.connection = std::move(lease),
+                             .source = {.replica = true, .lag_seconds = *lag}};
         } catch (const pqxx::broken_connection& error) {
             // Cannot connect: fall back at once rather than answer 503; the monitor brings
             // the reads back when the replica answers again.
@@ -142,22 +220,23 @@ ConnectionPool::Lease ReadRouter::Acquire() {
     }
     ConnectionPool::Lease lease = primary_.Acquire();
     ++primary_reads_;
-    return lease;
+    return ReadLease{.connection = std::move(lease), .source = {}};
 }
 
-std::unique_ptr<pqxx::connection> ReadRouter::Connect() {
-    if (UseReplica()) {
+ReadConnection ReadRouter::Connect() {
+    if (const std::optional<double> lag = UseReplica()) {
         try {
             auto connection = ledger::Connect(replica_->url, replica_->session);
             ++replica_reads_;
-            return connection;
+            return ReadConnection{.connection = std::move(connection),
+                                  .source = {.replica = true, .lag_seconds = *lag}};
         } catch (const pqxx::broken_connection& error) {
             Switch(Target::kPrimary, std::string("the replica is unreachable: ") + error.what());
         }
     }
     auto connection = ledger::Connect(primary_url_);
     ++primary_reads_;
-    return connection;
+    return ReadConnection{.connection = std::move(connection), .source = {}};
 }
 
 ReadStatus ReadRouter::status() const {
@@ -170,23 +249,45 @@ ReadStatus ReadRouter::status() const {
                       .primary_reads = primary_reads_.load()};
 }
 
+namespace {
+
+// The lag of the standby `replica` is on, from one look: 0 when it has replayed the primary's
+// current position, else the age of the last commit it replayed, an upper bound (every commit
+// up to it is there); none when it replayed none. Without an answer from the primary, the
+// upper bound alone.
+std::optional<double> OneLookLag(pqxx::connection& replica,
+                                 const std::optional<std::uint64_t>& primary_position) {
+    const std::optional<std::uint64_t> replayed = ReplayPosition(replica);
+    if (primary_position && replayed && *replayed >= *primary_position) return 0.0;
+    return LastReplayedCommitAge(replica);
+}
+
+}  // namespace
+
 std::unique_ptr<pqxx::connection> ConnectForReads(
     const std::string& primary_url, const std::optional<std::string>& replica_url,
     std::chrono::seconds lag_max, const std::function<void(const std::string&)>& note) {
-    if (replica_url) {
-        try {
-            auto connection = Connect(*replica_url, ReplicaSession());
-            const std::optional<double> lag = ReplicaLag(*connection);
-            if (lag && *lag <= static_cast<double>(lag_max.count())) return connection;
-            note(lag ? "the replica lags " + Seconds(*lag) +
-                           ", more than read_max_lag_seconds; reading the primary"
-                     : "the replica has replayed no transaction yet; reading the primary");
-        } catch (const pqxx::broken_connection& error) {
-            note(std::string("the replica is unreachable (") + error.what() +
-                 "); reading the primary");
-        }
+    if (!replica_url) return Connect(primary_url);
+    // The primary is asked first, so that the replica is compared with a position it had.
+    std::unique_ptr<pqxx::connection> primary;
+    std::optional<std::uint64_t> primary_position;
+    try {
+        primary = Connect(primary_url);
+        primary_position = PrimaryPosition(*primary);
+    } catch (const pqxx::broken_connection&) {
+        primary.reset();  // The lag is then bounded by the replica's last replayed commit.
     }
-    return Connect(primary_url);
+    try {
+        auto connection = Connect(*replica_url, ReplicaSession());
+        const std::optional<double> lag = OneLookLag(*connection, primary_position);
+        if (lag && *lag <= static_cast<double>(lag_max.count())) return connection;
+        note(lag ? "the replica lags " + Seconds(*lag) +
+                       " behind the primary, more than read_max_lag_seconds; reading the primary"
+                 : "the replica has replayed no transaction yet; reading the primary");
+    } catch (const pqxx::broken_connection& error) {
+        note(std::string("the replica is unreachable (") + error.what() + "); reading the primary");
+    }
+    return primary != nullptr ? std::move(primary) : Connect(primary_url);
 }
 
 }  // namespace payledger::ledger

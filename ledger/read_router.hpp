@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -41,10 +42,67 @@ struct ReadStatus {
     std::uint64_t primary_reads = 0;
 };
 
+// Where one auditor read is served from, for its answer's Payledger-Read-From header.
+struct ReadSource {
+    bool replica = false;
+    double lag_seconds = 0.0;  // The replica's lag at its last check; 0 on the primary.
+};
+
+// A pooled connection for one auditor read and where it leads.
+struct ReadLease {
+    ConnectionPool::Lease connection;
+    ReadSource source{};
+};
+
+// A connection of the caller's own for one auditor read and where it leads.
+struct ReadConnection {
+    std::unique_ptr<pqxx::connection> connection{};
+    ReadSource source{};
+};
+
+// A WAL position of the primary, stamped with the time just before the primary was asked for
+// it (it may have reached it a little later: the stamp errs towards a longer lag).
+struct WalSample {
+    std::chrono::steady_clock::time_point at{};
+    std::uint64_t lsn = 0;
+};
+
+// The primary's recent WAL positions that a replica has not replayed yet, oldest first, and
+// the replica's lag computed from them, without I/O: the ReadRouter's monitor feeds it one
+// sample of each server per check. Not thread-safe.
+//
+// The lag is now minus the time of the oldest sample the replica has not replayed: 0 when it
+// has replayed the newest, and growing while it has not, whatever the replica says about
+// itself (a replica that receives nothing has replayed all it received).
+class PrimarySamples {
+public:
+    // More samples than this (a primary that writes while the replica replays nothing, for
+    // more than an hour at one sample a second) are thinned: see Add.
+    static constexpr std::size_t kSamplesMax = 4096;
+
+    // Records that the primary had reached `sample.lsn` by `sample.at`. REQUIRES: `sample.at`
+    // is not before the newest sample's time. A position already held by the newest sample
+    // adds nothing: its earlier time is when that position was reached. Beyond kSamplesMax,
+    // the two adjacent samples closest in time are merged into the earlier time and the
+    // larger position, which can only overstate the lag, never understate it.
+    void Add(WalSample sample);
+
+    // Forgets the samples at or below `replayed` (the replica's replay position, which only
+    // grows), and returns the lag at `now` in seconds.
+    [[nodiscard]] double Lag(std::uint64_t replayed, std::chrono::steady_clock::time_point now);
+
+    [[nodiscard]] std::size_t size() const { return samples_.size(); }
+
+private:
+    std::deque<WalSample> samples_{};
+};
+
 // SPEC §13 read replicas: where the auditor reads go. Without a replica every read uses the
-// primary's pool. With one (read_database_url), a monitor thread checks the replica every
-// check_interval on a connection of its own: reads go to the replica while it answers and
-// its replay lag (ReplicaLag) is at most lag_max, else to the primary, and back once it is
+// primary's pool. With one (read_database_url), a monitor thread measures the replica's lag
+// every check_interval against the primary, on two connections of its own: it samples the
+// primary's WAL position, then the replica's replay position, and the lag is the age of the
+// oldest primary position the replica has not replayed (PrimarySamples). Reads go to the
+// replica while it answers and lags at most lag_max, else to the primary, and back once it is
 // fine again. A read that cannot connect to the replica falls back at once. The write path
 // never comes here: the committer has its own connection to the primary.
 //
@@ -62,11 +120,11 @@ public:
     ReadRouter(const ReadRouter&) = delete;
     ReadRouter& operator=(const ReadRouter&) = delete;
 
-    // A pooled connection for one auditor read, by the rule above. Throws as
-    // ConnectionPool::Acquire does for the primary.
-    [[nodiscard]] ConnectionPool::Lease Acquire();
+    // A pooled connection for one auditor read, by the rule above, and which server it
+    // reaches. Throws as ConnectionPool::Acquire does for the primary.
+    [[nodiscard]] ReadLease Acquire();
     // A connection of the caller's own (a streamed export), by the same rule.
-    [[nodiscard]] std::unique_ptr<pqxx::connection> Connect();
+    [[nodiscard]] ReadConnection Connect();
 
     [[nodiscard]] ReadStatus status() const;
 
@@ -75,16 +133,23 @@ private:
 
     void Monitor();
     void Check();
+    // One sample of the primary's WAL position into samples_; keeps the samples it has when
+    // the primary cannot be asked.
+    void SamplePrimary();
     // Sets the target; logs (on_switch) and counts when it changes.
     void Switch(Target target, const std::string& reason);
-    [[nodiscard]] bool UseReplica();
+    // The replica's last measured lag when reads go to it now, else none.
+    [[nodiscard]] std::optional<double> UseReplica();
 
     ConnectionPool& primary_;
     const std::string primary_url_;
     const std::optional<ReplicaOptions> replica_;
     const OnSwitch on_switch_;
     std::unique_ptr<ConnectionPool> replica_pool_;
-    std::unique_ptr<pqxx::connection> monitor_connection_;  // The monitor's thread only.
+    // The monitor's thread only: its connections and the primary's samples.
+    std::unique_ptr<pqxx::connection> monitor_connection_;
+    std::unique_ptr<pqxx::connection> primary_monitor_connection_;
+    PrimarySamples samples_{};
 
     mutable std::mutex mutex_;
     std::condition_variable stop_;
@@ -98,13 +163,11 @@ private:
     std::thread monitor_;
 };
 
-// The replay lag of the server `connection` is on (SPEC §13): 0 when it is not in recovery or
-// has replayed all the WAL it received, else now minus the time of the last transaction it
-// replayed; none when it is in recovery and has replayed none since it started.
-[[nodiscard]] std::optional<double> ReplicaLag(pqxx::connection& connection);
-
 // A connection for a one-off read (`payledger events`): to `replica_url` when it answers and
 // lags at most `lag_max`, else to `primary_url`; `note` receives why when it is the primary.
+// One look cannot time the primary's positions, so the lag is bounded from above: 0 when the
+// replica has replayed the primary's current WAL position, else the age of the last commit it
+// replayed (all commits up to it are there), unknown (the primary) when it replayed none.
 [[nodiscard]] std::unique_ptr<pqxx::connection> ConnectForReads(
     const std::string& primary_url, const std::optional<std::string>& replica_url,
     std::chrono::seconds lag_max, const std::function<void(const std::string&)>& note);

@@ -29,9 +29,10 @@ void RenderReads(std::ostringstream& out, const ledger::ReadStatus& reads) {
         << reads.primary_reads << "\n"
         << "payledger_reads_total{server=\"replica\"} " << reads.replica_reads << "\n";
     if (!reads.configured) return;
-    // NaN while the replica is unreachable or has replayed nothing yet: the lag is unknown.
-    out << "# HELP payledger_replica_lag_seconds Now minus the replica's last replayed commit "
-           "time; 0 when it has replayed all it received.\n"
+    // NaN while the replica is unreachable or reports no replay position: the lag is unknown.
+    out << "# HELP payledger_replica_lag_seconds How far the replica's data is behind the "
+           "primary's: now minus the time of the oldest WAL position sampled on the primary "
+           "that the replica has not replayed; 0 when it has replayed the newest.\n"
            "# TYPE payledger_replica_lag_seconds gauge\n"
            "payledger_replica_lag_seconds ";
     if (reads.lag_seconds) {

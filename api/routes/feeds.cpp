@@ -95,10 +95,13 @@ void App::HandleEventExport(Incoming incoming, Respond respond) {
     }
     // A failure to connect throws to App::Handle; the slot is given back on the way.
     // SPEC §13: on the replica too; its connection is the export's own.
-    auto producer = std::make_unique<EventExport>(reads_->Connect(), after, exports_active_);
+    ledger::ReadConnection connection = reads_->Connect();
+    auto producer =
+        std::make_unique<EventExport>(std::move(connection.connection), after, exports_active_);
     slot.Release();  // The export gives it back when the stream ends.
     Response header{http::status::ok, 11};
     header.set(http::field::content_type, "application/x-ndjson");
+    SetReadFrom(header, connection.source);
     incoming.respond_stream(std::move(header), std::move(producer));
 }
 
@@ -106,27 +109,24 @@ Response App::HandleFeed(const Incoming& incoming, bool events) {
     std::variant<PageQuery, Response> query = ParsePageQuery(incoming, !events, true);
     if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
     const PageQuery& page = std::get<PageQuery>(query);
-    ledger::ConnectionPool::Lease connection = reads_->Acquire();  // SPEC §13.
-    pqxx::read_transaction tx{*connection};
-    json items = json::array();
-    std::vector<std::int64_t> positions;
-    if (events) {
-        for (const projections::Event& event :
-             page.before ? ledger::ReadEventsBefore(tx, *page.before, page.limit)
-                         : ledger::ReadEventsAfter(tx, page.after, page.limit)) {
-            items.push_back(EventJson(event));
-            positions.push_back(event.seq);
+    ledger::ReadLease lease = reads_->Acquire();  // The replica when it is fresh enough.
+    Response response = [&] {
+        pqxx::read_transaction tx{*lease.connection};
+        if (events) {
+            return PageResponse("events", page,
+                                page.before ? ledger::ReadEventsBefore(tx, *page.before, page.limit)
+                                            : ledger::ReadEventsAfter(tx, page.after, page.limit),
+                                EventJson,
+                                [](const projections::Event& event) { return event.seq; });
         }
-    } else {
-        for (const ledger::Receipt& receipt :
-             page.before ? ledger::ReadReceiptsBefore(tx, *page.before, page.limit, page.outcome)
-                         : ledger::ReadReceiptsAfter(tx, page.after, page.limit, page.outcome)) {
-            items.push_back(ReceiptJson(receipt));
-            positions.push_back(receipt.id);
-        }
-    }
-    return JsonResponse(http::status::ok, PageBody(events ? "events" : "receipts", std::move(items),
-                                                   page, positions));
+        return PageResponse(
+            "receipts", page,
+            page.before ? ledger::ReadReceiptsBefore(tx, *page.before, page.limit, page.outcome)
+                        : ledger::ReadReceiptsAfter(tx, page.after, page.limit, page.outcome),
+            ReceiptJson, [](const ledger::Receipt& receipt) { return receipt.id; });
+    }();
+    SetReadFrom(response, lease.source);
+    return response;
 }
 
 }  // namespace payledger::api

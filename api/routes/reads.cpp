@@ -24,45 +24,52 @@ Response Balances(pqxx::read_transaction& tx, const std::string& account_id) {
     return JsonResponse(http::status::ok, {{"account_id", account_id}, {"balances", rows}});
 }
 
-}  // namespace
-
-Response App::HandleRead(const Incoming& incoming, const std::vector<std::string>& segments) {
-    // Of the reads, an order's receipts are paged (SPEC §5), forwards or backwards.
-    const bool paged = segments.size() == 4 && segments[3] == "receipts";
-    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false, paged);
-    if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
-    const PageQuery page = std::get<PageQuery>(query);
-    const Checked<std::string> checked = RequireKey(segments[2], "the key");
-    if (!checked) return BadRequest(checked.refusal().message);
-    const std::string& key = *checked;
-
-    ledger::ConnectionPool::Lease connection = reads_->Acquire();  // SPEC §13.
-    pqxx::read_transaction tx{*connection};
+// The read of `segments` for `key` in `tx`.
+Response Read(pqxx::read_transaction& tx, const std::vector<std::string>& segments,
+              const std::string& key, const PageQuery& page) {
     if (segments[1] == "accounts") return Balances(tx, key);
     if (segments.size() == 3) {
         const std::optional<projections::OrderRow> order = ledger::ReadOrder(tx, key);
         if (!order) return UnknownOrder("no order " + key);
         return JsonResponse(http::status::ok, OrderJson(*order));
     }
-    json items = json::array();
     if (segments[3] == "events") {  // At most one per event type: never more than four.
+        json items = json::array();
         for (const projections::Event& event : ledger::ReadOrderEvents(tx, key)) {
             items.push_back(EventJson(event));
         }
         if (items.empty() && !ledger::ReadOrder(tx, key)) return UnknownOrder("no order " + key);
         return JsonResponse(http::status::ok, {{"events", std::move(items)}});
     }
-    // Paged like the feeds (SPEC §5): unverified deliveries can name any order, so an order's
+    // Paged like the feeds: unverified deliveries can name any order, so an order's
     // history is as long as strangers make it, and one page is the most that a response holds.
-    std::vector<std::int64_t> positions;
-    for (const ledger::Receipt& receipt :
-         page.before ? ledger::ReadOrderReceiptsBefore(tx, key, *page.before, page.limit)
-                     : ledger::ReadOrderReceipts(tx, key, page.after, page.limit)) {
-        items.push_back(ReceiptJson(receipt));
-        positions.push_back(receipt.id);
-    }
-    if (items.empty() && !ledger::ReadOrder(tx, key)) return UnknownOrder("no order " + key);
-    return JsonResponse(http::status::ok, PageBody("receipts", std::move(items), page, positions));
+    const std::vector<ledger::Receipt> receipts =
+        page.before ? ledger::ReadOrderReceiptsBefore(tx, key, *page.before, page.limit)
+                    : ledger::ReadOrderReceipts(tx, key, page.after, page.limit);
+    if (receipts.empty() && !ledger::ReadOrder(tx, key)) return UnknownOrder("no order " + key);
+    return PageResponse("receipts", page, receipts, ReceiptJson,
+                        [](const ledger::Receipt& receipt) { return receipt.id; });
+}
+
+}  // namespace
+
+Response App::HandleRead(const Incoming& incoming, const std::vector<std::string>& segments) {
+    // Of the reads, an order's receipts are paged like the feeds, forwards or backwards.
+    const bool paged = segments.size() == 4 && segments[3] == "receipts";
+    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false, paged);
+    if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
+    const PageQuery page = std::get<PageQuery>(query);
+    const Checked<std::string> checked = RequireKey(segments[2], "the key");
+    if (!checked) return BadRequest(checked.refusal().message);
+
+    ledger::ReadLease lease = reads_->Acquire();  // The replica when it is fresh enough.
+    Response response = [&] {
+        pqxx::read_transaction tx{*lease.connection};
+        return Read(tx, segments, *checked, page);
+    }();
+    // A 404 says where it was served from too: a replica may not have the order yet.
+    SetReadFrom(response, lease.source);
+    return response;
 }
 
 }  // namespace payledger::api

@@ -24,16 +24,12 @@ json RunJson(const ledger::reconcile::ReconciliationRow& row) {
             {"ok", row.ok}};
 }
 
+// A page of runs, forwards only, within kPageJsonBytesMax like the feeds' pages.
 Response Page(pqxx::transaction_base& tx, const PageQuery& query) {
-    json runs = json::array();
-    std::int64_t next_after = query.after;
-    for (const auto& row :
-         ledger::reconcile::ReadReconciliationsAfter(tx, query.after, query.limit)) {
-        runs.push_back(RunJson(row));
-        next_after = row.id;
-    }
-    return JsonResponse(http::status::ok,
-                        {{"reconciliations", std::move(runs)}, {"next_after", next_after}});
+    return PageResponse("reconciliations", query,
+                        ledger::reconcile::ReadReconciliationsAfter(tx, query.after, query.limit),
+                        RunJson,
+                        [](const ledger::reconcile::ReconciliationRow& row) { return row.id; });
 }
 
 Response One(pqxx::transaction_base& tx, std::int64_t id) {
@@ -57,15 +53,23 @@ Response HandleReconciliations(ledger::ReadRouter& reads, const Incoming& incomi
     if (segments.size() == 2) {
         std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false);
         if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
-        ledger::ConnectionPool::Lease connection = reads.Acquire();  // SPEC §13.
-        pqxx::read_transaction tx{*connection};
-        return Page(tx, std::get<PageQuery>(query));
+        ledger::ReadLease lease = reads.Acquire();  // The replica when it is fresh enough.
+        Response response = [&] {
+            pqxx::read_transaction tx{*lease.connection};
+            return Page(tx, std::get<PageQuery>(query));
+        }();
+        SetReadFrom(response, lease.source);
+        return response;
     }
     const std::optional<std::int64_t> id = ParseCursor(segments[2]);
     if (!id) return BadRequest("a reconciliation id is a non-negative integer");
-    ledger::ConnectionPool::Lease connection = reads.Acquire();  // SPEC §13.
-    pqxx::read_transaction tx{*connection};
-    return One(tx, *id);
+    ledger::ReadLease lease = reads.Acquire();  // The replica when it is fresh enough.
+    Response response = [&] {
+        pqxx::read_transaction tx{*lease.connection};
+        return One(tx, *id);
+    }();
+    SetReadFrom(response, lease.source);
+    return response;
 }
 
 }  // namespace payledger::api

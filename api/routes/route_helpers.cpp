@@ -1,7 +1,11 @@
 #include "api/routes/route_helpers.hpp"
 
+#include <algorithm>
 #include <boost/url/parse.hpp>
+#include <cstdio>
 #include <limits>
+#include <string_view>
+#include <utility>
 
 #include "api/http/json_output.hpp"
 #include "api/log.hpp"
@@ -78,15 +82,70 @@ std::variant<PageQuery, Response> ParsePageQuery(const Incoming& incoming, bool 
     return query;
 }
 
-json PageBody(const char* key, json items, const PageQuery& query,
-              const std::vector<std::int64_t>& positions) {
-    PAYLEDGER_ASSERT(items.size() == positions.size());
-    if (query.before) {
-        return {{key, std::move(items)},
-                {"prev_before", positions.empty() ? *query.before : positions.front()}};
+namespace {
+
+// The cursor's name and value of a page read by `query` whose items are at `positions` (in
+// reading order).
+std::pair<const char*, std::int64_t> Cursor(const PageQuery& query,
+                                            const std::vector<std::int64_t>& positions) {
+    if (query.before) {  // Read backwards: the smallest position is the last one read.
+        return {"prev_before", positions.empty() ? *query.before : positions.back()};
     }
-    return {{key, std::move(items)},
-            {"next_after", positions.empty() ? query.after : positions.back()}};
+    return {"next_after", positions.empty() ? query.after : positions.back()};
+}
+
+}  // namespace
+
+PageBuilder::PageBuilder(const char* key, const PageQuery& query, std::size_t bytes_max)
+    : key_(key), query_(query), bytes_max_(bytes_max) {
+    // {"key":[],"prev_before":<at most 19 digits>}: the page without its items and commas.
+    bytes_ = std::string_view(R"({"":[],"prev_before":})").size() + std::string_view(key).size() +
+             std::numeric_limits<std::int64_t>::digits10 + 1;
+}
+
+bool PageBuilder::Add(const json& item, std::int64_t position) {
+    PAYLEDGER_ASSERT(positions_.empty() ||
+                     (query_.before ? position < positions_.back() : position > positions_.back()));
+    std::string dumped = Dump(item);
+    const std::size_t added = dumped.size() + (items_.empty() ? 0 : 1);  // And its comma.
+    if (!items_.empty() && bytes_ + added > bytes_max_) return false;
+    bytes_ += added;
+    items_.push_back(std::move(dumped));
+    positions_.push_back(position);
+    return true;
+}
+
+Response PageBuilder::Finish() {
+    const auto [cursor_name, cursor] = Cursor(query_, positions_);
+    if (query_.before) std::reverse(items_.begin(), items_.end());
+    std::string body;
+    body.reserve(bytes_);
+    body += "{\"";
+    body += key_;
+    body += "\":[";
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+        if (i > 0) body += ',';
+        body += items_[i];
+    }
+    body += "],\"";
+    body += cursor_name;
+    body += "\":";
+    body += std::to_string(cursor);
+    body += '}';
+    PAYLEDGER_ASSERT(items_.size() <= 1 || body.size() <= bytes_max_);
+    items_.clear();
+    return MakeResponse(http::status::ok, "application/json", std::move(body));
+}
+
+std::string ReadFromValue(const ledger::ReadSource& source) {
+    if (!source.replica) return "primary";
+    char lag[32];
+    std::snprintf(lag, sizeof lag, "%.3f", std::max(0.0, source.lag_seconds));
+    return std::string("replica; lag=") + lag;
+}
+
+void SetReadFrom(Response& response, const ledger::ReadSource& source) {
+    response.set(kReadFromHeader, ReadFromValue(source));
 }
 
 http::status StatusOf(ledger::FailureKind kind) {
