@@ -27,15 +27,16 @@ namespace {
 // checks the binary signature, so a changed libpqxx fails loudly rather than misreading).
 //
 // A receipt's body is inline (column 6, receipts written before schema/0008) or stored once in
-// receipt_bodies under the SHA-256 it keeps (column 16).
+// receipt_bodies under the SHA-256 it keeps (column 16). The event's source (column 18) is not
+// in the line: it is compared with the receipt's instead.
 constexpr const char* kReceiptsCopy =
     "(SELECT r.id, r.source, r.received_at, r.outcome, r.seq, r.out_trade_no, r.body, r.chain, "
     "e.seq, e.event_type, e.out_trade_no, e.account_id, e.amount, e.currency, "
-    "e.transaction_id, e.occurred_at, r.body_sha256, r.body_stored "
+    "e.transaction_id, e.occurred_at, r.body_sha256, r.body_stored, e.source "
     "FROM callback_receipts AS r "
     "LEFT JOIN ledger_events AS e ON r.outcome = 'appended' AND e.receipt_id = r.id "
     "ORDER BY r.id) TO STDOUT (FORMAT binary) --";
-constexpr std::size_t kReceiptsCopyColumns = 18;
+constexpr std::size_t kReceiptsCopyColumns = 19;
 
 // The first receipts among ids $2 to $3 that keep their body (body_stored) in neither place,
 // with the event each appended, and how many there are: one hash anti-join of the receipts
@@ -494,6 +495,17 @@ AuditReport Audit(const std::string& url, const Checkpoint* checkpoint, const Ed
                                         " chain differs: a receipt, its event or the receipt "
                                         "before it was changed or removed",
                                     appended);
+            }
+            // The writer gives an event its receipt's source (a channel's; reconcile --apply
+            // writes wechat_bill or alipay_bill on both), and the line names only the
+            // receipt's: an event's source changed afterwards shows here alone. The line
+            // names the event itself.
+            if (appended != nullptr && !rows.null(18) && rows.bytes(18) != rows.bytes(1)) {
+                breaks.AddAtReceipt(id,
+                                    "event " + std::to_string(appended->seq) + " source " +
+                                        std::string(rows.bytes(18)) + " differs from its " +
+                                        receipt() + "'s " + std::string(rows.bytes(1)),
+                                    nullptr);
             }
             previous = stored;
             ++report.receipts;

@@ -45,6 +45,8 @@ using AuditCheck = std::function<void(pqxx::transaction_base& tx, const AuditBre
 // under the SHA-256 the receipt keeps (its line names that hash): every stored body is hashed
 // here once against its key, a changed one is a break at the first receipt that names it, and
 // a receipt that keeps its body (body_stored) but whose body is in neither place is a break.
+// An appended event's source must be its receipt's ("event <seq> source <x> differs from its
+// receipt <id>'s <y>"): the receipt's line names only the receipt's source.
 // Each break is reported once: checking goes on from the stored values. A break at a receipt
 // that appended an event is followed by a line naming that event ("event <seq> appended by
 // receipt <id>: ..."), so that the money fact in question needs no lookup. With a

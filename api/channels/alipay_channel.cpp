@@ -141,6 +141,13 @@ Checked<NoticeEvent> BuildEvent(const PlatformFields& fields, EventType type,
 
 }  // namespace
 
+Checked<NoticeEvent> AlipayNoticeEvent(const PlatformFields& fields,
+                                       projections::TimeMicros received_at) {
+    const Checked<EventType> type = Classify(fields);
+    if (!type) return type.refusal();
+    return BuildEvent(fields, *type, received_at);
+}
+
 std::optional<projections::TimeMicros> ParseAlipayTime(std::string_view text) {
     if (text.size() <= kDashedTimeLength) return projections::ParseShanghaiDashed(text);
     const std::string_view fraction = text.substr(kDashedTimeLength + 1);
@@ -194,9 +201,7 @@ ledger::Delivery AlipayChannel::Verify(Incoming& incoming) const {
     if (auto refused = CheckSignature(fields)) return Rejected(std::move(receipt), *refused);
     receipt.signature_verified = true;
     if (auto refused = CheckMerchant(fields)) return Rejected(std::move(receipt), *refused);
-    const Checked<EventType> type = Classify(fields);
-    if (!type) return Rejected(std::move(receipt), type.refusal());
-    Checked<NoticeEvent> notice = BuildEvent(fields, *type, incoming.received_at);
+    Checked<NoticeEvent> notice = AlipayNoticeEvent(fields, incoming.received_at);
     if (!notice) return Rejected(std::move(receipt), notice.refusal());
     return Accepted(std::move(receipt), std::move(*notice));
 }

@@ -33,6 +33,14 @@ private:
     AlipayConfig config_;
 };
 
+// The event that the fields of a notice whose signature verified record: payment, refund or
+// close by trade_status and refund_fee, with its amount, number and time (a missing time is
+// `received_at`'s); ignored for WAIT_BUYER_PAY, malformed for what no notice may say. The
+// merchant checks are not made here. What the channel appends, and what
+// `payledger audit --platform-signatures` compares a stored event with.
+[[nodiscard]] Checked<NoticeEvent> AlipayNoticeEvent(const PlatformFields& fields,
+                                                     projections::TimeMicros received_at);
+
 // Alipay's "yyyy-MM-dd HH:mm:ss" in Asia/Shanghai, with optional milliseconds (gmt_refund
 // may carry them, providers.md §3.2). nullopt when malformed.
 [[nodiscard]] std::optional<projections::TimeMicros> ParseAlipayTime(std::string_view text);

@@ -187,6 +187,42 @@ Checked<NoticeEvent> RefundEvent(const json& envelope, const json& resource,
 
 }  // namespace
 
+Checked<json> OpenWechatV3Resource(std::string_view api_v3_key, const json& envelope) {
+    const auto resource = envelope.find("resource");
+    if (resource == envelope.end() || !resource->is_object()) {
+        return Malformed("resource must be an object");
+    }
+    if (Text(*resource, "algorithm") != "AEAD_AES_256_GCM") {
+        return Malformed("resource.algorithm must be AEAD_AES_256_GCM");
+    }
+    const std::string nonce = Text(*resource, "nonce");
+    const std::optional<std::string> sealed = Base64Decode(Text(*resource, "ciphertext"));
+    const auto aad = resource->find("associated_data");
+    if (nonce.empty() || !sealed || sealed->empty() ||
+        (aad != resource->end() && !aad->is_string())) {
+        return Malformed("resource needs a nonce, base64 ciphertext and string associated_data");
+    }
+    const std::optional<std::string> plaintext =
+        Aes256GcmDecrypt(api_v3_key, nonce,
+                         aad == resource->end() ? std::string{} : aad->get<std::string>(), *sealed);
+    if (!plaintext) return BadSignature("resource does not decrypt with the APIv3 key");
+    std::optional<json> opened = ParseJsonObject(*plaintext);
+    if (!opened) return Malformed("resource does not decrypt to a JSON object");
+    return std::move(*opened);
+}
+
+Checked<NoticeEvent> WechatV3NoticeEvent(const json& envelope, const json& resource,
+                                         projections::TimeMicros received_at) {
+    const std::string event_type = Text(envelope, "event_type");
+    if (event_type.empty()) return Malformed("event_type is missing");
+    if (event_type == "TRANSACTION.SUCCESS") return PaymentEvent(envelope, resource, received_at);
+    if (event_type == "REFUND.SUCCESS") return RefundEvent(envelope, resource, received_at);
+    // REFUND.ABNORMAL (not final), REFUND.CLOSED (failed), TRANSACTION.FAIL and the rest.
+    return Ignored("event_type " + event_type + " records no event");
+}
+
+json WechatV3EnvelopeData(const json& envelope) { return EnvelopeData(envelope); }
+
 std::string WechatV3SignatureMessage(std::string_view timestamp, std::string_view nonce,
                                      std::string_view body) {
     std::string message;
@@ -231,27 +267,7 @@ std::optional<Refusal> WechatV3Channel::CheckSignature(const Incoming& incoming,
 }
 
 Checked<json> WechatV3Channel::Open(const json& envelope) const {
-    const auto resource = envelope.find("resource");
-    if (resource == envelope.end() || !resource->is_object()) {
-        return Malformed("resource must be an object");
-    }
-    if (Text(*resource, "algorithm") != "AEAD_AES_256_GCM") {
-        return Malformed("resource.algorithm must be AEAD_AES_256_GCM");
-    }
-    const std::string nonce = Text(*resource, "nonce");
-    const std::optional<std::string> sealed = Base64Decode(Text(*resource, "ciphertext"));
-    const auto aad = resource->find("associated_data");
-    if (nonce.empty() || !sealed || sealed->empty() ||
-        (aad != resource->end() && !aad->is_string())) {
-        return Malformed("resource needs a nonce, base64 ciphertext and string associated_data");
-    }
-    const std::optional<std::string> plaintext =
-        Aes256GcmDecrypt(config_.api_v3_key, nonce,
-                         aad == resource->end() ? std::string{} : aad->get<std::string>(), *sealed);
-    if (!plaintext) return BadSignature("resource does not decrypt with the APIv3 key");
-    std::optional<json> opened = ParseJsonObject(*plaintext);
-    if (!opened) return Malformed("resource does not decrypt to a JSON object");
-    return std::move(*opened);
+    return OpenWechatV3Resource(config_.api_v3_key, envelope);
 }
 
 ledger::Delivery WechatV3Channel::Verify(Incoming& incoming) const {
@@ -297,8 +313,7 @@ ledger::Delivery WechatV3Channel::Decide(ledger::Receipt receipt, const json& en
         return Rejected(std::move(receipt),
                         Ignored("event_type " + event_type + " records no event"));
     }
-    Checked<NoticeEvent> notice = payment ? PaymentEvent(envelope, resource, received_at)
-                                          : RefundEvent(envelope, resource, received_at);
+    Checked<NoticeEvent> notice = WechatV3NoticeEvent(envelope, resource, received_at);
     if (!notice) return Rejected(std::move(receipt), notice.refusal());
     return Accepted(std::move(receipt), std::move(*notice));
 }

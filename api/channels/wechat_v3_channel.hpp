@@ -40,6 +40,24 @@ private:
     WechatV3Config config_;
 };
 
+// The resource of a notice envelope, decrypted with the APIv3 key (AEAD_AES_256_GCM under
+// resource.nonce and resource.associated_data) and parsed as a JSON object.
+[[nodiscard]] Checked<nlohmann::json> OpenWechatV3Resource(std::string_view api_v3_key,
+                                                           const nlohmann::json& envelope);
+
+// The event that a notice whose signature verified records, from its envelope and decrypted
+// resource: a payment for TRANSACTION.SUCCESS, a refund for REFUND.SUCCESS (a missing
+// success_time is `received_at`), ignored for other event types. The merchant checks are not
+// made here. What the channel appends, and what `payledger audit --platform-signatures`
+// compares a stored event with.
+[[nodiscard]] Checked<NoticeEvent> WechatV3NoticeEvent(const nlohmann::json& envelope,
+                                                       const nlohmann::json& resource,
+                                                       projections::TimeMicros received_at);
+
+// The envelope's fields that the channel keeps in an event's data (id, event_type,
+// create_time, summary: in plain text, readable without the APIv3 key).
+[[nodiscard]] nlohmann::json WechatV3EnvelopeData(const nlohmann::json& envelope);
+
 // providers.md §2.2: the signed message, three lines each ending in "\n".
 [[nodiscard]] std::string WechatV3SignatureMessage(std::string_view timestamp,
                                                    std::string_view nonce, std::string_view body);

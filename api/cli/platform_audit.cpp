@@ -7,9 +7,13 @@
 #include <sstream>
 #include <utility>
 
+#include "api/channels/alipay_channel.hpp"
 #include "api/channels/alipay_form.hpp"
+#include "api/channels/json_input.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
 #include "ledger/platform_receipts.hpp"
+#include "projections/assert.hpp"
+#include "projections/validate.hpp"
 
 namespace payledger::api {
 namespace {
@@ -17,6 +21,7 @@ namespace {
 using nlohmann::json;
 
 constexpr std::size_t kKeyFileBytesMax = 64 * 1024;
+constexpr std::size_t kApiV3KeyBytes = 32;  // AES-256, as the wechat_v3 section requires.
 // The only signature type the wechat_v3 channel accepts (its Wechatpay-Signature-Type).
 constexpr std::string_view kWechatV3SignatureType = "WECHATPAY2-SHA256-RSA2048";
 
@@ -67,6 +72,12 @@ PlatformKeys LoadKeys(const json& root, const std::string& base_dir) {
                 keys.wechat_v3[serial] =
                     LoadPublicKey(path, "wechat_v3.platform_public_keys." + serial, base_dir);
             }
+        }
+        if (const auto key = wechat->find("api_v3_key"); key != wechat->end()) {
+            if (!key->is_string() || key->get_ref<const std::string&>().size() != kApiV3KeyBytes) {
+                throw ConfigError("wechat_v3.api_v3_key: must be exactly 32 bytes (the APIv3 key)");
+            }
+            keys.wechat_v3_api_v3_key = key->get<std::string>();
         }
     }
     if (const json* alipay = Section(root, "alipay")) {
@@ -136,6 +147,139 @@ bool SignsWithPublicKey(projections::Source source) {
     return source == projections::Source::kWechatV3 || source == projections::Source::kAlipay;
 }
 
+std::string Says(std::string_view field, std::string_view notice, std::string_view event) {
+    return "the signed notice says " + std::string(field) + " " + std::string(notice) +
+           ", the event " + std::string(event);
+}
+
+std::string OrNone(const std::optional<std::string>& text) { return text.value_or("none"); }
+
+// The first field in which the stored event differs from the one the notice records.
+std::optional<std::string> EventDiffers(const projections::Event& notice,
+                                        const projections::Event& stored) {
+    if (notice.out_trade_no != stored.out_trade_no) {
+        return Says("out_trade_no", notice.out_trade_no, stored.out_trade_no);
+    }
+    if (notice.event_type != stored.event_type) {
+        return Says("event_type", projections::ToString(notice.event_type),
+                    projections::ToString(stored.event_type));
+    }
+    if (notice.amount != stored.amount) {
+        return Says("amount", std::to_string(notice.amount), std::to_string(stored.amount));
+    }
+    // A refund notice without a currency takes its order's: nothing to compare then.
+    if (!notice.currency.empty() && notice.currency != stored.currency) {
+        return Says("currency", notice.currency,
+                    stored.currency.empty() ? "none" : stored.currency);
+    }
+    if (notice.transaction_id != stored.transaction_id) {
+        return Says("transaction_id", OrNone(notice.transaction_id), OrNone(stored.transaction_id));
+    }
+    if (notice.occurred_at != stored.occurred_at) {
+        return Says("occurred_at", projections::FormatRfc3339(notice.occurred_at),
+                    projections::FormatRfc3339(stored.occurred_at));
+    }
+    return std::nullopt;
+}
+
+// The stored event's data as a JSON object (an empty one when it is not one).
+json StoredData(const projections::Event& event) {
+    json data = json::parse(event.data, nullptr, /*allow_exceptions=*/false);
+    return data.is_object() ? data : json::object();
+}
+
+// A kept value for a message: a string as it is, anything else as JSON, "none" when absent.
+std::string Shown(const json* value) {
+    if (value == nullptr) return "none";
+    return value->is_string() ? value->get<std::string>() : value->dump();
+}
+
+std::optional<std::string> AlipayNoticeProblem(projections::TimeMicros received_at,
+                                               std::string_view body,
+                                               const projections::Event& event) {
+    const Checked<PlatformFields> fields = DecodeForm(body);
+    if (!fields) return "the body is not a form: " + fields.refusal().message;
+    const Checked<NoticeEvent> notice = AlipayNoticeEvent(*fields, received_at);
+    if (!notice) return "the signed notice records no event: " + notice.refusal().message;
+    if (auto differs = EventDiffers(notice->event, event)) return differs;
+    // The notice's id, which tells one notice behind two events (an empty one is not kept).
+    const std::string_view notify_id = FieldOr(*fields, "notify_id");
+    const json data = StoredData(event);
+    const auto kept = data.find("notify_id");
+    const json* stored = kept == data.end() ? nullptr : &*kept;
+    if (notify_id.empty() ? stored != nullptr
+                          : stored == nullptr || *stored != json(std::string(notify_id))) {
+        return Says("notify_id", notify_id.empty() ? "none" : notify_id, Shown(stored));
+    }
+    return std::nullopt;
+}
+
+// The WeChat Pay APIv3 event_type that records an event of `type`, empty for none.
+std::string_view WechatV3EventType(projections::EventType type) {
+    switch (type) {
+        case projections::EventType::kPaymentSucceeded:
+            return "TRANSACTION.SUCCESS";
+        case projections::EventType::kRefundSucceeded:
+            return "REFUND.SUCCESS";
+        case projections::EventType::kOrderCreated:
+        case projections::EventType::kPaymentClosed:
+            return {};
+    }
+    PAYLEDGER_ASSERT(false);
+    return {};
+}
+
+std::optional<std::string> WechatV3NoticeProblem(const PlatformKeys& keys,
+                                                 projections::TimeMicros received_at,
+                                                 std::string_view body,
+                                                 const projections::Event& event) {
+    const std::optional<json> envelope = ParseJsonObject(body);
+    if (!envelope) return std::string("the signed body is not a JSON object");
+    // In plain text: what kind of notice it is, and the fields the event's data keeps of it.
+    const std::string notice_type = StringMember(*envelope, "event_type").value_or("none");
+    if (notice_type != WechatV3EventType(event.event_type)) {
+        return Says("event_type", notice_type, projections::ToString(event.event_type));
+    }
+    const json data = StoredData(event);
+    const json kept_fields = WechatV3EnvelopeData(*envelope);
+    for (const auto& [name, value] : kept_fields.items()) {
+        const auto kept = data.find(name);
+        if (kept == data.end() || *kept != value) {
+            return Says(name, Shown(&value), Shown(kept == data.end() ? nullptr : &*kept));
+        }
+    }
+    if (!keys.wechat_v3_api_v3_key) return std::nullopt;
+    // With the merchant's APIv3 key: the encrypted order, amount, number and time too.
+    const Checked<json> resource = OpenWechatV3Resource(*keys.wechat_v3_api_v3_key, *envelope);
+    if (!resource) return "the signed notice's resource: " + resource.refusal().message;
+    const Checked<NoticeEvent> notice = WechatV3NoticeEvent(*envelope, *resource, received_at);
+    if (!notice) return "the signed notice records no event: " + notice.refusal().message;
+    return EventDiffers(notice->event, event);
+}
+
+// What `checked` says: per channel, how many receipts and which comparisons.
+std::string CheckedLines(const PlatformKeys& keys, std::int64_t alipay, std::int64_t wechat_v3,
+                         std::int64_t shared) {
+    std::string lines =
+        "platform signatures: alipay: " + std::to_string(alipay) +
+        " receipts: the signature, and out_trade_no, event_type, amount, currency, "
+        "transaction_id, occurred_at and notify_id of the signed notice against the event\n"
+        "platform signatures: wechat_v3: " +
+        std::to_string(wechat_v3) +
+        " receipts: the signature, and event_type, id, create_time and summary of the signed "
+        "envelope against the event";
+    lines += keys.wechat_v3_api_v3_key
+                 ? "; with wechat_v3.api_v3_key, out_trade_no, amount, currency, transaction_id "
+                   "and occurred_at of the decrypted resource too\n"
+                 : "; not its encrypted out_trade_no, amount and transaction_id (no "
+                   "wechat_v3.api_v3_key)\n";
+    lines +=
+        "platform signatures: one signed notice (same body, notify_id or id) behind "
+        "several events: " +
+        (shared == 0 ? std::string("none") : std::to_string(shared) + " later events") + "\n";
+    return lines;
+}
+
 }  // namespace
 
 AuditSetup LoadAuditSetup(const std::string& path) {
@@ -179,27 +323,63 @@ std::optional<std::string> PlatformSignatureProblem(const PlatformKeys& keys,
     return WechatV3Problem(keys, parsed, body);
 }
 
-ledger::AuditCheck PlatformSignaturesCheck(PlatformKeys keys) {
-    return [keys = std::move(keys)](pqxx::transaction_base& tx, const ledger::AuditBreakSink& add) {
+std::optional<std::string> NoticeEventProblem(const PlatformKeys& keys, projections::Source source,
+                                              projections::TimeMicros received_at,
+                                              std::string_view body,
+                                              const projections::Event& event) {
+    if (source == projections::Source::kAlipay) {
+        return AlipayNoticeProblem(received_at, body, event);
+    }
+    if (source != projections::Source::kWechatV3) {
+        return "it came through " + std::string(projections::ToString(source)) +
+               ", whose notices record nothing the platform signs";
+    }
+    return WechatV3NoticeProblem(keys, received_at, body, event);
+}
+
+ledger::AuditCheck PlatformSignaturesCheck(PlatformKeys keys, std::string* checked) {
+    return [keys = std::move(keys), checked](pqxx::transaction_base& tx,
+                                             const ledger::AuditBreakSink& add) {
+        const auto add_break = [&add](std::int64_t seq, std::int64_t receipt_id,
+                                      projections::Source source, const std::string& why) {
+            add("event " + std::to_string(seq) + " not signed by the platform: receipt " +
+                std::to_string(receipt_id) + " (" + std::string(projections::ToString(source)) +
+                "): " + why);
+        };
+        std::int64_t alipay = 0;
+        std::int64_t wechat_v3 = 0;
         ledger::ForEachPlatformReceipt(tx, [&](const ledger::PlatformReceipt& receipt) {
+            const projections::Source event_source = receipt.event.source;
             std::optional<std::string> problem;
             if (!receipt.body) {
                 problem = "its body is missing";
-            } else if (receipt.event_source != receipt.source &&
-                       SignsWithPublicKey(receipt.event_source)) {
-                problem = "the event names " +
-                          std::string(projections::ToString(receipt.event_source)) +
+            } else if (event_source != receipt.source && SignsWithPublicKey(event_source)) {
+                problem = "the event names " + std::string(projections::ToString(event_source)) +
                           ", its receipt came through " +
                           std::string(projections::ToString(receipt.source));
             } else {
                 problem =
                     PlatformSignatureProblem(keys, receipt.source, receipt.headers, *receipt.body);
+                // A valid signature over some genuine notice proves nothing of this event
+                // unless the notice records this very event.
+                if (!problem) {
+                    problem = NoticeEventProblem(keys, receipt.source, receipt.received_at,
+                                                 *receipt.body, receipt.event);
+                }
             }
-            if (!problem) return;
-            add("event " + std::to_string(receipt.seq) + " not signed by the platform: receipt " +
-                std::to_string(receipt.receipt_id) + " (" +
-                std::string(projections::ToString(receipt.source)) + "): " + *problem);
+            if (receipt.source == projections::Source::kAlipay) ++alipay;
+            if (receipt.source == projections::Source::kWechatV3) ++wechat_v3;
+            if (problem) add_break(receipt.event.seq, receipt.receipt_id, receipt.source, *problem);
         });
+        // One genuine notice behind two events: the notice ids grouped here are the events'
+        // data, checked against the signed notices above (a difference is a break there).
+        std::int64_t shared = 0;
+        ledger::ForEachSharedNotice(tx, [&](const ledger::SharedNotice& notice) {
+            ++shared;
+            add_break(notice.seq, notice.receipt_id, notice.source,
+                      "the same signed notice backs event " + std::to_string(notice.first_seq));
+        });
+        if (checked != nullptr) *checked = CheckedLines(keys, alipay, wechat_v3, shared);
     };
 }
 

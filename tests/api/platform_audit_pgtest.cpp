@@ -6,7 +6,10 @@
 // tables' owner, one WeChat v3 notice signed with a key the platform never had (its body in
 // receipt_bodies), one Alipay form changed after signing (its body inline), with the chain
 // recomputed over them. Plain `audit` passes (exit 0); with --platform-signatures, with or
-// without a checkpoint, each forged event is named and audit exits 1.
+// without a checkpoint, each forged event is named and audit exits 1. A valid signature over
+// some genuine notice proves nothing of the event it is attached to, so forgeries that carry
+// genuine notices are named too: a notice of another order or amount (Alipay; WeChat v3 with
+// the merchant's APIv3 key), a WeChat v3 notice of another kind, one notice behind two events.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,12 +18,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <vector>
 
+#include "api/channels/alipay_channel.hpp"
 #include "api/channels/alipay_form.hpp"
 #include "api/channels/platform_crypto.hpp"
+#include "api/channels/wechat_v3_channel.hpp"
 #include "api/cli/platform_audit.hpp"
 #include "ledger/checkpoint.hpp"
+#include "ledger/writer.hpp"
+#include "projections/validate.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
@@ -30,6 +39,7 @@ namespace payledger::api {
 namespace {
 
 using nlohmann::json;
+using projections::EventType;
 using testing::HttpClient;
 using testing::TestDatabase;
 using testing::TestService;
@@ -40,10 +50,10 @@ constexpr const char* kSigningKeyPem =
     "MC4CAQAwBQYDK2VwBCIEIJ1hsZ3v/VpguoRK9JLsLMREScVpezJpGXA7rAMcrn9g\n"
     "-----END PRIVATE KEY-----\n";
 
-// Runs `command_line` through a shell: its stdout and stderr, its exit status.
+// Runs `command_line` through a shell: its stdout, its exit status.
 std::string RunCommand(const std::string& command_line, int* exit_status) {
     std::string out;
-    FILE* pipe = popen((command_line + " 2>&1").c_str(), "r");
+    FILE* pipe = popen(command_line.c_str(), "r");
     char buffer[4096];
     while (std::size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
     const int status = pclose(pipe);
@@ -55,6 +65,21 @@ void WriteFile(const std::string& path, const std::string& text, mode_t mode) {
     std::ofstream{path, std::ios::binary} << text;
     ASSERT_EQ(chmod(path.c_str(), mode), 0) << path;
 }
+
+std::string ReadFile(const std::string& path) {
+    std::ifstream file{path, std::ios::binary};
+    return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
+// The event a forger writes beside a receipt.
+struct ForgedEvent {
+    std::string event_type = "PAYMENT_SUCCEEDED";
+    std::string source{};  // Empty: the receipt's.
+    std::int64_t amount = 1999;
+    std::string transaction_id{};  // Empty: "FORGED-<out_trade_no>".
+    std::string occurred_at = "now";
+    std::string data = "{}";
+};
 
 class PlatformAuditPgTest : public ::testing::Test {
 protected:
@@ -90,6 +115,15 @@ protected:
             json{{"database_url", db_.url()}, {"alipay", {{"alipay_public_key", "alipay.pem"}}}}
                 .dump(),
             0600);
+        // An auditor with the merchant's cooperation: the APIv3 key too.
+        WriteFile(dir_ + "/with-api-v3-key.json",
+                  json{{"database_url", db_.url()},
+                       {"wechat_v3",
+                        {{"platform_public_keys", {{testing::kV3Serial, "wechat.pem"}}},
+                         {"api_v3_key", config_.wechat_v3->api_v3_key}}},
+                       {"alipay", {{"alipay_public_key", "alipay.pem"}}}}
+                      .dump(),
+                  0600);
     }
 
     void TearDown() override {
@@ -103,12 +137,40 @@ protected:
         ASSERT_TRUE(result.status == 200 || result.status == 204) << result.body;
     }
 
-    // `payledger audit <arguments>` with the auditor's config.
+    // `payledger audit <arguments>` with the auditor's config: its stdout; its stderr in
+    // stderr_.
     std::string Audit(const std::string& arguments, int* status,
                       const std::string& config = "auditor.json") {
-        return RunCommand(std::string("'") + PAYLEDGER_BINARY_PATH + "' audit --config '" + dir_ +
-                              "/" + config + "' " + arguments,
-                          status);
+        std::string out =
+            RunCommand(std::string("'") + PAYLEDGER_BINARY_PATH + "' audit --config '" + dir_ +
+                           "/" + config + "' " + arguments + " 2>'" + dir_ + "/stderr'",
+                       status);
+        stderr_ = ReadFile(dir_ + "/stderr");
+        return out;
+    }
+
+    // The breaks `audit` listed (its output after the first line).
+    static std::string Breaks(const std::string& out) {
+        const std::size_t end = out.find('\n');
+        return end == std::string::npos ? std::string{} : out.substr(end + 1);
+    }
+
+    // The stored headers and body of the receipt that appended the event of `source`.
+    SimulatedNotice StoredNotice(const std::string& source) {
+        const std::string receipt =
+            db_.Scalar("SELECT receipt_id FROM ledger_events WHERE source = '" + source + "'");
+        SimulatedNotice notice;
+        pqxx::read_transaction tx{*connection_};
+        const pqxx::row row = tx.exec1(
+            "SELECT r.headers::text, coalesce(r.body, (SELECT b.body FROM receipt_bodies AS b "
+            "WHERE b.body_sha256 = r.body_sha256)) FROM callback_receipts AS r WHERE r.id = " +
+            receipt);
+        const json headers = json::parse(row[0].as<std::string>());
+        for (const auto& [name, value] : headers.items()) {
+            notice.headers.emplace_back(name, value.get<std::string>());
+        }
+        notice.body = pqxx::binarystring(row[1]).str();
+        return notice;
     }
 
     // What a compromised host's owner of the tables can do: a receipt of `source` and the
@@ -118,7 +180,7 @@ protected:
     std::pair<std::string, std::string> Forge(const std::string& source,
                                               const std::string& out_trade_no,
                                               const SimulatedNotice& notice, bool stored_once,
-                                              const std::string& event_source = {}) {
+                                              const ForgedEvent& event = {}) {
         json headers = json::object();
         for (const auto& [name, value] : notice.headers) headers[name] = value;
         pqxx::work tx{*connection_};
@@ -131,10 +193,12 @@ protected:
         const auto seq = ids[1].as<std::int64_t>();
         tx.exec_params(
             "INSERT INTO ledger_events (seq, out_trade_no, event_type, source, account_id, "
-            "amount, currency, transaction_id, occurred_at, receipt_id) VALUES ($1, $2, "
-            "'PAYMENT_SUCCEEDED', $3, 'acct-1', 1999, 'CNY', $4, now(), $5)",
-            seq, out_trade_no, event_source.empty() ? source : event_source,
-            "FORGED-" + out_trade_no, id);
+            "amount, currency, transaction_id, occurred_at, receipt_id, data) VALUES ($1, $2, "
+            "$3, $4, 'acct-1', $5, 'CNY', $6, $7::timestamptz, $8, $9::jsonb)",
+            seq, out_trade_no, event.event_type, event.source.empty() ? source : event.source,
+            event.amount,
+            event.transaction_id.empty() ? "FORGED-" + out_trade_no : event.transaction_id,
+            event.occurred_at, id, event.data);
         if (stored_once) {
             tx.exec_params(
                 "INSERT INTO receipt_bodies VALUES (sha256(convert_to($1, 'UTF8')), "
@@ -165,15 +229,192 @@ protected:
     TestDatabase db_;
     Config config_ = testing::WithPlatforms(testing::TestConfig(db_.url()));
     std::string dir_;
+    std::string stderr_;
     std::unique_ptr<pqxx::connection> connection_;
 };
 
 TEST_F(PlatformAuditPgTest, GenuineNoticesVerifyWithThePublicKeysAlone) {
     int status = -1;
-    const std::string out = Audit("--platform-signatures", &status);
+    std::string out = Audit("--platform-signatures", &status);
     EXPECT_EQ(status, 0) << out;
     EXPECT_EQ(out.rfind("audit receipts=6 events=6 head=", 0), 0u) << out;
     EXPECT_EQ(out.substr(out.size() - 4), " OK\n") << out;
+    // What was checked, on stderr: without the APIv3 key, not the encrypted resource.
+    EXPECT_NE(stderr_.find("platform signatures: alipay: 1 receipts: the signature, and "
+                           "out_trade_no, event_type, amount, currency, transaction_id, "
+                           "occurred_at and notify_id of the signed notice against the event\n"),
+              std::string::npos)
+        << stderr_;
+    EXPECT_NE(stderr_.find("platform signatures: wechat_v3: 1 receipts: the signature, and "
+                           "event_type, id, create_time and summary of the signed envelope "
+                           "against the event; not its encrypted out_trade_no, amount and "
+                           "transaction_id (no wechat_v3.api_v3_key)\n"),
+              std::string::npos)
+        << stderr_;
+    // With it, the decrypted resource matches its event too.
+    out = Audit("--platform-signatures", &status, "with-api-v3-key.json");
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_EQ(out.substr(out.size() - 4), " OK\n") << out;
+    EXPECT_NE(stderr_.find("; with wechat_v3.api_v3_key, out_trade_no, amount, currency, "
+                           "transaction_id and occurred_at of the decrypted resource too\n"),
+              std::string::npos)
+        << stderr_;
+    // Plain audit says nothing of platform signatures.
+    out = Audit("", &status);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_EQ(stderr_, "");
+}
+
+TEST_F(PlatformAuditPgTest, AnApiV3KeyOfTheWrongSizeIsAConfigError) {
+    WriteFile(dir_ + "/short-key.json",
+              json{{"database_url", db_.url()},
+                   {"wechat_v3",
+                    {{"platform_public_keys", {{testing::kV3Serial, "wechat.pem"}}},
+                     {"api_v3_key", "short"}}}}
+                  .dump(),
+              0600);
+    int status = -1;
+    const std::string out = Audit("--platform-signatures", &status, "short-key.json");
+    EXPECT_EQ(status, 2) << out;
+    EXPECT_NE(stderr_.find("wechat_v3.api_v3_key: must be exactly 32 bytes"), std::string::npos)
+        << stderr_;
+}
+
+TEST_F(PlatformAuditPgTest, GenuineRefundsAndClosesMatchTheirEvents) {
+    {
+        TestService service{config_};
+        HttpClient client{service.port()};
+        Post(client, BuildNotice(config_, {.channel = "alipay",
+                                           .out_trade_no = "ORD-A",
+                                           .kind = "refund",
+                                           .amount = 500,
+                                           .order_amount = 1999}));
+        Post(client, BuildNotice(config_, {.channel = "wechat_v3",
+                                           .out_trade_no = "ORD-W",
+                                           .kind = "refund",
+                                           .amount = 700,
+                                           .order_amount = 1999}));
+        Post(client, BuildNotice(config_,
+                                 {.channel = "alipay", .out_trade_no = "ORD-F1", .kind = "close"}));
+        service.Stop();
+    }
+    ASSERT_EQ(db_.Scalar("SELECT string_agg(event_type || ' ' || source, ',' ORDER BY seq) "
+                         "FROM ledger_events WHERE event_type <> 'ORDER_CREATED'"),
+              "PAYMENT_SUCCEEDED wechat_v3,PAYMENT_SUCCEEDED alipay,REFUND_SUCCEEDED alipay,"
+              "REFUND_SUCCEEDED wechat_v3,PAYMENT_CLOSED alipay");
+    for (const char* config : {"auditor.json", "with-api-v3-key.json"}) {
+        int status = -1;
+        const std::string out = Audit("--platform-signatures", &status, config);
+        EXPECT_EQ(status, 0) << config << "\n" << out;
+        EXPECT_EQ(out.rfind("audit receipts=9 events=9 head=", 0), 0u) << out;
+        EXPECT_EQ(out.substr(out.size() - 4), " OK\n") << out;
+    }
+}
+
+TEST_F(PlatformAuditPgTest, AGenuineAlipayNoticeOfAnotherOrderOrAmountIsNamed) {
+    // Notices the platform really signed (with its key) but that were never delivered: any
+    // auditor, and so any host, can read such genuine notices. ORD-F2's behind an event of
+    // ORD-F1; ORD-F2's for 0.01 behind an event of 19.99. Their signatures verify.
+    const auto [other_receipt, other_seq] = Forge(
+        "alipay", "ORD-F1", BuildNotice(config_, {.channel = "alipay", .out_trade_no = "ORD-F2"}),
+        /*stored_once=*/true);
+    const auto [amount_receipt, amount_seq] =
+        Forge("alipay", "ORD-F2",
+              BuildNotice(config_, {.channel = "alipay", .out_trade_no = "ORD-F2", .amount = 1}),
+              /*stored_once=*/false);
+    int status = -1;
+    std::string out = Audit("", &status);
+    EXPECT_EQ(status, 0) << out;  // The chain holds.
+    out = Audit("--platform-signatures", &status);
+    EXPECT_EQ(status, 1) << out;
+    EXPECT_EQ(Breaks(out),
+              "  event " + other_seq + " not signed by the platform: receipt " + other_receipt +
+                  " (alipay): the signed notice says out_trade_no ORD-F2, the "
+                  "event ORD-F1\n  event " +
+                  amount_seq + " not signed by the platform: receipt " + amount_receipt +
+                  " (alipay): the signed notice says amount 1, the event 1999\n")
+        << out;
+}
+
+TEST_F(PlatformAuditPgTest, OneGenuineNoticeBehindTwoEventsIsNamed) {
+    const std::string wechat_seq =
+        db_.Scalar("SELECT seq FROM ledger_events WHERE source = 'wechat_v3'");
+    const std::string alipay_seq =
+        db_.Scalar("SELECT seq FROM ledger_events WHERE source = 'alipay'");
+    // ORD-W's WeChat v3 notice, bytes and headers as stored, behind a payment of ORD-F1 whose
+    // data copies ORD-W's: without the APIv3 key nothing else tells them apart.
+    const auto [wechat_receipt, forged_wechat_seq] =
+        Forge("wechat_v3", "ORD-F1", StoredNotice("wechat_v3"), /*stored_once=*/true,
+              {.data = db_.Scalar("SELECT data::text FROM ledger_events WHERE source = "
+                                  "'wechat_v3'")});
+    // ORD-A's Alipay notice with its first field moved to the end: other bytes, the same
+    // signed fields (the signature is over the decoded, sorted fields), the same notify_id.
+    SimulatedNotice alipay = StoredNotice("alipay");
+    const std::size_t first_end = alipay.body.find('&');
+    ASSERT_NE(first_end, std::string::npos);
+    alipay.body = alipay.body.substr(first_end + 1) + "&" + alipay.body.substr(0, first_end);
+    const auto [alipay_receipt, forged_alipay_seq] =
+        Forge("alipay", "ORD-F2", alipay, /*stored_once=*/false,
+              {.data = db_.Scalar("SELECT data::text FROM ledger_events WHERE source = 'alipay'")});
+    int status = -1;
+    std::string out = Audit("", &status);
+    EXPECT_EQ(status, 0) << out;
+    out = Audit("--platform-signatures", &status);
+    EXPECT_EQ(status, 1) << out;
+    EXPECT_EQ(Breaks(out),
+              "  event " + forged_alipay_seq + " not signed by the platform: receipt " +
+                  alipay_receipt +
+                  " (alipay): the signed notice says out_trade_no ORD-A, the event ORD-F2\n"
+                  "  event " +
+                  forged_wechat_seq + " not signed by the platform: receipt " + wechat_receipt +
+                  " (wechat_v3): the same signed notice backs event " + wechat_seq +
+                  "\n"
+                  "  event " +
+                  forged_alipay_seq + " not signed by the platform: receipt " + alipay_receipt +
+                  " (alipay): the same signed notice backs event " + alipay_seq + "\n")
+        << out;
+    EXPECT_NE(stderr_.find("behind several events: 2 later events\n"), std::string::npos)
+        << stderr_;
+}
+
+TEST_F(PlatformAuditPgTest, AWechatV3NoticeOfAnotherKindIsNamed) {
+    // A genuine refund notice of ORD-F1 behind a payment of ORD-F1: its event_type is in plain
+    // text, so no key is needed to see it.
+    const auto [receipt, seq] = Forge("wechat_v3", "ORD-F1",
+                                      BuildNotice(config_, {.channel = "wechat_v3",
+                                                            .out_trade_no = "ORD-F1",
+                                                            .kind = "refund",
+                                                            .amount = 500,
+                                                            .order_amount = 1999}),
+                                      /*stored_once=*/true);
+    int status = -1;
+    const std::string out = Audit("--platform-signatures", &status);
+    EXPECT_EQ(status, 1) << out;
+    EXPECT_EQ(Breaks(out), "  event " + seq + " not signed by the platform: receipt " + receipt +
+                               " (wechat_v3): the signed notice says event_type REFUND.SUCCESS, "
+                               "the event PAYMENT_SUCCEEDED\n")
+        << out;
+}
+
+TEST_F(PlatformAuditPgTest, WithTheApiV3KeyAWechatV3NoticeOfAnotherOrderIsNamed) {
+    // A genuine, never delivered payment notice of ORD-F2 behind a payment of ORD-F1, its data
+    // copying the envelope's plain fields: its order is inside the encrypted resource.
+    const SimulatedNotice notice =
+        BuildNotice(config_, {.channel = "wechat_v3", .out_trade_no = "ORD-F2"});
+    const auto [receipt, seq] =
+        Forge("wechat_v3", "ORD-F1", notice, /*stored_once=*/true,
+              {.data = WechatV3EnvelopeData(json::parse(notice.body)).dump()});
+    int status = -1;
+    // Without the APIv3 key an outside auditor cannot tell, and says what it did not check.
+    std::string out = Audit("--platform-signatures", &status);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_NE(stderr_.find("(no wechat_v3.api_v3_key)"), std::string::npos) << stderr_;
+    out = Audit("--platform-signatures", &status, "with-api-v3-key.json");
+    EXPECT_EQ(status, 1) << out;
+    EXPECT_EQ(Breaks(out), "  event " + seq + " not signed by the platform: receipt " + receipt +
+                               " (wechat_v3): the signed notice says out_trade_no ORD-F2, the "
+                               "event ORD-F1\n")
+        << out;
 }
 
 TEST_F(PlatformAuditPgTest, AnEventWithoutAKeyToVerifyItIsReported) {
@@ -247,7 +488,7 @@ TEST_F(PlatformAuditPgTest, AnEventWhoseReceiptCameThroughAnotherChannelIsReport
     const auto [receipt, seq] =
         Forge("generic", "ORD-F1",
               BuildNotice(config_, {.channel = "wechat_v3", .out_trade_no = "ORD-F1"}),
-              /*stored_once=*/true, "wechat_v3");
+              /*stored_once=*/true, {.source = "wechat_v3"});
     int status = -1;
     const std::string out = Audit("--platform-signatures", &status);
     EXPECT_EQ(status, 1) << out;
@@ -259,58 +500,64 @@ TEST_F(PlatformAuditPgTest, AnEventWhoseReceiptCameThroughAnotherChannelIsReport
 }
 
 TEST_F(PlatformAuditPgTest, ReadsPastAPageOfReceipts) {
-    // 600 more appended Alipay receipts, each the genuine notice's stored bytes, one of them
-    // (the 500th) with one byte changed; read in pages of 256, every one is checked.
-    pqxx::work tx{*connection_};
-    for (const char* table : {"callback_receipts", "ledger_events", "receipt_bodies"}) {
-        tx.exec(std::string("ALTER TABLE ") + table + " DISABLE TRIGGER USER");
+    // 600 more orders paid through Alipay, written as the channel writes them: each notice
+    // genuine and its event the one it records, but the 500th event names another trade
+    // number (a host that appended what its notice does not say). Read in pages of 256, every
+    // one is checked.
+    constexpr int kPaid = 600;
+    constexpr int kForged = 500;
+    constexpr projections::TimeMicros kReceivedAt = 1'795'941'000'000'000;
+    std::vector<ledger::Delivery> orders;
+    std::vector<ledger::Delivery> payments;
+    std::string genuine_trade_no;
+    for (int i = 1; i <= kPaid; ++i) {
+        const std::string order = "MANY-" + std::to_string(i);
+        orders.push_back({.receipt = {.source = projections::Source::kApi,
+                                      .received_at = kReceivedAt,
+                                      .peer = "127.0.0.1:9",
+                                      .body = "order " + order,
+                                      .out_trade_no = order},
+                          .event = projections::Event{.out_trade_no = order,
+                                                      .event_type = EventType::kOrderCreated,
+                                                      .source = projections::Source::kApi,
+                                                      .account_id = "acct-1",
+                                                      .amount = 1999,
+                                                      .currency = "CNY",
+                                                      .occurred_at = kReceivedAt}});
+        const SimulatedNotice notice = BuildNotice(
+            config_, {.channel = "alipay", .out_trade_no = order, .unix_seconds = 1'795'940'000});
+        const Checked<PlatformFields> fields = DecodeForm(notice.body);
+        ASSERT_TRUE(fields.ok());
+        Checked<NoticeEvent> recorded = AlipayNoticeEvent(*fields, kReceivedAt);
+        ASSERT_TRUE(recorded.ok()) << recorded.refusal().message;
+        if (i == kForged) {
+            genuine_trade_no = *recorded->event.transaction_id;
+            recorded->event.transaction_id = "FORGED-500";
+        }
+        payments.push_back({.receipt = {.source = projections::Source::kAlipay,
+                                        .received_at = kReceivedAt,
+                                        .peer = "10.0.0.9:40000",
+                                        .body = notice.body,
+                                        .out_trade_no = order},
+                            .event = std::move(recorded->event)});
     }
-    tx.exec(
-        "CREATE TEMP TABLE genuine AS SELECT r.headers, "
-        "coalesce(r.body, (SELECT b.body FROM receipt_bodies AS b "
-        "WHERE b.body_sha256 = r.body_sha256)) AS body "
-        "FROM callback_receipts AS r WHERE r.source = 'alipay'; "
-        "CREATE TEMP TABLE copies AS SELECT i, nextval('callback_receipts_id_seq') AS id, "
-        "nextval('ledger_events_seq_seq') AS seq, "
-        "CASE WHEN i = 500 THEN overlay(g.body placing '9' from position('total_amount' in "
-        "g.body) + 13) ELSE g.body END AS body, g.headers "
-        "FROM generate_series(1, 600) AS i, genuine AS g ORDER BY i; "
-        "INSERT INTO ledger_events (seq, out_trade_no, event_type, source, account_id, amount, "
-        "currency, transaction_id, occurred_at, receipt_id) SELECT seq, 'MANY-' || i, "
-        "'PAYMENT_SUCCEEDED', 'alipay', 'acct-1', 1999, 'CNY', 'TX-MANY-' || i, now(), id "
-        "FROM copies; "
-        "INSERT INTO callback_receipts (id, source, received_at, peer, headers, body, outcome, "
-        "seq, out_trade_no, chain) SELECT id, 'alipay', now(), '10.0.0.9:40000', headers, body, "
-        "'appended', seq, 'MANY-' || i, decode(repeat('00', 32), 'hex') FROM copies");
-    for (const char* table : {"callback_receipts", "ledger_events", "receipt_bodies"}) {
-        tx.exec(std::string("ALTER TABLE ") + table + " ENABLE TRIGGER USER");
-    }
-    const pqxx::row changed = tx.exec1("SELECT id, seq FROM copies WHERE i = 500");
-    // Their chain, receipt after receipt, as the writer would have made it.
-    tx.exec(
-        "ALTER TABLE callback_receipts DISABLE TRIGGER USER; "
-        "DO $$ DECLARE x record; BEGIN "
-        "FOR x IN SELECT id FROM copies ORDER BY id LOOP "
-        "UPDATE callback_receipts AS c SET chain = payledger_chain_step("
-        "(SELECT p.chain FROM callback_receipts AS p WHERE p.id < c.id "
-        "ORDER BY p.id DESC LIMIT 1), "
-        "(SELECT payledger_receipt_line(r, e) FROM callback_receipts AS r "
-        "JOIN ledger_events AS e ON e.receipt_id = r.id WHERE r.id = c.id)) WHERE c.id = x.id; "
-        "END LOOP; END $$; "
-        "ALTER TABLE callback_receipts ENABLE TRIGGER USER");
-    tx.commit();
+    (void)ledger::WriteBatch(*connection_, orders);
+    const std::vector<ledger::DeliveryResult> results = ledger::WriteBatch(*connection_, payments);
+    ASSERT_EQ(results.at(kForged - 1).outcome, projections::Outcome::kAppended);
+    const std::string seq = std::to_string(results[kForged - 1].seq);
+    const std::string receipt =
+        db_.Scalar("SELECT receipt_id FROM ledger_events WHERE seq = " + seq);
 
     const ledger::AuditReport report =
         ledger::Audit(db_.url(), nullptr, nullptr, {},
                       PlatformSignaturesCheck({.wechat_v3 = config_.wechat_v3->platform_public_keys,
                                                .alipay = config_.alipay->alipay_public_key}));
-    EXPECT_EQ(report.receipts, 606);
+    EXPECT_EQ(report.receipts, 6 + 2 * kPaid);
     EXPECT_EQ(report.break_count, 1);
     ASSERT_EQ(report.breaks.size(), 1u) << ledger::FormatAuditReport(report);
-    EXPECT_EQ(report.breaks[0], "event " + changed[1].as<std::string>() +
-                                    " not signed by the platform: receipt " +
-                                    changed[0].as<std::string>() +
-                                    " (alipay): sign does not verify with the Alipay public key")
+    EXPECT_EQ(report.breaks[0], "event " + seq + " not signed by the platform: receipt " + receipt +
+                                    " (alipay): the signed notice says transaction_id " +
+                                    genuine_trade_no + ", the event FORGED-500")
         << ledger::FormatAuditReport(report);
 }
 
@@ -360,6 +607,76 @@ TEST(PlatformSignatureProblemTest, NamesWhatIsWrongWithAStoredNotice) {
               "no alipay.alipay_public_key is configured");
     EXPECT_EQ(PlatformSignatureProblem(keys, projections::Source::kGeneric, "{}", "{}"),
               "it came through generic, which the platform does not sign");
+}
+
+TEST(NoticeEventProblemTest, ComparesTheEventWithWhatTheSignedNoticeRecords) {
+    Config config = testing::WithPlatforms(testing::TestConfig("postgresql://unused"));
+    PlatformKeys keys{.wechat_v3 = config.wechat_v3->platform_public_keys,
+                      .alipay = config.alipay->alipay_public_key};
+    constexpr std::int64_t kSignedAt = 1'795'940'000;
+    constexpr projections::TimeMicros kReceivedAt = (kSignedAt + 2) * 1'000'000;
+    const auto alipay = projections::Source::kAlipay;
+
+    // Alipay: the event the channel appends from a notice matches it, field by field.
+    const SimulatedNotice payment = BuildNotice(
+        config, {.channel = "alipay", .out_trade_no = "ORD-1", .unix_seconds = kSignedAt});
+    const Checked<PlatformFields> fields = DecodeForm(payment.body);
+    ASSERT_TRUE(fields.ok());
+    const Checked<NoticeEvent> recorded = AlipayNoticeEvent(*fields, kReceivedAt);
+    ASSERT_TRUE(recorded.ok());
+    const projections::Event& event = recorded->event;
+    EXPECT_EQ(NoticeEventProblem(keys, alipay, kReceivedAt, payment.body, event), std::nullopt);
+    projections::Event changed = event;
+    changed.occurred_at += 1'000'000;
+    EXPECT_EQ(NoticeEventProblem(keys, alipay, kReceivedAt, payment.body, changed),
+              "the signed notice says occurred_at " +
+                  projections::FormatRfc3339(kSignedAt * 1'000'000) + ", the event " +
+                  projections::FormatRfc3339((kSignedAt + 1) * 1'000'000));
+    changed = event;
+    changed.currency = "USD";
+    EXPECT_EQ(NoticeEventProblem(keys, alipay, kReceivedAt, payment.body, changed),
+              "the signed notice says currency CNY, the event USD");
+    changed = event;
+    changed.data = "{}";
+    EXPECT_EQ(NoticeEventProblem(keys, alipay, kReceivedAt, payment.body, changed),
+              "the signed notice says notify_id " + std::string(FieldOr(*fields, "notify_id")) +
+                  ", the event none");
+    const SimulatedNotice close =
+        BuildNotice(config, {.channel = "alipay", .out_trade_no = "ORD-1", .kind = "close"});
+    EXPECT_EQ(NoticeEventProblem(keys, alipay, kReceivedAt, close.body, event),
+              "the signed notice says event_type PAYMENT_CLOSED, the event PAYMENT_SUCCEEDED");
+    PlatformFields waiting = *fields;
+    waiting["trade_status"] = "WAIT_BUYER_PAY";
+    EXPECT_EQ(NoticeEventProblem(keys, alipay, kReceivedAt, EncodeForm(waiting), event),
+              "the signed notice records no event: WAIT_BUYER_PAY records no event");
+
+    // WeChat Pay v3: the envelope's plain fields without the APIv3 key, the resource with it.
+    const auto wechat = projections::Source::kWechatV3;
+    const SimulatedNotice notice = BuildNotice(
+        config, {.channel = "wechat_v3", .out_trade_no = "ORD-1", .unix_seconds = kSignedAt});
+    const json envelope = json::parse(notice.body);
+    const Checked<json> resource = OpenWechatV3Resource(config.wechat_v3->api_v3_key, envelope);
+    ASSERT_TRUE(resource.ok());
+    const Checked<NoticeEvent> v3 = WechatV3NoticeEvent(envelope, *resource, kReceivedAt);
+    ASSERT_TRUE(v3.ok());
+    changed = v3->event;
+    changed.amount = 1998;
+    EXPECT_EQ(NoticeEventProblem(keys, wechat, kReceivedAt, notice.body, changed), std::nullopt);
+    json data = json::parse(changed.data);
+    data["id"] = "another-notice";
+    changed.data = data.dump();
+    EXPECT_EQ(NoticeEventProblem(keys, wechat, kReceivedAt, notice.body, changed),
+              "the signed notice says id " + envelope["id"].get<std::string>() +
+                  ", the event another-notice");
+    keys.wechat_v3_api_v3_key = config.wechat_v3->api_v3_key;
+    EXPECT_EQ(NoticeEventProblem(keys, wechat, kReceivedAt, notice.body, v3->event), std::nullopt);
+    changed = v3->event;
+    changed.amount = 1998;
+    EXPECT_EQ(NoticeEventProblem(keys, wechat, kReceivedAt, notice.body, changed),
+              "the signed notice says amount 1999, the event 1998");
+    keys.wechat_v3_api_v3_key = std::string(32, 'k');
+    EXPECT_EQ(NoticeEventProblem(keys, wechat, kReceivedAt, notice.body, v3->event),
+              "the signed notice's resource: resource does not decrypt with the APIv3 key");
 }
 
 }  // namespace

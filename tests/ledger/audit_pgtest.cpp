@@ -8,7 +8,8 @@
 // in receipt_bodies under the hash the receipt keeps; rows of both, inserted here as the
 // owner with their chain recomputed by the schema's own functions, audit alike, and a stored
 // body changed or missing is caught. A break at a receipt that appended an event names the
-// event on the next line.
+// event on the next line. An event whose source is not its receipt's is caught (the chain
+// does not cover an event's source).
 
 #include <gtest/gtest.h>
 
@@ -339,6 +340,34 @@ TEST_F(AuditPgTest, ListedLinesStopAtTwentyAndNeverLeaveAReceiptWithoutItsEvent)
     EXPECT_NE(report.breaks.back().find(" appended by receipt 11: ORDER_CREATED MORE-3"),
               std::string::npos)
         << FormatAuditReport(report);
+}
+
+TEST_F(AuditPgTest, AnEventWhoseSourceWasChangedIsCaughtThoughTheChainHolds) {
+    // A receipt's line names the receipt's source, not its event's: the chain cannot see an
+    // event's source changed. The writer gives an event its receipt's source (the channel's;
+    // reconcile --apply gives both wechat_bill or alipay_bill), so any difference is a break.
+    const std::string seq =
+        db_.Scalar("SELECT min(seq) FROM ledger_events WHERE event_type = 'PAYMENT_SUCCEEDED'");
+    const std::string receipt =
+        db_.Scalar("SELECT receipt_id FROM ledger_events WHERE seq = " + seq);
+    Tamper("UPDATE ledger_events SET source = 'wechat_v3' WHERE seq = " + seq);
+    const AuditReport report = Audit(db_.url());
+    EXPECT_EQ(report.break_count, 1) << FormatAuditReport(report);
+    ASSERT_EQ(report.breaks.size(), 1u) << FormatAuditReport(report);
+    EXPECT_EQ(report.breaks[0], "event " + seq + " source wechat_v3 differs from its receipt " +
+                                    receipt + "'s generic");
+}
+
+TEST_F(AuditPgTest, EventsOfABillKeepTheirReceiptsSource) {
+    // What reconcile --apply writes (ledger/reconcile/apply.cpp): the receipt and the event
+    // of one bill line, both of wechat_bill. The ledger audits OK.
+    Delivery applied = Payment("ORD-3");
+    applied.receipt.source = projections::Source::kWechatBill;
+    applied.event->source = projections::Source::kWechatBill;
+    ASSERT_EQ(WriteBatch(*connection_, std::vector{applied}).at(0).outcome, Outcome::kAppended);
+    const AuditReport report = Audit(db_.url());
+    EXPECT_TRUE(report.ok()) << FormatAuditReport(report);
+    EXPECT_EQ(report.events, 6);
 }
 
 TEST_F(AuditPgTest, AChangedReceiptOutcomeIsCaught) {
