@@ -1,5 +1,6 @@
 #include "ledger/committer.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "ledger/failures.hpp"
@@ -123,12 +124,28 @@ void Committer::Run() {
         // answer can neither re-run nor re-answer the batch.
         std::vector<DeliveryResult> results = WriteWithRetries(batch);
         PAYLEDGER_ASSERT(results.size() == batch.dones.size());
+        TellCommitted(results);
         {
             std::lock_guard lock{answers_mutex_};
             answers_.push_back(Answers{std::move(batch.dones), std::move(results)});
         }
         answers_ready_.notify_one();
         DisposeDropped();
+    }
+}
+
+void Committer::TellCommitted(const std::vector<DeliveryResult>& results) noexcept {
+    if (!options_.on_committed) return;
+    std::int64_t newest = 0;
+    for (const DeliveryResult& result : results) {
+        // An appended result exists only once its transaction committed.
+        if (result.outcome == projections::Outcome::kAppended) newest = std::max(newest, result.seq);
+    }
+    if (newest == 0) return;
+    try {
+        options_.on_committed(newest);
+    } catch (...) {
+        // Only a waiter's hint is lost: the shared poll finds the commit within a second.
     }
 }
 

@@ -51,6 +51,10 @@ public:
         int transaction_attempts_max = 3;
         // WriterCache's bound (README `limits.writer_cache_orders`); 0: every batch reads.
         std::size_t cache_orders_max = kCacheOrdersMaxDefault;
+        // Told the newest seq of each batch that appended events, after its COMMIT and before
+        // its answers (the waiting feed and the subscriptions: ledger::FeedNotifier::Committed).
+        // On the writing thread: it must be cheap and must not block. A throw is ignored.
+        std::function<void(std::int64_t)> on_committed{};
     };
 
     explicit Committer(Options options);
@@ -122,6 +126,8 @@ private:
     // the batch's answers were handed over: off the path of both the answers and the next
     // batch. One at a time; without a thread to be had, here.
     void DisposeDropped() noexcept;
+    // Options::on_committed with the newest seq `results` appended, if any.
+    void TellCommitted(const std::vector<DeliveryResult>& results) noexcept;
 
     const Options options_;
     std::mutex mutex_;

@@ -13,6 +13,10 @@ namespace payledger::ledger {
 inline constexpr std::int64_t kWriterLockKey = 0x7061796c65640001;  // "payled" 0001
 // Serialises `migrate` between processes.
 inline constexpr std::int64_t kMigrateLockKey = 0x7061796c65640002;
+// Taken, and held until commit, by every transaction that inserts into subscription_changes,
+// before it does: the ids of that table are then taken in commit order, so a reader paging by
+// `id > after` never skips a change (the argument of the writer lock, on a table of its own).
+inline constexpr std::int64_t kSubscriptionChangesLockKey = 0x7061796c65640003;
 
 // Settings of every session of the service. The limits make sure a stuck transaction cannot
 // hold the writer lock for ever (issue 5); the name shows in pg_stat_activity.

@@ -63,6 +63,9 @@ void GrantServiceRole(pqxx::connection& connection, const std::string& role) {
     tx.exec("GRANT SELECT, INSERT ON reconciliation_bills TO " + grantee);
     tx.exec("GRANT SELECT, INSERT, UPDATE ON orders, balances TO " + grantee);
     tx.exec("GRANT SELECT ON schema_migrations TO " + grantee);
+    tx.exec("GRANT SELECT, INSERT, UPDATE ON subscriptions TO " + grantee);
+    tx.exec("GRANT SELECT, INSERT ON subscription_changes TO " + grantee);
+    tx.exec("GRANT USAGE ON SEQUENCE subscription_changes_id_seq TO " + grantee);
     // The writer reads the sequences' state and moves them with setval (SELECT, UPDATE);
     // reconciliations takes ids with nextval (USAGE).
     tx.exec(

@@ -1,5 +1,8 @@
 // payledger: the command line (SPEC §8).
 #include <CLI/CLI.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <nlohmann/json.hpp>
 #include <atomic>
 #include <condition_variable>
 #include <csignal>
@@ -20,10 +23,12 @@
 #include "api/http/server.hpp"
 #include "api/log.hpp"
 #include "api/routes/app.hpp"
+#include "api/subscriptions/deliverer.hpp"
 #include "ledger/audit.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
 #include "ledger/database.hpp"
+#include "ledger/feed_notifier.hpp"
 #include "ledger/migrate.hpp"
 #include "ledger/read_router.hpp"
 #include "ledger/reads.hpp"
@@ -128,12 +133,28 @@ std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url, S
 int Serve(const api::Config& config) {
     const std::size_t open_files = api::RaiseOpenFileLimit();
     ledger::ConnectionPool pool{config.database_url, kReadPoolSize, kPoolWaitMax};
+    // The waiting feed and the subscriptions wait on one notifier, told of this process's
+    // commits by the committer and of the others' by its poll; the waits' continuations (a
+    // read each) run on a pool of their own, never on the server's threads.
+    boost::asio::thread_pool wait_continuations{2};
+    ledger::FeedNotifier notifier{{}, [&wait_continuations](std::function<void()> task) {
+                                      boost::asio::post(wait_continuations, std::move(task));
+                                  }};
     ledger::Committer committer{
         {.url = config.database_url,
          .queue_bytes_max = config.limits.write_queue_bytes_max,
-         .cache_orders_max = config.limits.writer_cache_orders}};
+         .cache_orders_max = config.limits.writer_cache_orders,
+         .on_committed = [&notifier](std::int64_t seq) { notifier.Committed(seq); }}};
     api::Metrics metrics;
     api::App app{config, pool, committer, metrics};
+    api::SubscriptionDeliverer deliverer{
+        config.subscriptions,
+        {.database_url = config.database_url,
+         .session = ledger::SessionSettings{.application_name = "payledger_subscriptions"}},
+        notifier, [](const std::string& level, const std::string& line) {
+            api::LogJson(level.c_str(), line);
+        }};
+    app.SetSubscriptions(&deliverer, &notifier);
     const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
     api::Server server{app,
                        {.host = config.listen_host,
@@ -165,11 +186,30 @@ int Serve(const api::Config& config) {
             return;
         }
         app.SetReady();
+        notifier.StartPolling(
+            [&config] {
+                return ledger::Connect(
+                    config.database_url,
+                    ledger::SessionSettings{.application_name = "payledger_feed"});
+            },
+            [](const std::string& message) {
+                api::LogJson("warning", api::Dump(nlohmann::json{
+                                            {"msg", "the feed's poll failed"}, {"error", message}}));
+            });
+        deliverer.Start();
         api::LogJson("info", "{\"msg\":\"ready\"}");
     });
-    server.ServeUntilSignal(kShutdownGrace);
+    // Before the server drains its requests: the subscriptions stop (their leases go at once,
+    // for another process to take), and every waiting read is answered with what it has.
+    server.ServeUntilSignal(kShutdownGrace, [&] {
+        deliverer.Stop();
+        notifier.Stop();
+    });
     stop.Set();
     preparing.join();
+    deliverer.Stop();
+    notifier.Stop();
+    wait_continuations.join();
     committer.Stop();
     api::LogJson("info", "{\"msg\":\"stopped\"}");
     return exit_code;
@@ -213,8 +253,10 @@ std::string ReadSmallFile(const std::string& path, const char* what) {
 int RunAudit(const api::AuditSetup& setup, const std::string& checkpoint_path,
              const std::string& public_key_path, bool platform_signatures) {
     const api::Config& config = setup.config;
-    const ledger::AuditCheck check =
-        platform_signatures ? api::PlatformSignaturesCheck(setup.keys) : ledger::AuditCheck{};
+    std::string checked;  // What --platform-signatures checked: on stderr, after the report.
+    const ledger::AuditCheck check = platform_signatures
+                                         ? api::PlatformSignaturesCheck(setup.keys, &checked)
+                                         : ledger::AuditCheck{};
     if (checkpoint_path.empty()) {
         if (!public_key_path.empty()) {
             std::cerr << "payledger: audit: --public-key needs --checkpoint\n";
@@ -226,6 +268,7 @@ int RunAudit(const api::AuditSetup& setup, const std::string& checkpoint_path,
             ledger::Audit(config.database_url, nullptr, nullptr, progress.Callback(), check);
         progress.Finish();
         std::cout << ledger::FormatAuditReport(report) << std::flush;
+        std::cerr << checked;
         return report.ok() ? 0 : 1;
     }
     const auto checkpoint =
@@ -250,6 +293,7 @@ int RunAudit(const api::AuditSetup& setup, const std::string& checkpoint_path,
         ledger::Audit(config.database_url, &*checkpoint, &*key, progress.Callback(), check);
     progress.Finish();
     std::cout << ledger::FormatAuditReport(report) << std::flush;
+    std::cerr << checked;
     return report.ok() ? 0 : 1;
 }
 

@@ -329,13 +329,15 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
     workers_.join();
 }
 
-void Server::ServeUntilSignal(std::chrono::milliseconds grace) {
+void Server::ServeUntilSignal(std::chrono::milliseconds grace,
+                              const std::function<void()>& before_shutdown) {
     if (!signals_) signals_.emplace(io_, SIGINT, SIGTERM);
     std::promise<int> received;
     signals_->async_wait(
         [&received](beast::error_code ec, int signal) { received.set_value(ec ? 0 : signal); });
     const int signal = received.get_future().get();
     LogJson("info", "{\"msg\":\"shutting down\",\"signal\":" + std::to_string(signal) + "}");
+    if (before_shutdown) before_shutdown();
     Shutdown(grace);
 }
 

@@ -4,6 +4,7 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -49,8 +50,9 @@ public:
     // threads. Blocks until done. Idempotent.
     void Shutdown(std::chrono::milliseconds grace);
 
-    // Blocks until SIGINT or SIGTERM, then shuts down.
-    void ServeUntilSignal(std::chrono::milliseconds grace);
+    // Blocks until SIGINT or SIGTERM, then runs `before_shutdown` (if any) and shuts down.
+    void ServeUntilSignal(std::chrono::milliseconds grace,
+                          const std::function<void()>& before_shutdown = {});
 
 private:
     class Session;

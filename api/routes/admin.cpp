@@ -53,7 +53,10 @@ SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool,
                            (7, 'table', 'balances', 'SELECT,INSERT,UPDATE'),
                            (8, 'sequence', 'callback_receipts_id_seq', 'SELECT,UPDATE,USAGE'),
                            (9, 'sequence', 'ledger_events_seq_seq', 'SELECT,UPDATE,USAGE'),
-                           (10, 'sequence', 'reconciliations_id_seq', 'SELECT,UPDATE,USAGE'))
+                           (10, 'sequence', 'reconciliations_id_seq', 'SELECT,UPDATE,USAGE'),
+                           (11, 'table', 'subscriptions', 'SELECT,INSERT,UPDATE'),
+                           (12, 'table', 'subscription_changes', 'SELECT,INSERT'),
+                           (13, 'sequence', 'subscription_changes_id_seq', 'USAGE'))
                        AS n (position, kind, object, privileges),
                    unnest(string_to_array(n.privileges, ',')) WITH ORDINALITY
                        AS p (privilege, position)

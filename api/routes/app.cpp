@@ -13,6 +13,7 @@
 #include "api/routes/console.hpp"
 #include "api/routes/reconciliations.hpp"
 #include "api/routes/route_helpers.hpp"
+#include "api/routes/subscriptions.hpp"
 
 namespace payledger::api {
 namespace {
@@ -212,8 +213,23 @@ void App::Handle(Incoming incoming, Respond respond) {
                 return timed(JsonResponse(http::status::ok, {{"status", "ok"}}));
             }
             if (segments[0] == "readyz") return timed(Ready());
+            std::string text = metrics_.Render(pool_, committer_, *reads_);
+            if (notifier_ != nullptr) {
+                text += "# HELP payledger_feed_waiters Reads of the feed waiting for an event "
+                        "(wait=).\n# TYPE payledger_feed_waiters gauge\npayledger_feed_waiters " +
+                        std::to_string(notifier_->WaiterCount()) + "\n";
+            }
+            if (subscriptions_ != nullptr) {
+                try {
+                    text += SubscriptionMetrics(*subscriptions_, pool_);
+                } catch (const std::exception& error) {
+                    // The database is away: the process's own metrics still answer.
+                    LogJson("warning", Dump(json{{"msg", "subscription metrics unavailable"},
+                                                 {"error", error.what()}}));
+                }
+            }
             return timed(MakeResponse(http::status::ok, "text/plain; version=0.0.4",
-                                      metrics_.Render(pool_, committer_, *reads_)));
+                                      std::move(text)));
         }
         const bool ready = ready_.load(std::memory_order_acquire);
         if (segments.size() >= 3 && segments[0] == "v1" && segments[1] == "callbacks") {
@@ -260,7 +276,22 @@ void App::Handle(Incoming incoming, Respond respond) {
             if (auto denied = Authorize(incoming.request, Role::kAuditor)) {
                 return timed(std::move(*denied));
             }
-            return timed(HandleAuditCheckpoint());
+            Response checkpoint = HandleAuditCheckpoint();
+            // An auditor read too, always of the primary: the head it signs is the newest.
+            if (checkpoint.result() == http::status::ok) SetReadFrom(checkpoint, {});
+            return timed(std::move(checkpoint));
+        }
+        if (is({"v1", "admin", "subscriptions"}) || is({"v1", "admin", "subscriptions", "*", "*"})) {
+            return timed(HandleSubscriptionControl(incoming, segments));
+        }
+        if (is({"v1", "subscriptions", "changes"})) {  // An auditor read of the primary.
+            if (method != http::verb::get) return timed(MethodNotAllowed("GET"));
+            if (auto denied = Authorize(incoming.request, Role::kAuditor)) {
+                return timed(std::move(*denied));
+            }
+            Response changes = SubscriptionChanges(pool_, incoming);
+            if (changes.result() == http::status::ok) SetReadFrom(changes, {});
+            return timed(std::move(changes));
         }
         const bool read = is({"v1", "orders", "*"}) || is({"v1", "orders", "*", "events"}) ||
                           is({"v1", "orders", "*", "receipts"}) ||
@@ -281,7 +312,8 @@ void App::Handle(Incoming incoming, Respond respond) {
                 accept->value().find("application/x-ndjson") != std::string_view::npos) {
                 return HandleEventExport(std::move(incoming), std::move(timed));
             }
-            return timed(HandleFeed(incoming, segments[1] == "events"));
+            if (segments[1] == "events") return HandleEvents(std::move(incoming), std::move(timed));
+            return timed(HandleFeed(incoming, false));
         }
         return timed(HandleRead(incoming, segments));
     } catch (...) {

@@ -14,8 +14,10 @@
 #include "api/http/http.hpp"
 #include "api/http/metrics.hpp"
 #include "api/http/peer_limits.hpp"
+#include "api/subscriptions/deliverer.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
+#include "ledger/feed_notifier.hpp"
 #include "ledger/read_router.hpp"
 
 namespace payledger::api {
@@ -42,6 +44,15 @@ public:
     // until then /healthz answers 200, /readyz and every read and write 503. Thread-safe.
     void SetReady() { ready_.store(true, std::memory_order_release); }
 
+    // Subscriptions and the waiting feed (docs/design.md#subscriptions), when serve runs them:
+    // the admin endpoints answer for `deliverer`'s subscriptions, and GET /v1/events?wait=
+    // waits on `notifier`. Both outlive the App. Without them, the admin endpoints list no
+    // subscription and a wait returns at once. Call before the server starts.
+    void SetSubscriptions(SubscriptionDeliverer* deliverer, ledger::FeedNotifier* notifier) {
+        subscriptions_ = deliverer;
+        notifier_ = notifier;
+    }
+
 private:
     // The write path of every channel: verify, then the per-peer limit of unverified
     // deliveries, then the committer; answered in the channel's format after the commit.
@@ -51,6 +62,14 @@ private:
     void HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respond respond);
     Response HandleRead(const Incoming& incoming, const std::vector<std::string>& segments);
     Response HandleFeed(const Incoming& incoming, bool events);
+    // GET /v1/events: a page, or with wait=, the page once an event follows `after` or the
+    // wait ran out, without holding a thread meanwhile (api/routes/feed_wait.cpp).
+    void HandleEvents(Incoming incoming, Respond respond);
+    struct FeedWait;
+    void AwaitEvents(std::shared_ptr<FeedWait> wait, std::int64_t beyond);
+    // GET /v1/admin/subscriptions and POST /v1/admin/subscriptions/{name}/{rewind|enable}.
+    Response HandleSubscriptionControl(const Incoming& incoming,
+                                       const std::vector<std::string>& segments);
     // GET /v1/events with Accept: application/x-ndjson: every event after the cursor, up to
     // the last one committed when the export starts, streamed without a page limit.
     void HandleEventExport(Incoming incoming, Respond respond);
@@ -74,6 +93,8 @@ private:
     std::atomic<bool> verify_running_{false};
     std::atomic<bool> ready_{false};
     std::shared_ptr<std::atomic<int>> exports_active_ = std::make_shared<std::atomic<int>>(0);
+    SubscriptionDeliverer* subscriptions_ = nullptr;
+    ledger::FeedNotifier* notifier_ = nullptr;
 };
 
 }  // namespace payledger::api

@@ -1,0 +1,190 @@
+#include "api/routes/subscriptions.hpp"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "api/channels/json_input.hpp"
+#include "api/http/json_output.hpp"
+#include "api/routes/route_helpers.hpp"
+#include "api/subscriptions/webhook_url.hpp"
+#include "ledger/subscriptions.hpp"
+#include "projections/validate.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+
+projections::TimeMicros WallNowMicros() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+json TimeOrNull(const std::optional<projections::TimeMicros>& time) {
+    return time ? json(projections::FormatRfc3339Micros(*time)) : json(nullptr);
+}
+
+// `active` (caught up or delivering), `retrying` (the last attempt failed) or `disabled`.
+const char* StateWord(const ledger::SubscriptionState& state) {
+    if (state.disabled) return "disabled";
+    return state.consecutive_failures > 0 ? "retrying" : "active";
+}
+
+// One subscription as the admin API shows it; a subscription no process has seen yet shows
+// its cursor at 0 and no attempt.
+json SubscriptionJson(const SubscriptionConfig& config,
+                      const std::optional<ledger::SubscriptionState>& stored,
+                      pqxx::transaction_base& tx) {
+    const ledger::SubscriptionState state =
+        stored.value_or(ledger::SubscriptionState{.name = config.name});
+    const ledger::SubscriptionLag lag =
+        ledger::ReadLag(tx, state.after, EventFilterOf(config), WallNowMicros());
+    return {{"name", config.name},
+            {"url", UrlWithoutUserInfo(config.url)},
+            {"state", StateWord(state)},
+            {"after", state.after},
+            {"head", lag.head},
+            {"lag_events", lag.lag_events},
+            {"lag_seconds", lag.lag_seconds},
+            {"consecutive_failures", state.consecutive_failures},
+            {"last_error", state.last_error ? json(*state.last_error) : json(nullptr)},
+            {"last_attempt_at", TimeOrNull(state.last_attempt_at)},
+            {"next_attempt_at", TimeOrNull(state.next_attempt_at)}};
+}
+
+const SubscriptionConfig* Find(const SubscriptionDeliverer& deliverer, const std::string& name) {
+    for (const SubscriptionConfig& config : deliverer.subscriptions()) {
+        if (config.name == name) return &config;
+    }
+    return nullptr;
+}
+
+json ChangeJson(const ledger::SubscriptionChange& change) {
+    return {{"id", change.id},
+            {"name", change.name},
+            {"from", change.from},
+            {"to", change.to},
+            {"why", std::string(ledger::ToString(change.why))},
+            {"at", projections::FormatRfc3339Micros(change.at)}};
+}
+
+}  // namespace
+
+Response SubscriptionsState(const SubscriptionDeliverer& deliverer, ledger::ConnectionPool& pool) {
+    ledger::ConnectionPool::Lease connection = pool.Acquire();
+    pqxx::read_transaction tx{*connection};
+    json items = json::array();
+    for (const SubscriptionConfig& config : deliverer.subscriptions()) {
+        items.push_back(SubscriptionJson(config, ledger::ReadSubscription(tx, config.name), tx));
+    }
+    return JsonResponse(http::status::ok, {{"subscriptions", std::move(items)}});
+}
+
+Response ControlSubscription(SubscriptionDeliverer& deliverer, ledger::ConnectionPool& pool,
+                             const Incoming& incoming, const std::string& name,
+                             const std::string& action) {
+    const SubscriptionConfig* config = Find(deliverer, name);
+    if (config == nullptr) {
+        return ErrorResponse(http::status::not_found, projections::Outcome::kUnknownOrder,
+                             "no subscription " + name + " in this process's config");
+    }
+    ledger::ConnectionPool::Lease connection = pool.Acquire();
+    // The row exists once the subscription's thread has looked; an admin may come first.
+    (void)ledger::EnsureSubscription(*connection, name, LedgerStartOf(*config));
+    std::optional<ledger::SubscriptionState> state;
+    if (action == "enable") {
+        state = ledger::Enable(*connection, name);
+    } else {
+        const std::optional<json> body = ParseJsonObject(incoming.request.body());
+        const json* after = body ? &(*body)["after"] : nullptr;
+        if (after == nullptr || !after->is_number_integer() ||
+            (after->is_number_integer() && !after->is_number_unsigned() &&
+             after->get<std::int64_t>() < 0)) {
+            return BadRequest("the body must be {\"after\": <seq>}, a non-negative integer");
+        }
+        if (after->is_number_unsigned() &&
+            after->get<std::uint64_t>() >
+                static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+            return BadRequest("after is out of range");
+        }
+        const std::int64_t to = after->get<std::int64_t>();
+        std::int64_t head = 0;
+        {
+            pqxx::read_transaction tx{*connection};
+            head = tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0]
+                       .as<std::int64_t>();
+        }
+        // Forward within the feed skips events a receiver can never take; beyond the head it
+        // would skip events that have not happened yet.
+        if (to > head) {
+            return BadRequest("after " + std::to_string(to) + " is beyond the feed's head " +
+                              std::to_string(head));
+        }
+        state = ledger::Rewind(*connection, name, to);
+    }
+    PAYLEDGER_ASSERT(state.has_value());  // Ensured above.
+    deliverer.Poke(name);
+    pqxx::read_transaction tx{*connection};
+    return JsonResponse(http::status::ok, SubscriptionJson(*config, state, tx));
+}
+
+Response SubscriptionChanges(ledger::ConnectionPool& pool, const Incoming& incoming) {
+    std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false, true);
+    if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
+    const PageQuery& page = std::get<PageQuery>(query);
+    ledger::ConnectionPool::Lease connection = pool.Acquire();
+    pqxx::read_transaction tx{*connection};
+    const std::vector<ledger::SubscriptionChange> changes =
+        page.before ? ledger::ReadChangesBefore(tx, *page.before, page.limit)
+                    : ledger::ReadChanges(tx, page.after, page.limit);
+    return PageResponse("changes", page, changes, ChangeJson,
+                        [](const ledger::SubscriptionChange& change) { return change.id; });
+}
+
+std::string SubscriptionMetrics(const SubscriptionDeliverer& deliverer,
+                                ledger::ConnectionPool& pool) {
+    if (deliverer.subscriptions().empty()) return {};
+    std::ostringstream lag_events, lag_seconds, delivered, failures, disabled;
+    {
+        ledger::ConnectionPool::Lease connection = pool.Acquire();
+        pqxx::read_transaction tx{*connection};
+        for (const SubscriptionConfig& config : deliverer.subscriptions()) {
+            const std::optional<ledger::SubscriptionState> state =
+                ledger::ReadSubscription(tx, config.name);
+            const std::int64_t after = state ? state->after : 0;
+            const ledger::SubscriptionLag lag =
+                ledger::ReadLag(tx, after, EventFilterOf(config), WallNowMicros());
+            const SubscriptionDeliverer::Counters* counters = deliverer.counters(config.name);
+            const std::string label = "{subscription=\"" + config.name + "\"} ";
+            lag_events << "payledger_subscription_lag_events" << label << lag.lag_events << "\n";
+            lag_seconds << "payledger_subscription_lag_seconds" << label << lag.lag_seconds
+                        << "\n";
+            delivered << "payledger_subscription_delivered_events_total" << label
+                      << counters->delivered_events.load() << "\n";
+            failures << "payledger_subscription_failures_total" << label
+                     << counters->failures.load() << "\n";
+            disabled << "payledger_subscription_disabled" << label
+                     << (state && state->disabled ? 1 : 0) << "\n";
+        }
+    }
+    return "# HELP payledger_subscription_lag_events Matching events after the cursor.\n"
+           "# TYPE payledger_subscription_lag_events gauge\n" +
+           lag_events.str() +
+           "# HELP payledger_subscription_lag_seconds Age of the oldest undelivered matching "
+           "event; 0 when none.\n"
+           "# TYPE payledger_subscription_lag_seconds gauge\n" +
+           lag_seconds.str() +
+           "# HELP payledger_subscription_delivered_events_total Events this process delivered "
+           "and its receiver acknowledged.\n"
+           "# TYPE payledger_subscription_delivered_events_total counter\n" +
+           delivered.str() +
+           "# HELP payledger_subscription_failures_total Attempts of this process that failed.\n"
+           "# TYPE payledger_subscription_failures_total counter\n" +
+           failures.str() +
+           "# HELP payledger_subscription_disabled 1 while disabled (after a 410), else 0.\n"
+           "# TYPE payledger_subscription_disabled gauge\n" +
+           disabled.str();
+}
+
+}  // namespace payledger::api

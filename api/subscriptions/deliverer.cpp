@@ -1,0 +1,301 @@
+#include "api/subscriptions/deliverer.hpp"
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <utility>
+
+#include "api/http/json_output.hpp"
+#include "api/subscriptions/backoff.hpp"
+#include "api/subscriptions/webhook_client.hpp"
+#include "api/subscriptions/webhook_signature.hpp"
+#include "api/subscriptions/webhook_url.hpp"
+#include "projections/validate.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+projections::TimeMicros WallNowMicros() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// What a failed attempt leaves for the operator (last_error): the status, or why none came.
+std::string FailureText(const WebhookResult& result) {
+    if (result.status != 0) return "HTTP " + std::to_string(result.status);
+    return result.error.empty() ? std::string("no answer") : result.error;
+}
+
+}  // namespace
+
+ledger::EventFilter EventFilterOf(const SubscriptionConfig& config) {
+    ledger::EventFilter filter;
+    // All four types is no filter at all: the cheaper read.
+    if (config.event_types.size() < 4) filter.event_types = config.event_types;
+    if (config.accounts) filter.accounts = *config.accounts;
+    return filter;
+}
+
+ledger::SubscriptionStart LedgerStartOf(const SubscriptionConfig& config) {
+    switch (config.start) {
+        case SubscriptionStart::kBeginning:
+            return ledger::SubscriptionStart::kBeginning;
+        case SubscriptionStart::kNow:
+            return ledger::SubscriptionStart::kNow;
+    }
+    PAYLEDGER_ASSERT(false);
+    return ledger::SubscriptionStart::kBeginning;
+}
+
+std::string DeliveryBody(const std::string& subscription,
+                         const std::vector<projections::Event>& events,
+                         projections::TimeMicros attempt_at) {
+    json items = json::array();
+    for (const projections::Event& event : events) items.push_back(EventJson(event));
+    return Dump(json{{"type", "ledger.events"},
+                     {"timestamp", projections::FormatRfc3339(attempt_at)},
+                     {"data", {{"subscription", subscription}, {"events", std::move(items)}}}});
+}
+
+// One subscription's thread and what it keeps between passes.
+struct SubscriptionDeliverer::Worker {
+    const SubscriptionConfig& config;
+    const ledger::EventFilter filter;
+    Counters counters{};
+    std::mutex mutex{};
+    std::condition_variable wake{};
+    bool poked = false;  // Guarded by mutex.
+    std::thread thread{};
+    // The thread's own state.
+    std::unique_ptr<pqxx::connection> connection{};
+    bool ensured = false;
+    // The cursor as this thread last saw it stored (-1: not yet read).
+    std::int64_t known_after = -1;
+    // The batch in flight, after known_after: sent again, unchanged, until acknowledged or
+    // the cursor moves.
+    std::vector<projections::Event> pending{};
+    // Where the next read starts: the cursor, or past events already seen not to match.
+    std::int64_t scan_from = -1;
+    std::mt19937_64 random{std::random_device{}()};
+};
+
+SubscriptionDeliverer::SubscriptionDeliverer(std::vector<SubscriptionConfig> subscriptions,
+                                             Options options, ledger::FeedNotifier& notifier,
+                                             Log log)
+    : subscriptions_(std::move(subscriptions)),
+      options_(std::move(options)),
+      notifier_(notifier),
+      log_(std::move(log)) {
+    for (const SubscriptionConfig& config : subscriptions_) {
+        workers_.push_back(
+            std::unique_ptr<Worker>(new Worker{.config = config, .filter = EventFilterOf(config)}));
+        by_name_[config.name] = workers_.back().get();
+    }
+}
+
+SubscriptionDeliverer::~SubscriptionDeliverer() { Stop(); }
+
+void SubscriptionDeliverer::Start() {
+    for (const std::unique_ptr<Worker>& worker : workers_) {
+        worker->thread = std::thread([this, &worker = *worker] { Run(worker); });
+    }
+}
+
+void SubscriptionDeliverer::Stop() {
+    if (stopping_.exchange(true)) return;
+    for (const std::unique_ptr<Worker>& worker : workers_) {
+        {
+            std::lock_guard lock{worker->mutex};
+            worker->poked = true;
+        }
+        worker->wake.notify_all();
+    }
+    for (const std::unique_ptr<Worker>& worker : workers_) {
+        if (worker->thread.joinable()) worker->thread.join();
+    }
+    std::lock_guard lock{lease_mutex_};
+    lease_.reset();  // Closing its session frees every lock at once.
+}
+
+void SubscriptionDeliverer::Poke(const std::string& name) {
+    const auto it = by_name_.find(name);
+    if (it == by_name_.end()) return;
+    {
+        std::lock_guard lock{it->second->mutex};
+        it->second->poked = true;
+    }
+    it->second->wake.notify_all();
+}
+
+const SubscriptionDeliverer::Counters* SubscriptionDeliverer::counters(
+    const std::string& name) const {
+    const auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : &it->second->counters;
+}
+
+std::shared_ptr<ledger::SubscriptionLease> SubscriptionDeliverer::Lease() {
+    std::lock_guard lock{lease_mutex_};
+    if (lease_ == nullptr || !lease_->Alive()) {
+        lease_.reset();  // Its locks are gone with its session.
+        lease_ = std::make_shared<ledger::SubscriptionLease>(options_.database_url,
+                                                             options_.session);
+    }
+    return lease_;
+}
+
+void SubscriptionDeliverer::Wait(Worker& worker, std::chrono::milliseconds duration) {
+    if (duration <= std::chrono::milliseconds::zero()) return;
+    std::unique_lock lock{worker.mutex};
+    // A timed wait, not a synchronisation: Stop and Poke end it early.
+    worker.wake.wait_for(lock, duration, [&] { return worker.poked || stopping_.load(); });
+    worker.poked = false;
+}
+
+void SubscriptionDeliverer::Run(Worker& worker) {
+    while (!stopping_.load()) {
+        std::chrono::milliseconds pause{0};
+        try {
+            pause = Step(worker);
+        } catch (const std::exception& error) {
+            // The database or the lease failed: start again from what is stored.
+            worker.connection.reset();
+            worker.pending.clear();
+            worker.known_after = -1;
+            log_("warning", Dump(json{{"msg", "subscription delivery failed"},
+                                      {"subscription", worker.config.name},
+                                      {"error", error.what()}}));
+            pause = std::chrono::milliseconds{1'000};
+        }
+        Wait(worker, pause);
+    }
+    const std::shared_ptr<ledger::SubscriptionLease> lease = [&] {
+        std::lock_guard lock{lease_mutex_};
+        return lease_;
+    }();
+    if (lease != nullptr) lease->Release(worker.config.name);
+}
+
+std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
+    const SubscriptionConfig& config = worker.config;
+    if (worker.connection == nullptr || ledger::IdleSessionEnded(*worker.connection)) {
+        worker.connection = ledger::Connect(options_.database_url, options_.session);
+    }
+    pqxx::connection& connection = *worker.connection;
+    if (!worker.ensured) {
+        (void)ledger::EnsureSubscription(connection, config.name, LedgerStartOf(config));
+        worker.ensured = true;
+    }
+    const std::shared_ptr<ledger::SubscriptionLease> lease = Lease();
+    if (!lease->Holds(config.name) && !lease->TryAcquire(config.name)) {
+        // Another process delivers it: try again later, from whatever is stored then.
+        worker.pending.clear();
+        worker.known_after = -1;
+        return options_.lease_retry;
+    }
+
+    std::optional<ledger::SubscriptionState> state;
+    {
+        pqxx::read_transaction tx{connection};
+        state = ledger::ReadSubscription(tx, config.name);
+    }
+    PAYLEDGER_ASSERT(state.has_value());  // Ensured above, and never deleted.
+    if (state->disabled) {
+        worker.pending.clear();
+        return options_.idle_recheck;  // Until an admin enables it.
+    }
+    if (worker.known_after != state->after) {
+        // First look, or the cursor moved under this thread (a rewind, another process): read
+        // from where it is.
+        worker.pending.clear();
+        worker.known_after = state->after;
+        worker.scan_from = state->after;
+    }
+    const projections::TimeMicros now = WallNowMicros();
+    if (state->next_attempt_at && *state->next_attempt_at > now) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::microseconds{*state->next_attempt_at - now});
+    }
+
+    if (worker.pending.empty()) {
+        ledger::MatchingBatch batch;
+        {
+            pqxx::read_transaction tx{connection};
+            batch = ledger::ReadMatchingBatch(tx, worker.scan_from, worker.filter,
+                                              config.batch_max);
+        }
+        if (batch.events.empty()) {
+            worker.scan_from = batch.scanned_to;
+            if (!batch.caught_up()) return std::chrono::milliseconds{0};
+            // Wait for the feed to grow past what was read; a wake-up is only a hint.
+            (void)notifier_.WaitBeyond(
+                batch.scanned_to, ledger::FeedNotifier::Clock::now() + options_.idle_recheck);
+            return std::chrono::milliseconds{0};
+        }
+        worker.pending = std::move(batch.events);
+    }
+
+    // Whoever holds the lease delivers: a session lost meanwhile may have let another process
+    // take the subscription over.
+    if (!lease->Alive()) return std::chrono::milliseconds{0};
+    const std::int64_t first = worker.pending.front().seq;
+    const std::int64_t last = worker.pending.back().seq;
+    const std::string id = config.name + ":" + std::to_string(first) + "-" + std::to_string(last);
+    const projections::TimeMicros attempt_at = WallNowMicros();
+    const std::int64_t timestamp = attempt_at / 1'000'000;
+    const std::string body = DeliveryBody(config.name, worker.pending, attempt_at);
+    const WebhookResult result = PostWebhook(
+        config.url,
+        {{"content-type", "application/json"},
+         {"webhook-id", id},
+         {"webhook-timestamp", std::to_string(timestamp)},
+         {"webhook-signature", SignWebhook(config.secrets, id, timestamp, body)}},
+        body, config.timeout, options_.ca_file_for_tests);
+
+    if (result.status >= 200 && result.status < 300) {
+        const std::size_t delivered = worker.pending.size();
+        worker.pending.clear();
+        if (ledger::AdvanceCursor(connection, config.name, worker.known_after, last,
+                                  attempt_at)) {
+            worker.counters.delivered_events += delivered;
+            worker.known_after = last;
+            worker.scan_from = last;
+        } else {
+            worker.known_after = -1;  // Moved meanwhile: the stored cursor decides.
+        }
+        return std::chrono::milliseconds{0};
+    }
+    ++worker.counters.failures;
+    if (result.status == 410) {
+        worker.pending.clear();
+        if (ledger::DisableAfterGone(connection, config.name, worker.known_after, attempt_at)) {
+            log_("warning", Dump(json{{"msg", "subscription disabled: the receiver answered 410"},
+                                      {"subscription", config.name},
+                                      {"after", worker.known_after}}));
+        }
+        return std::chrono::milliseconds{0};
+    }
+    // Retry-After counts on a 429 or a 503 only, as Standard Webhooks says.
+    const bool honour_retry_after = result.status == 429 || result.status == 503;
+    const std::chrono::milliseconds delay = RetryDelay(
+        state->consecutive_failures + 1,
+        honour_retry_after ? result.retry_after_seconds : std::nullopt,
+        std::uniform_real_distribution<double>{0.0, 1.0}(worker.random));
+    const std::string why = FailureText(result);
+    if (!ledger::RecordFailure(connection, config.name, worker.known_after, why, attempt_at,
+                               attempt_at + std::chrono::duration_cast<std::chrono::microseconds>(
+                                                delay)
+                                                .count())) {
+        worker.pending.clear();  // The cursor moved: the stored state decides.
+        worker.known_after = -1;
+        return std::chrono::milliseconds{0};
+    }
+    log_("warning", Dump(json{{"msg", "subscription delivery failed"},
+                              {"subscription", config.name},
+                              {"webhook_id", id},
+                              {"error", why},
+                              {"retry_in_ms", delay.count()}}));
+    return delay;
+}
+
+}  // namespace payledger::api

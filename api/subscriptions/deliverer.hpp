@@ -1,0 +1,118 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/subscriptions/subscription_config.hpp"
+#include "ledger/database.hpp"
+#include "ledger/feed_notifier.hpp"
+#include "ledger/subscriptions.hpp"
+
+namespace payledger::api {
+
+// Delivers the ledger's events to the receivers of this process's subscriptions
+// (docs/design.md#subscriptions): one thread per subscription, so that a receiver that fails
+// or never answers holds its own subscription only, and never the write path.
+//
+// Each thread, while this process holds the subscription's lease (ledger::SubscriptionLease: at
+// most one process delivers a subscription at a time; another takes over when this one dies):
+//   1. reads the subscription's state (its cursor, whether it is disabled, when the next
+//      attempt is due after failures);
+//   2. reads the next batch: 1 to batch_max matching events after the cursor, in seq order,
+//      consecutive among the matching ones (ledger::ReadMatchingBatch); none: waits for the
+//      feed to grow (ledger::FeedNotifier: at once after a commit of this process, within a
+//      second after another's);
+//   3. POSTs it, signed with Standard Webhooks (webhook-id `<name>:<first>-<last>`); a retry of
+//      the batch keeps its id and its events;
+//   4. on any 2xx moves the cursor to the batch's last seq by compare-and-set, stored in
+//      PostgreSQL before the next batch is read; on 410 disables the subscription (recorded in
+//      subscription_changes); on anything else records the failure and waits the back-off (1 s
+//      doubling to 300 s, jitter, Retry-After on 429 and 503), then sends the same batch again.
+//      It never skips an event by itself.
+// A cursor moved meanwhile (an admin's rewind, or another process) makes the compare-and-set
+// fail: the thread drops its batch and reads the state again.
+//
+// Thread-safe. Stop() ends every thread; a POST in flight ends within its timeout.
+class SubscriptionDeliverer {
+public:
+    struct Options {
+        std::string database_url{};
+        ledger::SessionSettings session{};
+        // How often a thread without the lease tries to take it: another process's death is
+        // noticed within this (plus the server's own detection of the dead session).
+        std::chrono::milliseconds lease_retry{5'000};
+        // How long a thread waits for the feed before it reads its state again anyway (an
+        // admin's enable or rewind by another process, a lease lost).
+        std::chrono::milliseconds idle_recheck{1'000};
+        std::optional<std::string> ca_file_for_tests{};  // PostWebhook's; tests only.
+    };
+    using Log = std::function<void(const std::string& level, const std::string& json)>;
+
+    // What /metrics shows of one subscription delivered by this process.
+    struct Counters {
+        std::atomic<std::uint64_t> delivered_events{0};
+        std::atomic<std::uint64_t> failures{0};
+    };
+
+    SubscriptionDeliverer(std::vector<SubscriptionConfig> subscriptions, Options options,
+                          ledger::FeedNotifier& notifier, Log log);
+    ~SubscriptionDeliverer();  // Stop().
+    SubscriptionDeliverer(const SubscriptionDeliverer&) = delete;
+    SubscriptionDeliverer& operator=(const SubscriptionDeliverer&) = delete;
+
+    // Starts one thread per subscription. Each creates its subscription's row on its first
+    // look (ledger::EnsureSubscription), whether or not it gets the lease.
+    void Start();
+    // Ends every thread and releases the leases (another process takes over at once).
+    void Stop();
+    // Makes `name`'s thread read its state now (after an admin's rewind or enable).
+    void Poke(const std::string& name);
+
+    [[nodiscard]] const std::vector<SubscriptionConfig>& subscriptions() const {
+        return subscriptions_;
+    }
+    // Null for a name that is not configured.
+    [[nodiscard]] const Counters* counters(const std::string& name) const;
+
+private:
+    struct Worker;
+    void Run(Worker& worker);
+    // One pass of Run's loop; returns how long to wait before the next (zero: at once).
+    std::chrono::milliseconds Step(Worker& worker);
+    // The process's lease connection, made again when it has died.
+    std::shared_ptr<ledger::SubscriptionLease> Lease();
+    // Waits up to `duration`, ending early on Stop or Poke.
+    void Wait(Worker& worker, std::chrono::milliseconds duration);
+
+    const std::vector<SubscriptionConfig> subscriptions_;
+    const Options options_;
+    ledger::FeedNotifier& notifier_;
+    const Log log_;
+    std::vector<std::unique_ptr<Worker>> workers_;
+    std::map<std::string, Worker*> by_name_;
+    std::atomic<bool> stopping_{false};
+    std::mutex lease_mutex_;
+    std::shared_ptr<ledger::SubscriptionLease> lease_;  // Guarded by lease_mutex_.
+};
+
+// Which events `config` delivers, as the ledger's reads take it.
+[[nodiscard]] ledger::EventFilter EventFilterOf(const SubscriptionConfig& config);
+[[nodiscard]] ledger::SubscriptionStart LedgerStartOf(const SubscriptionConfig& config);
+
+// The body of one delivery: {"type":"ledger.events","timestamp":…,"data":{"subscription":…,
+// "events":[…]}}, events as the feed answers them.
+[[nodiscard]] std::string DeliveryBody(const std::string& subscription,
+                                       const std::vector<projections::Event>& events,
+                                       projections::TimeMicros attempt_at);
+
+}  // namespace payledger::api

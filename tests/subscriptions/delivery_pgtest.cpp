@@ -1,0 +1,414 @@
+// Subscriptions end to end (docs/design.md#subscriptions): real `payledger serve` processes
+// deliver to real HTTP receivers (webhook_receiver.hpp). Order and completeness across a
+// receiver that fails, answers 429 and 503; the requests' signatures checked by the Standard
+// Webhooks reference library; 410 disables and an admin's enable and rewind deliver again,
+// each recorded for auditors; two instances never deliver one event twice, and a killed
+// deliverer's subscription is taken over without skipping; a receiver that never answers holds
+// only its own subscription; the waiting feed answers within a second of a commit.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/channels/generic_channel.hpp"
+#include "subscriptions/webhook_receiver.hpp"
+#include "support/http_client.hpp"
+#include "support/serve_process.hpp"
+#include "support/test_database.hpp"
+#include "support/test_service.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+using testing::HttpClient;
+using testing::HttpResult;
+using testing::ReceivedRequest;
+using testing::ReceiverAnswer;
+using testing::ServeProcess;
+using testing::TestDatabase;
+using testing::WebhookReceiver;
+
+// 32 bytes, standard base64.
+constexpr const char* kSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYo=";
+
+#define PAYLEDGER_REQUIRE_DB(db) \
+    if (!(db).available()) GTEST_SKIP() << "no test database"
+
+json Subscription(const std::string& name, unsigned short port, json extra = json::object()) {
+    json entry = {{"name", name},
+                  {"url", "http://127.0.0.1:" + std::to_string(port) + "/hooks"},
+                  {"secret", kSecret},
+                  {"batch_max", 7},
+                  {"timeout_seconds", 2}};
+    entry.update(extra);
+    return entry;
+}
+
+// An order and its payment: two events.
+void OrderAndPayment(HttpClient& client, const std::string& out_trade_no) {
+    const HttpResult created = client.Post(
+        "/v1/orders",
+        json{{"out_trade_no", out_trade_no}, {"account_id", "shop-1"}, {"amount", 100},
+             {"currency", "CNY"}}
+            .dump(),
+        {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}});
+    ASSERT_EQ(created.status, 201) << created.body;
+    const std::string body = json{{"event_type", "PAYMENT_SUCCEEDED"},
+                                  {"out_trade_no", out_trade_no},
+                                  {"transaction_id", "T-" + out_trade_no},
+                                  {"amount", 100}}
+                                 .dump();
+    const HttpResult paid = client.Post(
+        "/v1/callbacks/generic", body,
+        {{"Payledger-Signature",
+          GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
+    ASSERT_EQ(paid.status, 200) << paid.body;
+}
+
+std::vector<std::int64_t> Seqs(const ReceivedRequest& request) {
+    std::vector<std::int64_t> seqs;
+    const json body = json::parse(request.body);
+    for (const json& event : body["data"]["events"]) seqs.push_back(event["seq"].get<std::int64_t>());
+    return seqs;
+}
+
+std::vector<std::int64_t> LedgerSeqs(const TestDatabase& db) {
+    std::vector<std::int64_t> seqs;
+    const std::string text = db.Scalar("SELECT string_agg(seq::text, ',' ORDER BY seq) FROM ledger_events");
+    std::size_t at = 0;
+    while (at < text.size()) {
+        const std::size_t comma = text.find(',', at);
+        seqs.push_back(std::stoll(text.substr(at, comma - at)));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+    }
+    return seqs;
+}
+
+// Waits until `done()` holds, polling every 50 ms, for at most `within`.
+template <typename Done>
+bool Eventually(Done done, std::chrono::seconds within) {
+    const auto deadline = std::chrono::steady_clock::now() + within;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds{50});
+    }
+    return true;
+}
+
+// The events of the requests answered 2xx, in order: what the receiver acknowledged.
+std::vector<std::int64_t> Acknowledged(const std::vector<ReceivedRequest>& requests,
+                                       const std::set<std::size_t>& failed_indexes) {
+    std::vector<std::int64_t> seqs;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        if (failed_indexes.count(i) != 0) continue;
+        for (const std::int64_t seq : Seqs(requests[i])) seqs.push_back(seq);
+    }
+    return seqs;
+}
+
+// Checks every request with the npm `standardwebhooks` library (tests/subscriptions/), plus a
+// tampered copy that must not verify. Skipped when the library is not installed, except in CI.
+void VerifyWithTheReferenceLibrary(const std::vector<ReceivedRequest>& requests) {
+    const std::string script = std::string(PAYLEDGER_SOURCE_DIR) + "/tests/subscriptions/verify_signatures.mjs";
+    if (!std::filesystem::exists(std::string(PAYLEDGER_SOURCE_DIR) +
+                                 "/tests/subscriptions/node_modules/standardwebhooks") &&
+        std::getenv("CI") == nullptr) {
+        std::printf("standardwebhooks not installed: signatures not checked by it\n");
+        return;
+    }
+    const std::string path = testing::MakeTestTmpDir("webhooks-") + "/requests.jsonl";
+    {
+        std::ofstream out{path};
+        for (const ReceivedRequest& request : requests) {
+            out << json{{"what", "delivery"},
+                        {"id", request.headers.at("webhook-id")},
+                        {"timestamp", std::stoll(request.headers.at("webhook-timestamp"))},
+                        {"body", request.body},
+                        {"signature", request.headers.at("webhook-signature")},
+                        {"secrets", {kSecret}},
+                        {"valid", true}}
+                       .dump()
+                << "\n";
+        }
+        const ReceivedRequest& first = requests.front();
+        out << json{{"what", "tampered"},
+                    {"id", first.headers.at("webhook-id")},
+                    {"timestamp", std::stoll(first.headers.at("webhook-timestamp"))},
+                    {"body", first.body + " "},
+                    {"signature", first.headers.at("webhook-signature")},
+                    {"secrets", {kSecret}},
+                    {"valid", false}}
+                   .dump()
+            << "\n";
+    }
+    const int status = std::system(("node '" + script + "' '" + path + "' >&2").c_str());
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "standardwebhooks refused a delivery's signature";
+}
+
+TEST(SubscriptionDeliveryPgTest, EveryEventInOrderSignedAcrossFailuresAndBackOff) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    std::atomic<int> answered{0};
+    const std::set<std::size_t> failing = {0, 1, 2};
+    WebhookReceiver receiver{[&](const ReceivedRequest&) {
+        const int n = answered++;
+        if (n == 0) return ReceiverAnswer{.status = 500};
+        if (n == 1) return ReceiverAnswer{.status = 429, .headers = {{"Retry-After", "1"}}};
+        if (n == 2) return ReceiverAnswer{.status = 503};
+        return ReceiverAnswer{.status = 204};
+    }};
+    ServeProcess server{db.url(), {{"subscriptions", {Subscription("fulfilment", receiver.port())}}}};
+    HttpClient client{server.port()};
+    for (int i = 0; i < 15; ++i) OrderAndPayment(client, "SUB-" + std::to_string(i));
+    const std::vector<std::int64_t> ledger = LedgerSeqs(db);
+    ASSERT_EQ(ledger.size(), 30u);
+
+    ASSERT_TRUE(Eventually(
+        [&] { return Acknowledged(receiver.Requests(), failing).size() >= ledger.size(); },
+        std::chrono::seconds{60}))
+        << "not every event was delivered";
+    const std::vector<ReceivedRequest> requests = receiver.Requests();
+    // Exactly the ledger's events, in seq order, none twice, none skipped.
+    EXPECT_EQ(Acknowledged(requests, failing), ledger);
+    // A retry keeps its id and its events; each batch is 1 to 7 consecutive events.
+    for (std::size_t i = 1; i <= 3; ++i) {
+        EXPECT_EQ(requests[i].headers.at("webhook-id"), requests[0].headers.at("webhook-id"));
+        EXPECT_EQ(Seqs(requests[i]), Seqs(requests[0]));
+    }
+    for (const ReceivedRequest& request : requests) {
+        const std::vector<std::int64_t> seqs = Seqs(request);
+        ASSERT_FALSE(seqs.empty());
+        EXPECT_LE(seqs.size(), 7u);
+        EXPECT_EQ(request.headers.at("webhook-id"), "fulfilment:" + std::to_string(seqs.front()) +
+                                                        "-" + std::to_string(seqs.back()));
+        EXPECT_EQ(request.headers.at("content-type"), "application/json");
+        const json body = json::parse(request.body);
+        EXPECT_EQ(body["type"], "ledger.events");
+        EXPECT_EQ(body["data"]["subscription"], "fulfilment");
+    }
+    ASSERT_TRUE(Eventually(
+        [&] {
+            return db.Scalar("SELECT after FROM subscriptions WHERE name = 'fulfilment'") ==
+                   std::to_string(ledger.back());
+        },
+        std::chrono::seconds{10}));
+    VerifyWithTheReferenceLibrary(requests);
+
+    HttpClient admin{server.port()};
+    const HttpResult state = admin.Get("/v1/admin/subscriptions", testing::kAdminToken);
+    ASSERT_EQ(state.status, 200) << state.body;
+    const json subscription = state.Json()["subscriptions"][0];
+    EXPECT_EQ(subscription["name"], "fulfilment");
+    EXPECT_EQ(subscription["state"], "active");
+    EXPECT_EQ(subscription["after"], ledger.back());
+    EXPECT_EQ(subscription["lag_events"], 0);
+    EXPECT_EQ(admin.Get("/v1/admin/subscriptions", testing::kAuditorToken).status, 403);
+    const std::string metrics = admin.Get("/metrics").body;
+    EXPECT_NE(metrics.find("payledger_subscription_delivered_events_total{subscription=\"fulfilment\"} 30"),
+              std::string::npos)
+        << metrics;
+    EXPECT_NE(metrics.find("payledger_subscription_failures_total{subscription=\"fulfilment\"} 3"),
+              std::string::npos);
+}
+
+TEST(SubscriptionDeliveryPgTest, GoneDisablesAndAnAdminsEnableAndRewindDeliverAgainOnRecord) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    std::atomic<bool> gone{true};
+    WebhookReceiver receiver{[&](const ReceivedRequest&) {
+        return ReceiverAnswer{.status = gone.load() ? 410 : 200};
+    }};
+    ServeProcess server{db.url(), {{"subscriptions", {Subscription("rebates", receiver.port())}}}};
+    HttpClient client{server.port()};
+    for (int i = 0; i < 3; ++i) OrderAndPayment(client, "GONE-" + std::to_string(i));
+    const std::vector<std::int64_t> ledger = LedgerSeqs(db);
+
+    HttpClient admin{server.port()};
+    const auto state = [&] {
+        return admin.Get("/v1/admin/subscriptions", testing::kAdminToken).Json()["subscriptions"][0];
+    };
+    ASSERT_TRUE(Eventually([&] { return state()["state"] == "disabled"; }, std::chrono::seconds{30}));
+    const std::size_t before_enable = receiver.Requests().size();
+    EXPECT_EQ(before_enable, 1u) << "a disabled subscription was delivered again";
+    gone = false;
+    const HttpResult enabled = admin.Post("/v1/admin/subscriptions/rebates/enable", "",
+                                          {{"Authorization", std::string("Bearer ") + testing::kAdminToken}});
+    ASSERT_EQ(enabled.status, 200) << enabled.body;
+    ASSERT_TRUE(Eventually([&] { return state()["after"] == ledger.back(); }, std::chrono::seconds{30}));
+
+    const HttpResult rewound = admin.Post("/v1/admin/subscriptions/rebates/rewind", R"({"after": 0})",
+                                          {{"Authorization", std::string("Bearer ") + testing::kAdminToken}});
+    ASSERT_EQ(rewound.status, 200) << rewound.body;
+    ASSERT_TRUE(Eventually(
+        [&] {
+            std::size_t delivered_again = 0;
+            const std::vector<ReceivedRequest> requests = receiver.Requests();
+            for (std::size_t i = before_enable; i < requests.size(); ++i) delivered_again += Seqs(requests[i]).size();
+            return delivered_again >= 2 * ledger.size();
+        },
+        std::chrono::seconds{30}))
+        << "the rewind did not deliver again";
+    EXPECT_EQ(admin.Post("/v1/admin/subscriptions/nobody/enable", "",
+                         {{"Authorization", std::string("Bearer ") + testing::kAdminToken}})
+                  .status,
+              404);
+    EXPECT_EQ(admin.Post("/v1/admin/subscriptions/rebates/rewind", R"({"after": -1})",
+                         {{"Authorization", std::string("Bearer ") + testing::kAdminToken}})
+                  .status,
+              400);
+
+    const HttpResult changes = admin.Get("/v1/subscriptions/changes", testing::kAuditorToken);
+    ASSERT_EQ(changes.status, 200) << changes.body;
+    const json rows = changes.Json()["changes"];
+    ASSERT_EQ(rows.size(), 3u) << rows.dump();
+    EXPECT_EQ(rows[0]["why"], "disabled: 410");
+    EXPECT_EQ(rows[0]["from"], 0);
+    EXPECT_EQ(rows[1]["why"], "enabled");
+    EXPECT_EQ(rows[2]["why"], "rewind");
+    EXPECT_EQ(rows[2]["from"], ledger.back());
+    EXPECT_EQ(rows[2]["to"], 0);
+}
+
+TEST(SubscriptionDeliveryPgTest, TwoInstancesNeverDeliverTwiceAndAKilledDeliverersWorkIsTakenOver) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    WebhookReceiver receiver{[&](const ReceivedRequest&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{300});  // A slow receiver.
+        return ReceiverAnswer{.status = 200};
+    }};
+    const json config = {{"subscriptions", {Subscription("shipping", receiver.port(), {{"batch_max", 3}})}}};
+    auto first = std::make_unique<ServeProcess>(db.url(), config);
+    HttpClient client{first->port()};
+    OrderAndPayment(client, "TWO-0");
+    ASSERT_TRUE(receiver.WaitForRequests(1, std::chrono::milliseconds{30'000}));  // First holds it.
+    ServeProcess second{db.url(), config};
+    HttpClient second_client{second.port()};
+    for (int i = 1; i < 10; ++i) OrderAndPayment(second_client, "TWO-" + std::to_string(i));
+    // Mid-batch: the slow receiver has a request of the first instance in hand.
+    ASSERT_TRUE(receiver.WaitForRequests(3, std::chrono::milliseconds{30'000}));
+    first->Kill();
+    for (int i = 10; i < 14; ++i) OrderAndPayment(second_client, "TWO-" + std::to_string(i));
+    const std::vector<std::int64_t> ledger = LedgerSeqs(db);
+    ASSERT_TRUE(Eventually(
+        [&] {
+            std::set<std::int64_t> seen;
+            for (const ReceivedRequest& request : receiver.Requests()) {
+                for (const std::int64_t seq : Seqs(request)) seen.insert(seq);
+            }
+            return seen.size() == ledger.size();
+        },
+        std::chrono::seconds{60}))
+        << "the survivor did not take the subscription over";
+    // Every event at least once, in seq order within each request; at most the batch that was
+    // in flight at the kill was delivered twice: the two live instances never both delivered.
+    std::map<std::int64_t, int> times;
+    for (const ReceivedRequest& request : receiver.Requests()) {
+        const std::vector<std::int64_t> seqs = Seqs(request);
+        EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end()));
+        for (const std::int64_t seq : seqs) ++times[seq];
+    }
+    int twice = 0;
+    for (const auto& [seq, count] : times) twice += count > 1 ? 1 : 0;
+    EXPECT_LE(twice, 3) << "more than the batch in flight at the kill was delivered twice";
+    // The last batch's cursor is stored once its answer has reached the deliverer.
+    EXPECT_TRUE(Eventually(
+        [&] {
+            return db.Scalar("SELECT after FROM subscriptions WHERE name = 'shipping'") ==
+                   std::to_string(ledger.back());
+        },
+        std::chrono::seconds{10}));
+}
+
+TEST(SubscriptionDeliveryPgTest, AReceiverThatNeverAnswersHoldsOnlyItsOwnSubscription) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    WebhookReceiver stuck{[](const ReceivedRequest&) { return ReceiverAnswer{.never_answer = true}; }};
+    WebhookReceiver fine{[](const ReceivedRequest&) { return ReceiverAnswer{.status = 200}; }};
+    ServeProcess server{db.url(),
+                        {{"subscriptions",
+                          {Subscription("stuck", stuck.port(), {{"timeout_seconds", 1}}),
+                           Subscription("fine", fine.port())}}}};
+    HttpClient client{server.port()};
+    const auto started = std::chrono::steady_clock::now();
+    for (int i = 0; i < 5; ++i) OrderAndPayment(client, "FINE-" + std::to_string(i));
+    ASSERT_TRUE(Eventually(
+        [&] {
+            std::size_t events = 0;
+            for (const ReceivedRequest& request : fine.Requests()) events += Seqs(request).size();
+            return events >= 10;
+        },
+        std::chrono::seconds{10}))
+        << "the other subscription was held up";
+    std::printf("all 10 events at the healthy receiver within %.2f s\n",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    EXPECT_TRUE(stuck.WaitForRequests(2, std::chrono::milliseconds{10'000})) << "no retry after a timeout";
+    HttpClient admin{server.port()};
+    const json states = admin.Get("/v1/admin/subscriptions", testing::kAdminToken).Json()["subscriptions"];
+    const json stuck_state = states[0]["name"] == "stuck" ? states[0] : states[1];
+    EXPECT_EQ(stuck_state["state"], "retrying");
+    EXPECT_EQ(stuck_state["after"], 0);
+    EXPECT_GE(stuck_state["lag_events"].get<std::int64_t>(), 10);
+}
+
+TEST(SubscriptionDeliveryPgTest, AWaitingFeedAnswersWithinASecondOfACommit) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    ServeProcess server{db.url()};
+    HttpClient client{server.port()};
+    OrderAndPayment(client, "WAIT-0");
+    const std::string head = db.Scalar("SELECT max(seq) FROM ledger_events");
+    HttpClient reader{server.port()};
+    // Nothing follows: an empty page after the wait.
+    const auto empty_started = std::chrono::steady_clock::now();
+    const HttpResult empty = reader.Get("/v1/events?after=" + head + "&wait=1", testing::kAuditorToken);
+    const double empty_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - empty_started).count();
+    ASSERT_EQ(empty.status, 200) << empty.body;
+    EXPECT_TRUE(empty.Json()["events"].empty());
+    EXPECT_EQ(std::to_string(empty.Json()["next_after"].get<std::int64_t>()), head);
+    EXPECT_GE(empty_seconds, 0.9);
+    EXPECT_LT(empty_seconds, 3.0);
+    EXPECT_EQ(reader.Get("/v1/events?wait=31", testing::kAuditorToken).status, 400);
+    EXPECT_EQ(reader.Get("/v1/events?wait=x", testing::kAuditorToken).status, 400);
+
+    // A commit while a read waits: answered at once, not at the end of its 20 s.
+    std::atomic<double> answered_after{-1};
+    HttpResult waited;
+    std::chrono::steady_clock::time_point committed_at{};
+    std::thread waiting([&] {
+        HttpClient own{server.port()};
+        waited = own.Get("/v1/events?after=" + head + "&wait=20", testing::kAuditorToken);
+        answered_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - committed_at).count();
+    });
+    HttpClient scraper{server.port()};
+    ASSERT_TRUE(Eventually(
+        [&] {
+            return scraper.Get("/metrics").body.find("payledger_feed_waiters 1\n") !=
+                   std::string::npos;
+        },
+        std::chrono::seconds{10}))
+        << "the read never waited";
+    committed_at = std::chrono::steady_clock::now();
+    OrderAndPayment(client, "WAIT-1");
+    waiting.join();
+    ASSERT_EQ(waited.status, 200) << waited.body;
+    EXPECT_FALSE(waited.Json()["events"].empty());
+    std::printf("a waiting read answered %.3f s after the commit began\n", answered_after.load());
+    EXPECT_LT(answered_after.load(), 1.0);
+}
+
+}  // namespace
+}  // namespace payledger::api
