@@ -12,7 +12,7 @@ struct Statement {
     std::string sql{};
 };
 
-[[nodiscard]] const std::vector<Statement>& WriterStatements();  // writer.cpp
+[[nodiscard]] const std::vector<Statement>& WriterStatements();  // writer_statements.cpp
 [[nodiscard]] const std::vector<Statement>& ReadStatements();    // reads.cpp
 
 }  // namespace payledger::ledger

@@ -5,6 +5,7 @@
 // check under the lock (and, were it missing, by the receipts' primary key, which the next id
 // would collide with), also when it only wrote a rejected receipt (the chain's head) or when
 // the next batch reads anyway; any failure makes it forget; and it stays within its bound.
+// The cache's own logic, which needs no database, is tested in writer_cache_test.cpp.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
@@ -297,68 +298,6 @@ TEST_F(WriterCacheTwoWritersPgTest, ASessionLostInTheOneRoundTripForgetsAndTheRe
     const AuditReport report = Audit(db_.url());
     EXPECT_TRUE(report.ok()) << FormatAuditReport(report);
     EXPECT_EQ(report.receipts, 3);
-}
-
-TEST(WriterCacheTest, KeepsAtMostItsBoundAndTheNewestOrders) {
-    WriterCache cache{4};  // Two generations of 2.
-    ChainValue head{};
-    EXPECT_FALSE(cache.StateFor({}, head).has_value());  // Knows nothing yet.
-    projections::LedgerState before{.next_seq = 1, .next_receipt_id = 1};
-    for (int i = 1; i <= 10; ++i) {
-        const std::string key = "ORD-" + std::to_string(i);
-        std::map<std::string, std::vector<Event>> events;
-        events[key].push_back(Event{.seq = i, .out_trade_no = key, .receipt_id = i});
-        cache.Remember(before, i + 1, i + 1, head, std::move(events));
-        before = {.next_seq = i + 1, .next_receipt_id = i + 1};
-        EXPECT_LE(cache.size(), 4u);
-    }
-    const std::optional<projections::LedgerState> newest = cache.StateFor({"ORD-10"}, head);
-    ASSERT_TRUE(newest.has_value());
-    EXPECT_EQ(newest->next_seq, 11);
-    EXPECT_EQ(newest->events.at("ORD-10").front().seq, 10);
-    EXPECT_FALSE(cache.StateFor({"ORD-1"}, head).has_value());
-    EXPECT_FALSE(cache.StateFor({"ORD-10", "ORD-1"}, head).has_value());  // Needs them all.
-    // A batch planned on other next ids than the cache's: another writer came in between.
-    std::map<std::string, std::vector<Event>> events;
-    events["ORD-11"];
-    cache.Remember({.next_seq = 50, .next_receipt_id = 60}, 50, 61, head, std::move(events));
-    EXPECT_EQ(cache.size(), 1u);
-    EXPECT_FALSE(cache.StateFor({"ORD-10"}, head).has_value());
-    EXPECT_TRUE(cache.StateFor({"ORD-11"}, head).has_value());
-}
-
-TEST(WriterCacheTest, HandsWhatItDropsToItsOwnerAndKeepsAtMostTwoUntaken) {
-    // A dropped generation is freed by the owner, off the committer's path (Committer::
-    // DisposeDropped); one nobody takes is freed at a later drop, so memory stays bounded.
-    WriterCache cache{4};  // Two generations of 2.
-    ChainValue head{};
-    projections::LedgerState before{.next_seq = 1, .next_receipt_id = 1};
-    const auto remember = [&](int i) {
-        const std::string key = "ORD-" + std::to_string(i);
-        std::map<std::string, std::vector<Event>> events;
-        events[key].push_back(Event{.seq = i, .out_trade_no = key, .receipt_id = i});
-        cache.Remember(before, i + 1, i + 1, head, std::move(events));
-        before = {.next_seq = i + 1, .next_receipt_id = i + 1};
-    };
-    remember(1);
-    remember(2);  // The newer is full: it becomes the older, which was empty.
-    EXPECT_TRUE(cache.TakeDropped().empty());
-    remember(3);
-    remember(4);  // Full again: ORD-1 and ORD-2's generation is dropped.
-    std::vector<WriterCache::Generation> dropped = cache.TakeDropped();
-    ASSERT_EQ(dropped.size(), 1u);
-    EXPECT_EQ(dropped[0].size(), 2u);
-    EXPECT_TRUE(dropped[0].contains("ORD-1"));
-    EXPECT_TRUE(cache.TakeDropped().empty());  // Taken once.
-    EXPECT_EQ(cache.size(), 2u);
-    for (int i = 5; i <= 12; ++i) remember(i);  // Four drops, none taken.
-    EXPECT_EQ(cache.TakeDropped().size(), 2u);
-    remember(13);
-    cache.Clear();  // Both generations: ORD-13, and ORD-11 and ORD-12.
-    dropped = cache.TakeDropped();
-    ASSERT_EQ(dropped.size(), 2u);
-    EXPECT_EQ(dropped[0].size() + dropped[1].size(), 3u);
-    EXPECT_EQ(cache.size(), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,103 @@
+#include "ledger/writer_cache.hpp"
+
+#include <algorithm>
+
+#include "ledger/storable_text.hpp"
+
+namespace payledger::ledger {
+namespace {
+
+using projections::Event;
+
+// An event as the database stores it, in the fields the plan reads.
+Event AsStored(Event event) {
+    if (event.event_type != projections::EventType::kPaymentClosed) {
+        event.currency = StorableText(event.currency);
+    }
+    if (event.transaction_id) event.transaction_id = StorableText(*event.transaction_id);
+    event.recorded_at = 0;
+    event.data.clear();
+    event.data.shrink_to_fit();
+    return event;
+}
+
+}  // namespace
+
+WriterCache::WriterCache(std::size_t orders_max)
+    : generation_max_(std::max<std::size_t>(1, orders_max / 2)) {}
+
+void WriterCache::Clear() {
+    valid_ = false;
+    Drop(newer_);
+    Drop(older_);
+}
+
+void WriterCache::Drop(Generation& generation) {
+    if (generation.empty()) return;
+    if (dropped_.size() >= kDroppedMax) dropped_.erase(dropped_.begin());  // Nobody took it.
+    dropped_.push_back(std::move(generation));
+    generation = Generation{};
+}
+
+std::optional<projections::LedgerState> WriterCache::StateFor(const std::set<std::string>& keys,
+                                                              ChainValue& head) {
+    if (!valid_) return std::nullopt;
+    projections::LedgerState state{.next_seq = next_seq_, .next_receipt_id = next_receipt_id_};
+    for (const std::string& key : keys) {
+        const std::vector<Event>* events = nullptr;
+        if (const auto found = newer_.find(key); found != newer_.end()) {
+            events = &found->second;
+        } else if (const auto old = older_.find(key); old != older_.end()) {
+            events = &old->second;
+        } else {
+            return std::nullopt;
+        }
+        if (!events->empty()) state.events.emplace(key, *events);
+    }
+    head = head_;
+    return state;
+}
+
+void WriterCache::Remember(const projections::LedgerState& before, std::int64_t next_seq_after,
+                           std::int64_t next_receipt_id_after, const ChainValue& head,
+                           std::map<std::string, std::vector<Event>> events) {
+    if (valid_ && (before.next_seq != next_seq_ || before.next_receipt_id != next_receipt_id_)) {
+        Clear();  // Another writer's batches came in between: what it changed is unknown.
+    }
+    valid_ = true;
+    next_seq_ = next_seq_after;
+    next_receipt_id_ = next_receipt_id_after;
+    head_ = head;
+    for (auto& [key, stored] : events) {
+        older_.erase(key);
+        newer_.insert_or_assign(key, std::move(stored));
+        if (newer_.size() >= generation_max_) {
+            Drop(older_);
+            older_ = std::move(newer_);
+            newer_ = Generation{};
+        }
+    }
+}
+
+void RememberCommitted(WriterCache& cache, const std::set<std::string>& keys,
+                       const projections::LedgerState& state, const projections::BatchPlan& plan,
+                       const ChainValue& head) noexcept {
+    try {
+        std::map<std::string, std::vector<Event>> events;
+        for (const std::string& key : keys) {
+            std::vector<Event>& stored = events[key];
+            if (const auto found = state.events.find(key); found != state.events.end()) {
+                for (const Event& event : found->second) stored.push_back(AsStored(event));
+            }
+        }
+        for (const Event& event : plan.events) {
+            events.at(event.out_trade_no).push_back(AsStored(event));
+        }
+        cache.Remember(state, plan.last_seq > 0 ? plan.last_seq + 1 : state.next_seq,
+                       plan.last_receipt_id + 1, head, std::move(events));
+    } catch (...) {
+        cache.Clear();
+    }
+}
+
+}  // namespace payledger::ledger
