@@ -1,7 +1,8 @@
 // The console's router (SPEC §12): deep links a person can share — #/orders/<out_trade_no>,
 // #/accounts/<account_id>, #/events, #/receipts?outcome=<outcome>, #/reconciliations[/<id>],
-// #/chain — each rendered into <main> from the auditor API. Without a token, sign-in comes
-// first and then the link that was asked for. Leaving a view aborts its requests and timers.
+// #/subscriptions, #/chain — each rendered into <main> from the auditor API. Without a token,
+// sign-in comes first and then the link that was asked for. Leaving a view aborts its requests
+// and timers.
 import {session} from './api.js';
 import {render as account} from './view_account.js';
 import {render as chain} from './view_chain.js';
@@ -11,6 +12,7 @@ import {render as order} from './view_order.js';
 import {renderList as reconciliations, renderOne as reconciliation} from './view_reconciliations.js';
 import {render as receipts} from './view_receipts.js';
 import {render as signin} from './view_signin.js';
+import {render as subscriptions} from './view_subscriptions.js';
 
 const ROUTES = [
     [/^\/orders\/([^/]+)$/, 'home', (view, ctx, m) => order(view, ctx, m[1])],
@@ -20,6 +22,7 @@ const ROUTES = [
     [/^\/reconciliations$/, 'reconciliations', reconciliations],
     [/^\/reconciliations\/([0-9]{1,18})$/, 'reconciliations',
      (view, ctx, m) => reconciliation(view, ctx, m[1])],
+    [/^\/subscriptions$/, 'subscriptions', subscriptions],
     [/^\/chain$/, 'chain', chain],
     [/^\/?$/, 'home', home],
 ];

@@ -10,7 +10,8 @@ console: a wrong token and a merchant token, sign-in by keyboard, the order view
 delivery and its raw body, the payloads staying text, an account, the live feed following an
 event appended while the page is open, the receipts filter, reconciliations, the chain's head
 (503 without a signing key, then signed), verify for an admin token, exact money, a lost
-connection. Every test checks that the browser asked nothing of another origin (Chrome's
+connection, and the webhook subscriptions (two, posting to a receiver the test runs: one
+acknowledges, one answers 410) as an admin and as an auditor sees them. Every test checks that the browser asked nothing of another origin (Chrome's
 performance log) and that no Content-Security-Policy violation was reported. Screenshots go
 to the folder given.
 
@@ -28,11 +29,13 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
 import urllib.parse
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SKIP = 77
 WAIT_SECONDS = 20  # Generous: CI is a loaded 2-core machine.
@@ -52,6 +55,9 @@ XSS_SCRIPT = "<script>window.__xss=1;alert(1)</script>"
 XSS_IMG = "<img src=x onerror=\"window.__xss=2;alert(2)\">"
 XSS_SVG = "<svg onload=\"window.__xss=3;alert(3)\"></svg>"
 PAYLOAD = XSS_SCRIPT + XSS_IMG + XSS_SVG
+
+
+WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYo="
 
 
 def skip_or_fail(reason):
@@ -148,6 +154,37 @@ class Serve:
                               capture_output=True, text=True)
 
 
+class Receiver:
+    """A webhook receiver on 127.0.0.1: /ok answers 200, /gone 410 (which disables the
+    subscription that posts to it). It counts the deliveries each path was sent."""
+
+    def __init__(self):
+        self.counts = {}
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with receiver.lock:
+                    receiver.counts[self.path] = receiver.counts.get(self.path, 0) + 1
+                self.send_response(410 if self.path == "/gone" else 200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 def http(base, method, path, body=None, headers=None):
     """(status, headers, body bytes), for any status."""
     data = body.encode() if isinstance(body, str) else body
@@ -170,6 +207,7 @@ class ConsoleBrowserTest(unittest.TestCase):
     def setUpClass(cls):
         cls.driver = None
         cls.serve = None
+        cls.receiver = None
         cls.db_name = None
         try:
             cls.start()
@@ -186,6 +224,13 @@ class ConsoleBrowserTest(unittest.TestCase):
         psql(cls.admin_url, "CREATE DATABASE " + name)
         cls.db_name = name
         cls.serve = Serve(BINARY, cls.tmp, database_url(cls.admin_url, cls.db_name))
+        cls.receiver = Receiver()
+        cls.serve.extra = {"subscriptions": [
+            {"name": "ledger-sink", "url": cls.receiver.base + "/ok", "secret": WEBHOOK_SECRET,
+             "start": "beginning"},
+            {"name": "gone-sink", "url": cls.receiver.base + "/gone", "secret": WEBHOOK_SECRET,
+             "start": "beginning"},
+        ]}
         cls.serve.start()
         cls.base = cls.serve.base
         cls.seed()
@@ -210,6 +255,8 @@ class ConsoleBrowserTest(unittest.TestCase):
             cls.driver.quit()
         if cls.serve is not None:
             cls.serve.stop()
+        if cls.receiver is not None:
+            cls.receiver.stop()
         if cls.db_name is not None:
             psql(cls.admin_url, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % cls.db_name)
         shutil.rmtree(cls.tmp, ignore_errors=True)
@@ -648,7 +695,7 @@ class ConsoleBrowserTest(unittest.TestCase):
         subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", key], check=True)
         os.chmod(key, 0o600)
         self.serve.stop()
-        self.serve.extra = {"audit": {"signing_key": key}}
+        self.serve.extra["audit"] = {"signing_key": key}
         self.serve.start()
         self.go("#/chain")
         self.heading("Chain")
@@ -661,6 +708,113 @@ class ConsoleBrowserTest(unittest.TestCase):
         self.assertEqual(json.loads(kept)["receipt_id"], head["receipt_id"])
         self.assertEqual(json.loads(kept)["chain"], head["chain"])
         self.screenshot("chain-head")
+
+    def subscriptions_state(self):
+        status, body = self.api("GET", "/v1/admin/subscriptions", token=ADMIN)
+        self.assertEqual(status, 200)
+        return {s["name"]: s for s in body["subscriptions"]}
+
+    def changes_newest_first(self):
+        status, body = self.api("GET", "/v1/subscriptions/changes?before=9223372036854775807",
+                                token=AUDITOR)
+        self.assertEqual(status, 200)
+        return [(str(c["id"]), c["why"]) for c in reversed(body["changes"])]
+
+    def shown_subscriptions(self):
+        """{name: {state, field: textContent}} of the state table, read in one script: the
+        view replaces the table at every refresh, so elements found earlier go stale."""
+        return self.driver.execute_script("""
+            const out = {};
+            for (const tr of document.querySelectorAll('table.subscriptions tbody tr')) {
+                const row = {state: tr.dataset.state};
+                for (const c of tr.querySelectorAll('[data-field]')) {
+                    row[c.dataset.field] = c.textContent;
+                }
+                out[tr.dataset.name] = row;
+            }
+            return out;""")
+
+    def shown_changes(self):
+        return [(tr.get_attribute("data-id"), tr.get_attribute("data-why"))
+                for tr in self.find_all("table.subscription-changes tbody tr")]
+
+    def test_15_subscriptions_for_an_admin_token(self):
+        # Both receivers have been tried: one acknowledges everything, one answered 410.
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:  # Polls the state until the deliveries settled, within the deadline.
+            state = self.subscriptions_state()
+            if (state["gone-sink"]["state"] == "disabled" and state["ledger-sink"]["state"] == "active"
+                    and state["ledger-sink"]["lag_events"] == 0):
+                break
+            self.assertLess(time.monotonic(), deadline, "deliveries did not settle: %r" % state)
+            time.sleep(0.1)
+        self.assertGreater(self.receiver.counts.get("/ok", 0), 0)
+        self.assertGreater(self.receiver.counts.get("/gone", 0), 0)
+        # The receiver's error text is the server's own ("HTTP 410"); a hostile one in the
+        # database must stay text all the same. Nothing attempts a disabled subscription again.
+        psql(database_url(self.admin_url, self.db_name),
+             "UPDATE subscriptions SET last_error = '%s' WHERE name = 'gone-sink'"
+             % PAYLOAD.replace("'", "''"))
+        self.open("#/subscriptions")
+        self.sign_in(ADMIN)
+        self.heading("Subscriptions")
+        self.assertEqual(self.find("#nav a[aria-current=page]").get_attribute("data-route"),
+                         "subscriptions")
+        state = self.subscriptions_state()
+        head = state["ledger-sink"]["head"]
+        self.assertEqual(state["ledger-sink"]["after"], head)
+        self.assertEqual(state["gone-sink"]["after"], 0)
+        self.wait.until(lambda d: len(self.shown_subscriptions()) == 2)
+        rows = self.shown_subscriptions()
+        self.assertEqual(set(rows), {"ledger-sink", "gone-sink"})
+
+        def cell(name, field):
+            return rows[name][field]
+
+        self.assertEqual(rows["ledger-sink"]["state"], "active")
+        self.assertEqual(cell("ledger-sink", "state"), "active")
+        self.assertEqual(cell("ledger-sink", "after"), str(head))
+        self.assertEqual(cell("ledger-sink", "head"), str(head))
+        self.assertEqual(cell("ledger-sink", "lag_events"), "0")
+        self.assertEqual(cell("ledger-sink", "url"), self.receiver.base + "/ok")
+        self.assertEqual(rows["gone-sink"]["state"], "disabled")
+        self.assertEqual(cell("gone-sink", "state"), "disabled")
+        self.assertEqual(cell("gone-sink", "after"), "0")
+        self.assertEqual(cell("gone-sink", "head"), str(head))
+        self.assertEqual(cell("gone-sink", "lag_events"), str(state["gone-sink"]["lag_events"]))
+        self.assertGreater(state["gone-sink"]["lag_events"], 0)
+        self.assertEqual(cell("gone-sink", "last_error"), PAYLOAD)
+        self.assert_no_xss()
+        # The changes, newest first: the 410 that disabled gone-sink.
+        self.wait.until(lambda d: len(self.shown_changes()) == len(self.changes_newest_first()))
+        self.assertEqual(self.shown_changes(), self.changes_newest_first())
+        disabled = self.find("table.subscription-changes tr[data-why='disabled: 410']")
+        self.assertIn("gone-sink", disabled.text)
+        self.screenshot("subscriptions-admin")
+        # Refreshed while open: a new event moves ledger-sink's cursor and the head on the page,
+        # and a rewind recorded now appears on top of the changes.
+        self.assertEqual(self.create_order("ORD-SUBSCRIBED", 500, account="shop-4")[0], 201)
+        self.wait.until(lambda d: int(self.shown_subscriptions()["gone-sink"]["head"]) > head)
+        self.wait.until(lambda d: int(self.shown_subscriptions()["ledger-sink"]["after"]) > head)
+        status, _ = self.api("POST", "/v1/admin/subscriptions/ledger-sink/rewind",
+                             json.dumps({"after": head}), token=ADMIN)
+        self.assertEqual(status, 200)
+        self.wait.until(lambda d: self.shown_changes()[:1] == [(self.changes_newest_first()[0][0],
+                                                                "rewind")])
+        self.assertEqual(self.shown_changes(), self.changes_newest_first())
+        self.assertEqual([why for _, why in self.shown_changes()], ["rewind", "disabled: 410"])
+
+    def test_16_subscriptions_for_an_auditor_token(self):
+        self.sign_in(AUDITOR)
+        self.heading("Subscriptions")
+        notice = self.find("[data-kind=needs-admin]")
+        self.assertIn("needs an admin token", notice.text)
+        self.assertEqual(self.find_all("table.subscriptions"), [])
+        self.wait.until(lambda d: len(self.shown_changes()) == len(self.changes_newest_first()))
+        self.assertEqual(self.shown_changes(), self.changes_newest_first())
+        self.assertIn("gone-sink", self.find(
+            "table.subscription-changes tr[data-why='disabled: 410']").text)
+        self.screenshot("subscriptions-auditor")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ struct HttpResult {
 
 // A blocking HTTP/1.1 client on one keep-alive connection to 127.0.0.1:`port`, from
 // `source_address` (any loopback address: 127.0.0.2 is another peer). Reconnects when the
-// server closed the connection. Not thread-safe: one per thread.
+// server closed the connection. Not thread-safe: one per thread. When the environment variable
+// PAYLEDGER_HTTP_RECORD names a file, every exchange is appended to it as a JSON line, for
+// tests/openapi/validate_responses.py (tests/CMakeLists.txt sets it for the HTTP tests).
 class HttpClient {
 public:
     explicit HttpClient(unsigned short port, std::string source_address = "127.0.0.1")
