@@ -13,6 +13,7 @@
 #include "api/routes/console.hpp"
 #include "api/routes/reconciliations.hpp"
 #include "api/routes/route_helpers.hpp"
+#include "api/routes/route_table.hpp"
 #include "api/routes/subscriptions.hpp"
 
 namespace payledger::api {
@@ -197,130 +198,131 @@ void App::Handle(Incoming incoming, Respond respond) {
         if (!url) return timed(BadRequest("the request target is not a valid path"));
         const std::vector<std::string> segments = Segments(*url);
         const http::verb method = incoming.request.method();
-        const auto is = [&](std::initializer_list<const char*> expected) {
-            if (segments.size() != expected.size()) return false;
-            std::size_t i = 0;
-            for (const char* part : expected) {
-                if (part[0] != '*' && segments[i] != part) return false;
-                ++i;
-            }
-            return true;
-        };
-
-        if (is({"healthz"}) || is({"readyz"}) || is({"metrics"})) {
-            if (method != http::verb::get) return timed(MethodNotAllowed("GET"));
-            if (segments[0] == "healthz") {
-                return timed(JsonResponse(http::status::ok, {{"status", "ok"}}));
-            }
-            if (segments[0] == "readyz") return timed(Ready());
-            std::string text = metrics_.Render(pool_, committer_, *reads_);
-            if (notifier_ != nullptr) {
-                text += "# HELP payledger_feed_waiters Reads of the feed waiting for an event "
-                        "(wait=).\n# TYPE payledger_feed_waiters gauge\npayledger_feed_waiters " +
-                        std::to_string(notifier_->WaiterCount()) + "\n";
-            }
-            if (subscriptions_ != nullptr) {
-                try {
-                    text += SubscriptionMetrics(*subscriptions_, pool_);
-                } catch (const std::exception& error) {
-                    // The database is away: the process's own metrics still answer.
-                    LogJson("warning", Dump(json{{"msg", "subscription metrics unavailable"},
-                                                 {"error", error.what()}}));
-                }
-            }
-            return timed(MakeResponse(http::status::ok, "text/plain; version=0.0.4",
-                                      std::move(text)));
-        }
-        const bool ready = ready_.load(std::memory_order_acquire);
-        if (segments.size() >= 3 && segments[0] == "v1" && segments[1] == "callbacks") {
-            // Channels are keyed by the rest of the path: "generic", "wechat/v2", "alipay".
-            std::string path = segments[2];
-            for (std::size_t i = 3; i < segments.size(); ++i) path += "/" + segments[i];
-            const auto channel = channels_.find(path);
-            if (channel == channels_.end()) return timed(NotFound());
-            if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
-            if (!ready) {  // In the platform's own failure form: it retries.
-                return timed(channel->second->Answer(NotReady()));
-            }
-            return HandleCallback(*channel->second, std::move(incoming), std::move(timed));
-        }
-        if (is({"v1", "orders"})) {
-            if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
-            const MerchantToken* token = nullptr;
-            if (auto denied = Authorize(incoming.request, Role::kMerchant, &token)) {
-                return timed(std::move(*denied));
-            }
-            if (!ready) return timed(orders_.Answer(NotReady()));
-            return HandleCreateOrder(*token, std::move(incoming), std::move(timed));
-        }
-        // SPEC §12: the console's static files, ready or not.
+        // The console's files answer for themselves, ready or not, with the console's own
+        // 404 and security headers for a path it does not have.
         if (!segments.empty() && segments[0] == "console") {
             return timed(ConsoleResponse(incoming.request, segments));
+        }
+        const Channel* channel = nullptr;
+        if (segments.size() >= 3 && segments[0] == "v1" && segments[1] == "callbacks") {
+            // Channels are keyed by the rest of the path: "generic", "wechat/v2", "alipay";
+            // a platform this config does not set up has no endpoint.
+            std::string path = segments[2];
+            for (std::size_t i = 3; i < segments.size(); ++i) path += "/" + segments[i];
+            const auto found = channels_.find(path);
+            if (found == channels_.end()) return timed(NotFound());
+            channel = found->second.get();
+        }
+        const RouteMatch match = MatchRoute(segments, method);
+        if (!match.path_known) return timed(NotFound());
+        const bool admin = segments.size() >= 2 && segments[1] == "admin";
+        if (match.route == nullptr || match.route->operation == Operation::kProbeVerify) {
+            // The admin paths check the token before the method: a GET of verify answers 405
+            // to an admin token and 403 to an auditor's, which is how the console learns
+            // whether to offer verify without running it (docs/design.md#the-auditor-console).
+            if (admin) {
+                if (auto denied = Authorize(incoming.request, Role::kAdmin)) {
+                    return timed(std::move(*denied));
+                }
+            }
+            return timed(MethodNotAllowed(match.allow.c_str()));
+        }
+        const bool ready = ready_.load(std::memory_order_acquire);
+        switch (match.route->operation) {
+            case Operation::kHealthz:
+                return timed(JsonResponse(http::status::ok, {{"status", "ok"}}));
+            case Operation::kReadyz:
+                return timed(Ready());
+            case Operation::kMetrics:
+                return timed(MetricsResponse());
+            case Operation::kOpenApi:
+                return timed(OpenApiResponse(incoming.request));
+            case Operation::kCallback:
+                // Not ready: in the platform's own failure form, so that it retries.
+                if (!ready) return timed(channel->Answer(NotReady()));
+                return HandleCallback(*channel, std::move(incoming), std::move(timed));
+            case Operation::kCreateOrder: {
+                const MerchantToken* token = nullptr;
+                if (auto denied = Authorize(incoming.request, Role::kMerchant, &token)) {
+                    return timed(std::move(*denied));
+                }
+                if (!ready) return timed(orders_.Answer(NotReady()));
+                return HandleCreateOrder(*token, std::move(incoming), std::move(timed));
+            }
+            default:
+                break;
         }
         if (!ready) {
             return timed(ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
                                        NotReady().message));
         }
-        if (is({"v1", "admin", "verify"})) {
-            // The token before the method: a GET answers 405 to an admin token and 403 to
-            // an auditor's, which is how the console learns whether to offer verify
-            // (SPEC §12) without running it.
-            if (auto denied = Authorize(incoming.request, Role::kAdmin)) {
-                return timed(std::move(*denied));
+        const Role role = admin ? Role::kAdmin : Role::kAuditor;
+        if (auto denied = Authorize(incoming.request, role)) return timed(std::move(*denied));
+        switch (match.route->operation) {
+            case Operation::kVerify:
+                return timed(HandleAdminVerify());
+            case Operation::kCheckpoint: {
+                Response checkpoint = HandleAuditCheckpoint();
+                // An auditor read too, always of the primary: the head it signs is the newest.
+                if (checkpoint.result() == http::status::ok) SetReadFrom(checkpoint, {});
+                return timed(std::move(checkpoint));
             }
-            if (method != http::verb::post) return timed(MethodNotAllowed("POST"));
-            return timed(HandleAdminVerify());
-        }
-        if (is({"v1", "audit", "checkpoint"})) {  // SPEC §11.
-            if (method != http::verb::get) return timed(MethodNotAllowed("GET"));
-            if (auto denied = Authorize(incoming.request, Role::kAuditor)) {
-                return timed(std::move(*denied));
+            case Operation::kSubscriptions:
+            case Operation::kRewindSubscription:
+            case Operation::kEnableSubscription:
+                return timed(HandleSubscriptionControl(incoming, segments));
+            case Operation::kSubscriptionChanges: {  // An auditor read of the primary.
+                Response changes = SubscriptionChanges(pool_, incoming);
+                if (changes.result() == http::status::ok) SetReadFrom(changes, {});
+                return timed(std::move(changes));
             }
-            Response checkpoint = HandleAuditCheckpoint();
-            // An auditor read too, always of the primary: the head it signs is the newest.
-            if (checkpoint.result() == http::status::ok) SetReadFrom(checkpoint, {});
-            return timed(std::move(checkpoint));
-        }
-        if (is({"v1", "admin", "subscriptions"}) || is({"v1", "admin", "subscriptions", "*", "*"})) {
-            return timed(HandleSubscriptionControl(incoming, segments));
-        }
-        if (is({"v1", "subscriptions", "changes"})) {  // An auditor read of the primary.
-            if (method != http::verb::get) return timed(MethodNotAllowed("GET"));
-            if (auto denied = Authorize(incoming.request, Role::kAuditor)) {
-                return timed(std::move(*denied));
+            case Operation::kReconciliations:
+            case Operation::kReconciliation:  // api/routes/reconciliations.cpp.
+                return timed(HandleReconciliations(*reads_, incoming, segments));
+            case Operation::kEvents: {
+                const auto accept = incoming.request.find(http::field::accept);
+                if (accept != incoming.request.end() &&
+                    accept->value().find("application/x-ndjson") != std::string_view::npos) {
+                    return HandleEventExport(std::move(incoming), std::move(timed));
+                }
+                return HandleEvents(std::move(incoming), std::move(timed));
             }
-            Response changes = SubscriptionChanges(pool_, incoming);
-            if (changes.result() == http::status::ok) SetReadFrom(changes, {});
-            return timed(std::move(changes));
+            case Operation::kReceipts:
+                return timed(HandleFeed(incoming, false));
+            case Operation::kOrder:
+            case Operation::kOrderEvents:
+            case Operation::kOrderReceipts:
+            case Operation::kBalances:
+                return timed(HandleRead(incoming, segments));
+            default:
+                break;
         }
-        const bool read = is({"v1", "orders", "*"}) || is({"v1", "orders", "*", "events"}) ||
-                          is({"v1", "orders", "*", "receipts"}) ||
-                          is({"v1", "accounts", "*", "balances"}) || is({"v1", "events"}) ||
-                          is({"v1", "receipts"}) || is({"v1", "reconciliations"}) ||
-                          is({"v1", "reconciliations", "*"});
-        if (!read) return timed(NotFound());
-        if (method != http::verb::get) return timed(MethodNotAllowed("GET"));
-        if (auto denied = Authorize(incoming.request, Role::kAuditor)) {
-            return timed(std::move(*denied));
-        }
-        if (segments[1] == "reconciliations") {  // SPEC §10, api/routes/reconciliations.cpp.
-            return timed(HandleReconciliations(*reads_, incoming, segments));
-        }
-        if (segments.size() == 2) {
-            const auto accept = incoming.request.find(http::field::accept);
-            if (segments[1] == "events" && accept != incoming.request.end() &&
-                accept->value().find("application/x-ndjson") != std::string_view::npos) {
-                return HandleEventExport(std::move(incoming), std::move(timed));
-            }
-            if (segments[1] == "events") return HandleEvents(std::move(incoming), std::move(timed));
-            return timed(HandleFeed(incoming, false));
-        }
-        return timed(HandleRead(incoming, segments));
+        // An operation of the table that no case above answers: a fault of this file.
+        throw std::logic_error("no handler for " + std::string(match.route->path));
     } catch (...) {
         // The one catch of the read handlers too: they let the database's exceptions come
         // here, where they are classified once.
         return AnswerFailure(metrics_, *once, std::current_exception());
     }
+}
+
+Response App::MetricsResponse() {
+    std::string text = metrics_.Render(pool_, committer_, *reads_);
+    if (notifier_ != nullptr) {
+        text += "# HELP payledger_feed_waiters Reads of the feed waiting for an event "
+                "(wait=).\n# TYPE payledger_feed_waiters gauge\npayledger_feed_waiters " +
+                std::to_string(notifier_->WaiterCount()) + "\n";
+    }
+    if (subscriptions_ != nullptr) {
+        try {
+            text += SubscriptionMetrics(*subscriptions_, pool_);
+        } catch (const std::exception& error) {
+            // The database is away: the process's own metrics still answer.
+            LogJson("warning", Dump(json{{"msg", "subscription metrics unavailable"},
+                                         {"error", error.what()}}));
+        }
+    }
+    return MakeResponse(http::status::ok, "text/plain; version=0.0.4", std::move(text));
 }
 
 void App::HandleCallback(const Channel& channel, Incoming incoming, Respond respond) {

@@ -76,6 +76,8 @@ private:
     Response HandleAdminVerify();
     Response HandleAuditCheckpoint();
     Response Ready();
+    // GET /metrics: the process's metrics, the feed's waiters and the subscriptions'.
+    Response MetricsResponse();
     // nullopt when the bearer token holds `role` (or admin, for auditor endpoints).
     // `merchant_token`, when given, receives the matching merchant token (or null).
     std::optional<Response> Authorize(const Request& request, Role role,

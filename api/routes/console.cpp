@@ -2,6 +2,7 @@
 // api/console/embed.cmake compiles into the binary, never from the file system.
 #include "api/routes/console.hpp"
 
+#include "api/openapi.hpp"
 #include "api/routes/route_helpers.hpp"
 
 namespace payledger::api {
@@ -88,6 +89,20 @@ Response ConsoleResponse(const Request& request, const std::vector<std::string>&
         response = asset == nullptr ? NoSuchFile() : File(request, *asset);
     }
     SetSecurityHeaders(response);
+    return response;
+}
+
+Response OpenApiResponse(const Request& request) {
+    Response response{http::status::ok, request.version()};
+    response.set(http::field::etag, OpenApiYamlEtag());
+    response.set(http::field::cache_control, "no-cache");
+    if (NoneMatchHolds(request, OpenApiYamlEtag())) {
+        response.result(http::status::not_modified);  // No body, no Content-Type.
+    } else {
+        response.set(http::field::content_type, "application/yaml");
+        response.body() = std::string(OpenApiYaml());
+    }
+    response.prepare_payload();
     return response;
 }
 

@@ -29,4 +29,9 @@ inline constexpr std::string_view kConsoleContentSecurityPolicy =
 [[nodiscard]] Response ConsoleResponse(const Request& request,
                                        const std::vector<std::string>& segments);
 
+// GET /v1/openapi.yaml: the OpenAPI description compiled into the binary (api/openapi.hpp), as
+// application/yaml with its ETag and `Cache-Control: no-cache`; 304 when If-None-Match holds
+// it. Needs no database and no token.
+[[nodiscard]] Response OpenApiResponse(const Request& request);
+
 }  // namespace payledger::api

@@ -9,6 +9,7 @@
 #include "api/subscriptions/webhook_client.hpp"
 #include "api/subscriptions/webhook_signature.hpp"
 #include "api/subscriptions/webhook_url.hpp"
+#include "projections/assert.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {

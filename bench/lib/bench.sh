@@ -19,7 +19,7 @@ bench_build() {
     local log="$BENCH_TMP/build.log"
     bench_log "building $* (Release) in $BENCH_BUILD_DIR"
     if ! { cmake -S "$PAYLEDGER_ROOT" -B "$BENCH_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
-        -DBUILD_TESTING=OFF -DPAYLEDGER_BUILD_BENCH=ON -DCMAKE_CXX_FLAGS=-Wno-error=restrict &&
+        -DBUILD_TESTING=OFF -DPAYLEDGER_BUILD_BENCH=ON -DPAYLEDGER_WARNINGS_AS_ERRORS=ON &&
         cmake --build "$BENCH_BUILD_DIR" -j "${PAYLEDGER_BENCH_JOBS:-$(nproc)}" --target "$@"; } \
         >"$log" 2>&1; then
         tail -40 "$log" >&2

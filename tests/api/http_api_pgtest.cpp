@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -54,6 +56,25 @@ protected:
     std::unique_ptr<TestService> service_;
     std::unique_ptr<HttpClient> client_;
 };
+
+// GET /v1/openapi.yaml answers the repository's api/openapi.yaml byte for byte, to anyone,
+// with an ETag that revalidates to 304.
+TEST_F(HttpApiPgTest, TheOpenApiDescriptionIsServedAsCompiledIn) {
+    std::ifstream file(std::string(PAYLEDGER_SOURCE_DIR) + "/api/openapi.yaml", std::ios::binary);
+    ASSERT_TRUE(file) << "api/openapi.yaml not found";
+    const std::string expected{std::istreambuf_iterator<char>(file), {}};
+    const HttpResult description = client_->Get("/v1/openapi.yaml");
+    ASSERT_EQ(description.status, 200);
+    EXPECT_EQ(description.headers.at("Content-Type"), "application/yaml");
+    EXPECT_TRUE(description.body == expected) << "the served description differs from the file";
+    const std::string etag = description.headers.at("ETag");
+    ASSERT_EQ(etag.size(), 34u) << etag;  // A quoted strong tag of 32 hex digits.
+    const HttpResult again =
+        client_->Send(boost::beast::http::verb::get, "/v1/openapi.yaml", {}, {{"If-None-Match", etag}});
+    EXPECT_EQ(again.status, 304);
+    EXPECT_TRUE(again.body.empty());
+    EXPECT_EQ(client_->Send(boost::beast::http::verb::post, "/v1/openapi.yaml").status, 405);
+}
 
 TEST_F(HttpApiPgTest, CreateOrderAppendsThenDuplicatesThenConflicts) {
     const HttpResult created = service_->CreateOrder(*client_, "ORD-1", "acct-1", 1999);

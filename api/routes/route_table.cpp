@@ -1,0 +1,92 @@
+#include "api/routes/route_table.hpp"
+
+#include <array>
+
+namespace payledger::api {
+namespace {
+
+using boost::beast::http::verb;
+
+constexpr std::array kRoutes{
+    Route{verb::get, "/healthz", Operation::kHealthz},
+    Route{verb::get, "/readyz", Operation::kReadyz},
+    Route{verb::get, "/metrics", Operation::kMetrics},
+    Route{verb::get, "/v1/openapi.yaml", Operation::kOpenApi},
+    Route{verb::post, "/v1/orders", Operation::kCreateOrder},
+    Route{verb::post, "/v1/callbacks/generic", Operation::kCallback},
+    Route{verb::post, "/v1/callbacks/wechat/v2", Operation::kCallback},
+    Route{verb::post, "/v1/callbacks/wechat/v3", Operation::kCallback},
+    Route{verb::post, "/v1/callbacks/alipay", Operation::kCallback},
+    Route{verb::get, "/v1/orders/{out_trade_no}", Operation::kOrder},
+    Route{verb::get, "/v1/orders/{out_trade_no}/events", Operation::kOrderEvents},
+    Route{verb::get, "/v1/orders/{out_trade_no}/receipts", Operation::kOrderReceipts},
+    Route{verb::get, "/v1/accounts/{account_id}/balances", Operation::kBalances},
+    Route{verb::get, "/v1/events", Operation::kEvents},
+    Route{verb::get, "/v1/receipts", Operation::kReceipts},
+    Route{verb::get, "/v1/reconciliations", Operation::kReconciliations},
+    Route{verb::get, "/v1/reconciliations/{id}", Operation::kReconciliation},
+    Route{verb::get, "/v1/audit/checkpoint", Operation::kCheckpoint},
+    Route{verb::post, "/v1/admin/verify", Operation::kVerify},
+    Route{verb::get, "/v1/admin/verify", Operation::kProbeVerify},
+    Route{verb::get, "/v1/admin/subscriptions", Operation::kSubscriptions},
+    Route{verb::post, "/v1/admin/subscriptions/{name}/rewind", Operation::kRewindSubscription},
+    Route{verb::post, "/v1/admin/subscriptions/{name}/enable", Operation::kEnableSubscription},
+    Route{verb::get, "/v1/subscriptions/changes", Operation::kSubscriptionChanges},
+    Route{verb::get, "/console", Operation::kConsoleRedirect},
+    Route{verb::get, "/console/", Operation::kConsoleIndex},
+    Route{verb::get, "/console/{file}", Operation::kConsoleFile},
+};
+
+bool Matches(std::string_view path, const std::vector<std::string>& segments) {
+    std::size_t i = 0;
+    path.remove_prefix(1);  // Every path of the table starts with '/'.
+    while (true) {
+        const std::size_t slash = path.find('/');
+        const std::string_view part = path.substr(0, slash);
+        if (i == segments.size()) return false;
+        const bool wildcard = part.size() >= 2 && part.front() == '{' && part.back() == '}';
+        if (!wildcard && segments[i] != part) return false;
+        ++i;
+        if (slash == std::string_view::npos) return i == segments.size();
+        path.remove_prefix(slash + 1);
+    }
+}
+
+}  // namespace
+
+std::span<const Route> Routes() { return kRoutes; }
+
+std::vector<std::string> PathSegments(std::string_view path) {
+    std::vector<std::string> segments;
+    if (path.empty() || path == "/") return segments;
+    if (path.front() == '/') path.remove_prefix(1);
+    while (true) {
+        const std::size_t slash = path.find('/');
+        segments.emplace_back(path.substr(0, slash));
+        if (slash == std::string_view::npos) return segments;
+        path.remove_prefix(slash + 1);
+    }
+}
+
+RouteMatch MatchRoute(const std::vector<std::string>& segments, verb method) {
+    RouteMatch match;
+    std::string_view matched_path;
+    for (const Route& route : kRoutes) {
+        // The first path that matches is the request's; a later template matching the same
+        // segments (/console/{file} for /console/) is another path, not another method.
+        if (!matched_path.empty() && route.path != matched_path) continue;
+        if (matched_path.empty() && !Matches(route.path, segments)) continue;
+        matched_path = route.path;
+        match.path_known = true;
+        // The probe of verify is an operation that always answers 405 or 403: not a method
+        // that Allow should offer.
+        if (route.operation != Operation::kProbeVerify) {
+            if (!match.allow.empty()) match.allow += ", ";
+            match.allow += std::string(boost::beast::http::to_string(route.method));
+        }
+        if (route.method == method) match.route = &route;
+    }
+    return match;
+}
+
+}  // namespace payledger::api
