@@ -41,8 +41,11 @@ _payledger_configure() {
     if [ -f "$dir/CMakeCache.txt" ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$dir/CMakeCache.txt"; then
         rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
     fi
+    # Warnings are errors in every build of the project's own scripts, so CI stops on a new one
+    # (plain CMake leaves them warnings: CMakeLists.txt).
     cmake -S "$PAYLEDGER_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$PAYLEDGER_RELWITHDEBINFO_FLAGS" "$@" >/dev/null
+        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$PAYLEDGER_RELWITHDEBINFO_FLAGS" \
+        -DPAYLEDGER_WARNINGS_AS_ERRORS=ON "$@" >/dev/null
 }
 
 # payledger_build DIR [cmake configure arguments...]: configures and builds every target.
