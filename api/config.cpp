@@ -64,7 +64,7 @@ std::vector<std::string> ParseTokens(const json& tokens, const char* role) {
     return out;
 }
 
-// tokens.merchant: strings, or {"token": "…", "accounts": ["shop-1", …]} (SPEC §9).
+// tokens.merchant: strings, or {"token": "…", "accounts": ["shop-1", …]} (README.md#configuration).
 std::vector<MerchantToken> ParseMerchantTokens(const json& tokens) {
     const std::string field = "tokens.merchant";
     const auto it = tokens.find("merchant");
@@ -129,7 +129,7 @@ std::size_t ParseLimit(const json& limits, const char* key, std::size_t fallback
     return static_cast<std::size_t>(it->get<std::uint64_t>());
 }
 
-// SPEC §13: the URL payledger writes through, checked by libpq's own parser.
+// The URL payledger writes through (docs/design.md#failover), checked by libpq's own parser.
 std::string ParseWriteUrl(const std::string& url, const std::string& field) {
     try {
         return ledger::ForWrites(url);
@@ -138,7 +138,7 @@ std::string ParseWriteUrl(const std::string& url, const std::string& field) {
     }
 }
 
-// SPEC §9 read_database_url and read_max_lag_seconds.
+// read_database_url and read_max_lag_seconds (docs/design.md#read-replicas).
 void ParseReadReplica(const json& root, Config& config) {
     if (root.contains("read_database_url")) {
         const std::string url = RequireString(root, "read_database_url", "config");

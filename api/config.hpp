@@ -15,7 +15,8 @@
 
 namespace payledger::api {
 
-// Raised for a configuration that cannot run; what() names the field (SPEC §9).
+// Raised for a configuration that cannot run; what() names the field
+// (docs/design.md#configuration).
 class ConfigError : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
@@ -27,7 +28,7 @@ struct GenericConfig {
     std::string secret{};
 };
 
-// SPEC §9 `wechat_v2`: sign_type MD5 (default) or HMAC-SHA256.
+// `wechat_v2` (docs/platforms.md#wechat-pay-apiv2): sign_type MD5 (default) or HMAC-SHA256.
 enum class WechatV2SignType { kMd5, kHmacSha256 };
 
 struct WechatV2Config {
@@ -37,8 +38,9 @@ struct WechatV2Config {
     WechatV2SignType sign_type = WechatV2SignType::kMd5;
 };
 
-// SPEC §9 `wechat_v3`. The simulate_* fields are optional, for `payledger simulate` only:
-// the private key of a test platform key pair and the serial it signs as.
+// `wechat_v3` (docs/platforms.md#wechat-pay-apiv3). The simulate_* fields are optional, for
+// `payledger simulate` only: the private key of a test platform key pair and the serial it signs
+// as.
 struct WechatV3Config {
     std::string appid{};
     std::string mchid{};
@@ -48,7 +50,7 @@ struct WechatV3Config {
     std::string simulate_serial{};
 };
 
-// SPEC §9 `alipay`; simulate_private_key as for WechatV3Config.
+// `alipay` (docs/platforms.md#alipay); simulate_private_key as for WechatV3Config.
 struct AlipayConfig {
     std::string app_id{};
     PublicKey alipay_public_key{};
@@ -56,31 +58,31 @@ struct AlipayConfig {
     std::optional<PrivateKey> simulate_private_key{};
 };
 
-// SPEC §9 `limits`.
+// `limits` (docs/security.md#peers-and-limits).
 struct Limits {
     std::size_t unverified_per_peer_per_minute = 120;  // The `rate_limited` outcome.
     std::size_t connections_per_peer = 256;
     std::size_t connections_max = 4096;  // Every connection, from all peers together.
     // The bodies of unverified deliveries stored per minute, from all peers together.
     std::size_t unverified_bytes_per_minute = 64 * 1024 * 1024;
-    // Not in SPEC §9 (left open there): the committer's queue in bytes (issue 11). Over it,
-    // deliveries answer 503 at once. 64 MiB holds 1 000 bodies of 64 KiB.
+    // The committer's queue in bytes, so that a full queue of large bodies cannot exhaust memory.
+    // Over it, deliveries answer 503 at once. 64 MiB holds 1 000 bodies of 64 KiB.
     std::size_t write_queue_bytes_max = 64 * 1024 * 1024;
-    // Not in SPEC §9: how many orders the committer remembers from its own batches, to write
-    // a batch whose orders it all knows in one round trip (issue 10; ledger::WriterCache);
-    // 0 reads every batch's state. About 600 bytes an order, at most about 2 KiB.
+    // How many orders the committer remembers from its own batches, to write a batch whose orders
+    // it all knows in one round trip (docs/design.md#the-writer-cache); 0 reads every batch's
+    // state. About 600 bytes an order, at most about 2 KiB.
     std::size_t writer_cache_orders = 50'000;  // As ledger::Committer's default.
 };
 
 // limits.write_queue_bytes_max is at least this: room for several full requests.
 inline constexpr std::size_t kWriteQueueBytesMin = 1024 * 1024;
 
-// SPEC §9 `read_max_lag_seconds`: [30], from 1 s to a day.
+// `read_max_lag_seconds`: [30], from 1 s to a day.
 inline constexpr std::chrono::seconds kReadMaxLagDefault{30};
 inline constexpr std::chrono::seconds kReadMaxLagMax{24 * 60 * 60};
 
-// SPEC §9 `tokens.merchant`: a plain token may register orders for any account; one given as
-// an object only for the accounts it names.
+// `tokens.merchant` (docs/security.md#tenants): a plain token may register orders for any account;
+// one given as an object only for the accounts it names.
 struct MerchantToken {
     std::string token{};
     std::optional<std::vector<std::string>> accounts{};  // nullopt: any account.
@@ -90,14 +92,16 @@ struct MerchantToken {
     bool operator==(const MerchantToken&) const = default;
 };
 
-// SPEC §9. Sections absent from the file leave their channel unserved (404).
+// The config file (README.md#configuration). Sections absent from the file leave their channel
+// unserved (404).
 struct Config {
     std::string listen_host = "127.0.0.1";
     unsigned short listen_port = 8080;
-    // SPEC §9, §13: as given, except that several hosts without target_session_attrs get
+    // docs/design.md#failover: as given, except that several hosts without target_session_attrs get
     // target_session_attrs=read-write (ledger::ForWrites).
     std::string database_url{};
-    // SPEC §9, §13: a streaming replica for the auditor reads; none: they use database_url.
+    // docs/design.md#read-replicas: a streaming replica for the auditor reads; none: they use
+    // database_url.
     std::optional<std::string> read_database_url{};
     // Reads leave a replica that lags more than this (read_max_lag_seconds).
     std::chrono::seconds read_max_lag{kReadMaxLagDefault};
@@ -112,15 +116,16 @@ struct Config {
     // Connections from these blocks are a reverse proxy's: the client is the address the
     // proxy appended last to X-Forwarded-For (api/http/peer_limits.hpp ForwardedClient).
     std::vector<Cidr> trusted_proxies{};
-    // SPEC §11 `audit.signing_key`: the Ed25519 private key PEM (read and checked at start).
+    // `audit.signing_key` (docs/design.md#checkpoints): the Ed25519 private key PEM (read and
+    // checked at start).
     std::optional<std::string> audit_signing_key_pem{};
     // The ledger's events pushed to receivers (api/subscriptions/subscription_config.hpp).
     std::vector<SubscriptionConfig> subscriptions{};
 };
 
-// SPEC §9 file modes. A secret file (the config, a private key) that users other than its
-// owner may read or write, and a public file (a public key) that they may write, throw
-// ConfigError naming `field`, the file and its mode.
+// File modes (docs/design.md#configuration). A secret file (the config, a private key) that users
+// other than its owner may read or write, and a public file (a public key) that they may write,
+// throw ConfigError naming `field`, the file and its mode.
 enum class FileKind { kSecret, kPublic };
 void CheckFileMode(const std::string& path, const std::string& field, FileKind kind);
 

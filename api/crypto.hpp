@@ -5,11 +5,10 @@
 
 namespace payledger::api {
 
-// Lower-case hex of HMAC-SHA256(key, message), by OpenSSL.
+// HMAC-SHA256(key, message) by OpenSSL: the raw 32 bytes, and their lower-case hex
+// (ledger/bytes.hpp has the hex and SHA-256 itself).
+[[nodiscard]] std::string HmacSha256(std::string_view key, std::string_view message);
 [[nodiscard]] std::string HmacSha256Hex(std::string_view key, std::string_view message);
-
-// Lower-case hex of SHA-256(message), by OpenSSL.
-[[nodiscard]] std::string Sha256Hex(std::string_view message);
 
 // Compares in time that depends only on the lengths (OpenSSL CRYPTO_memcmp).
 [[nodiscard]] bool ConstantTimeEquals(std::string_view a, std::string_view b);

@@ -1,9 +1,9 @@
 #include "api/log.hpp"
 
-#include <chrono>
 #include <cstdio>
 #include <mutex>
 
+#include "ledger/clock.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
@@ -11,11 +11,8 @@ namespace payledger::api {
 void LogJson(const char* level, const std::string& fields_json) noexcept {
     static std::mutex mutex;
     try {
-        const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
-        std::string line =
-            "{\"ts\":\"" + projections::FormatRfc3339(now) + "\",\"level\":\"" + level + "\"";
+        std::string line = "{\"ts\":\"" + projections::FormatRfc3339(ledger::NowMicros()) +
+                           "\",\"level\":\"" + level + "\"";
         if (fields_json.size() > 2) {  // Splice the fields of a non-empty object.
             line += ",";
             line.append(fields_json, 1, std::string::npos);

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ledger/bytes.hpp"
 #include "ledger/database.hpp"
 #include "ledger/verify.hpp"
 #include "projections/assert.hpp"
@@ -18,7 +19,7 @@ namespace {
 
 // Every receipt in id order with the event it appended (none unless the outcome is
 // appended): the receipt's line fields, its stored chain, the event's fields. In COPY's binary
-// format (issue 14 point 5): the bodies, chains, integers and times arrive as they are stored,
+// format: the bodies, chains, integers and times arrive as they are stored,
 // so neither PostgreSQL nor audit spends time on text forms (measured on 1 000 000 receipts:
 // this COPY in text took 5.0 s on the server, in binary 3.0 s, as much as the plain
 // `COPY callback_receipts TO STDOUT` in text). libpqxx 6.4's stream_from writes
@@ -272,24 +273,6 @@ private:
     bool receipts_done_ = false;
 };
 
-// Lower-case hex of any bytes (a stored key is 32 bytes by its CHECK; audit shows whatever it
-// finds), into `out`.
-void AssignHex(std::string_view bytes, std::string& out) {
-    constexpr char kDigits[] = "0123456789abcdef";
-    out.clear();
-    for (const char byte : bytes) {
-        const auto value = static_cast<unsigned char>(byte);
-        out += kDigits[value >> 4];
-        out += kDigits[value & 0x0f];
-    }
-}
-
-std::string HexText(std::string_view bytes) {
-    std::string hex;
-    AssignHex(bytes, hex);
-    return hex;
-}
-
 // The stored bodies that do not hash to their key: up to kBreaksListedMax of their keys (each
 // then named at the first receipt that names it), and how many there are in all.
 struct ChangedBodies {
@@ -305,10 +288,7 @@ ChangedBodies HashStoredBodies(pqxx::transaction_base& tx) {
     while (rows.Next()) {
         PAYLEDGER_ASSERT(rows.size() == 2);
         const std::string_view key = rows.bytes(0);
-        const Sha256Digest digest = Sha256Of(rows.bytes(1));
-        if (key == std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size())) {
-            continue;
-        }
+        if (key == DigestBytes(Sha256(rows.bytes(1)))) continue;
         ++changed.total;
         if (changed.keys.size() < kBreaksListedMax) changed.keys.emplace_back(key);
     }
@@ -436,9 +416,11 @@ AuditReport Audit(const std::string& url, const Checkpoint* checkpoint, const Ed
             const bool has_inline = !rows.null(6);
             const bool has_hash = !rows.null(16);
             if (has_hash) {
-                AssignHex(rows.bytes(16), body_sha256);
+                // Any bytes: a stored key is 32 by its CHECK, audit shows whatever it finds.
+                body_sha256.clear();
+                AppendHexLower(rows.bytes(16), body_sha256);
                 if (has_inline) {
-                    const Sha256HexDigits inline_hex = Sha256HexOf(rows.bytes(6));
+                    const Sha256HexDigits inline_hex = HexDigits(Sha256(rows.bytes(6)));
                     if (std::string_view(inline_hex.data(), inline_hex.size()) != body_sha256) {
                         breaks.AddAtReceipt(id,
                                             receipt() + " body " + body_sha256 +
@@ -448,7 +430,7 @@ AuditReport Audit(const std::string& url, const Checkpoint* checkpoint, const Ed
                     }
                 }
             } else if (has_inline) {
-                const Sha256HexDigits inline_hex = Sha256HexOf(rows.bytes(6));
+                const Sha256HexDigits inline_hex = HexDigits(Sha256(rows.bytes(6)));
                 body_sha256.assign(inline_hex.data(), inline_hex.size());
             } else {
                 body_sha256.clear();
@@ -521,7 +503,7 @@ AuditReport Audit(const std::string& url, const Checkpoint* checkpoint, const Ed
     // Changed bodies that no receipt names, and those past the listed ones.
     for (std::size_t i = 0; i < changed.keys.size(); ++i) {
         if (changed.named[i]) continue;
-        breaks.Add("body " + HexText(changed.keys[i]) +
+        breaks.Add("body " + HexLower(changed.keys[i]) +
                    " in receipt_bodies no longer hashes to its key, and no receipt names it");
     }
     breaks.Count(changed.total - static_cast<std::int64_t>(changed.keys.size()));
@@ -547,7 +529,7 @@ AuditReport Audit(const std::string& url, const Checkpoint* checkpoint, const Ed
 std::string FormatAuditReport(const AuditReport& report) {
     std::string out = "audit receipts=" + std::to_string(report.receipts) +
                       " events=" + std::to_string(report.events) +
-                      " head=" + std::to_string(report.head_id) + ":" + ChainHex(report.head) +
+                      " head=" + std::to_string(report.head_id) + ":" + HexLower(report.head) +
                       (report.ok() ? " OK\n" : " BROKEN\n");
     for (const std::string& line : report.breaks) out += "  " + line + "\n";
     return out;

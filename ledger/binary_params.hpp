@@ -11,9 +11,9 @@ namespace payledger::ledger {
 
 // Parameters in PostgreSQL's binary format (the `send`/`recv` functions of each type,
 // src/backend/utils/adt), for a statement whose SQL casts each parameter to its type
-// (`$1::bigint[]`), so that the server takes that type for it. Issue 10: the writer's rows as
-// JSON literals cost the server a JSON parse per row and a scan of the whole string; bound in
-// binary, each value is read as it lies (bench/write/run.sh measures the difference).
+// (`$1::bigint[]`), so that the server takes that type for it. The writer's rows as JSON literals
+// cost the server a JSON parse per row and a scan of the whole string; bound in binary, each value
+// is read as it lies (bench/write/run.sh measures the difference).
 
 // The element types the writer binds (pg_type.oid, fixed for built-in types).
 enum class PgType : std::uint32_t {

@@ -1,7 +1,6 @@
 #include "ledger/chain.hpp"
 
-#include <openssl/sha.h>
-
+#include <algorithm>
 #include <charconv>
 #include <system_error>
 
@@ -10,22 +9,6 @@
 
 namespace payledger::ledger {
 namespace {
-
-constexpr char kHexDigits[] = "0123456789abcdef";
-
-// The 2 * size lower-case hex digits of `bytes`, written to `out`.
-void HexInto(const unsigned char* bytes, std::size_t size, char* out) {
-    for (std::size_t i = 0; i < size; ++i) {
-        out[2 * i] = kHexDigits[bytes[i] >> 4];
-        out[2 * i + 1] = kHexDigits[bytes[i] & 0x0f];
-    }
-}
-
-int HexValue(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-}
 
 void AppendInteger(std::int64_t value, std::string& out) {
     char digits[24];
@@ -99,58 +82,24 @@ void AppendReceiptLine(const ReceiptLineFields& receipt, const projections::Even
 ChainValue NextChain(const ChainValue& previous, std::string_view line) {
     std::string scratch;
     scratch.reserve(previous.size() + line.size());
-    scratch.append(reinterpret_cast<const char*>(previous.data()), previous.size());
+    scratch.append(DigestBytes(previous));
     scratch.append(line);
-    ChainValue next{};
-    SHA256(reinterpret_cast<const unsigned char*>(scratch.data()), scratch.size(), next.data());
-    return next;
+    return Sha256(scratch);
 }
 
 ChainValue NextChain(const ChainValue& previous, const ReceiptLineFields& receipt,
                      const projections::Event* appended, std::string& scratch) {
-    scratch.assign(reinterpret_cast<const char*>(previous.data()), previous.size());
+    scratch.assign(DigestBytes(previous));
     AppendReceiptLine(receipt, appended, scratch);
-    ChainValue next{};
-    SHA256(reinterpret_cast<const unsigned char*>(scratch.data()), scratch.size(), next.data());
-    return next;
-}
-
-std::string ChainHex(const ChainValue& value) {
-    std::string hex(value.size() * 2, '\0');
-    HexInto(value.data(), value.size(), hex.data());
-    return hex;
+    return Sha256(scratch);
 }
 
 std::optional<ChainValue> ParseChainHex(std::string_view hex) {
+    const std::optional<std::string> bytes = ParseHexLower(hex);
     ChainValue value{};
-    if (hex.size() != value.size() * 2) return std::nullopt;
-    for (std::size_t i = 0; i < value.size(); ++i) {
-        const int high = HexValue(hex[2 * i]);
-        const int low = HexValue(hex[2 * i + 1]);
-        if (high < 0 || low < 0) return std::nullopt;
-        value[i] = static_cast<unsigned char>(high * 16 + low);
-    }
+    if (!bytes || bytes->size() != value.size()) return std::nullopt;
+    std::copy(bytes->begin(), bytes->end(), value.begin());
     return value;
-}
-
-std::string Sha256Hex(std::string_view bytes) {
-    const Sha256HexDigits digits = Sha256HexOf(bytes);
-    return std::string(digits.data(), digits.size());
-}
-
-Sha256HexDigits Sha256HexOf(std::string_view bytes) { return HexDigitsOf(Sha256Of(bytes)); }
-
-Sha256Digest Sha256Of(std::string_view bytes) {
-    static_assert(std::tuple_size_v<Sha256Digest> == SHA256_DIGEST_LENGTH);
-    Sha256Digest digest{};
-    SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest.data());
-    return digest;
-}
-
-Sha256HexDigits HexDigitsOf(const Sha256Digest& digest) {
-    Sha256HexDigits digits{};
-    HexInto(digest.data(), digest.size(), digits.data());
-    return digits;
 }
 
 }  // namespace payledger::ledger

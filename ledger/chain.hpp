@@ -1,20 +1,20 @@
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "ledger/bytes.hpp"
 #include "ledger/rows.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::ledger {
 
-// SPEC §11, the receipt chain: chain(r) = SHA-256(chain(previous receipt) ‖ line(r)), in id
+// docs/design.md#the-receipt-chain: chain(r) = SHA-256(chain(previous receipt) ‖ line(r)), in id
 // order, from 32 zero bytes. Computed by the writer under the writer lock, so the chain
 // order is commit order; recomputed by `payledger audit`.
-using ChainValue = std::array<unsigned char, 32>;
+using ChainValue = Sha256Digest;  // HexLower(value) is its text.
 inline constexpr ChainValue kChainStart{};
 
 // What a receipt's line is made of: its stored fields, by reference.
@@ -49,18 +49,7 @@ void AppendReceiptLine(const ReceiptLineFields& receipt, const projections::Even
 [[nodiscard]] ChainValue NextChain(const ChainValue& previous, const ReceiptLineFields& receipt,
                                    const projections::Event* appended, std::string& scratch);
 
-// Lower-case hex, and back (nullopt unless exactly 64 hex digits).
-[[nodiscard]] std::string ChainHex(const ChainValue& value);
+// A chain value from its lower-case hex: nullopt unless exactly 64 lower-case hex digits.
 [[nodiscard]] std::optional<ChainValue> ParseChainHex(std::string_view hex);
-
-// Lower-case hex SHA-256 of `bytes` (a receipt's body_sha256).
-[[nodiscard]] std::string Sha256Hex(std::string_view bytes);
-using Sha256HexDigits = std::array<char, 64>;
-[[nodiscard]] Sha256HexDigits Sha256HexOf(std::string_view bytes);
-// The raw SHA-256 of `bytes` (what callback_receipts.body_sha256 and receipt_bodies' key store),
-// and its lower-case hex.
-using Sha256Digest = std::array<unsigned char, 32>;
-[[nodiscard]] Sha256Digest Sha256Of(std::string_view bytes);
-[[nodiscard]] Sha256HexDigits HexDigitsOf(const Sha256Digest& digest);
 
 }  // namespace payledger::ledger

@@ -4,11 +4,13 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
-#include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
-#include <vector>
+#include <string>
 
+#include "ledger/bytes.hpp"
+#include "ledger/clock.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 
@@ -23,25 +25,11 @@ namespace {
 
 using nlohmann::json;
 
-std::string Base64(const unsigned char* bytes, std::size_t size) {
-    std::string out(4 * ((size + 2) / 3), '\0');
-    const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes,
-                                        static_cast<int>(size));
-    PAYLEDGER_ASSERT(written >= 0 && static_cast<std::size_t>(written) == out.size());
-    return out;
-}
-
 // Strict standard base64 of exactly `size` bytes.
-std::optional<std::vector<unsigned char>> Unbase64(std::string_view text, std::size_t size) {
-    if (text.size() != 4 * ((size + 2) / 3)) return std::nullopt;
-    std::vector<unsigned char> out(text.size() / 4 * 3);
-    const int decoded =
-        EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(text.data()),
-                        static_cast<int>(text.size()));
-    if (decoded < 0) return std::nullopt;
-    out.resize(size);  // EVP_DecodeBlock counts the padding as zero bytes.
-    if (Base64(out.data(), out.size()) != text) return std::nullopt;
-    return out;
+std::optional<std::string> Unbase64(std::string_view text, std::size_t size) {
+    std::optional<std::string> bytes = Base64Decode(text);
+    if (!bytes || bytes->size() != size) return std::nullopt;
+    return bytes;
 }
 
 EVP_PKEY* ReadPem(std::string_view pem, bool private_key) {
@@ -144,7 +132,7 @@ Checkpoint Ed25519Key::Sign(std::int64_t receipt_id, const ChainValue& chain,
                             projections::TimeMicros at) const {
     PAYLEDGER_ASSERT(has_private_);
     Checkpoint checkpoint{.receipt_id = receipt_id,
-                          .chain = ChainHex(chain),
+                          .chain = HexLower(chain),
                           .at = projections::FormatRfc3339Micros(at),
                           .key_id = KeyId()};
     const std::string message = CheckpointMessage(receipt_id, checkpoint.chain, checkpoint.at);
@@ -158,7 +146,8 @@ Checkpoint Ed25519Key::Sign(std::int64_t receipt_id, const ChainValue& chain,
                        reinterpret_cast<const unsigned char*>(message.data()), message.size()) == 1;
     EVP_MD_CTX_free(context);
     if (!signed_ok || size != sizeof signature) throw std::runtime_error("Ed25519 signing failed");
-    checkpoint.signature = Base64(signature, size);
+    checkpoint.signature =
+        Base64Encode(std::string_view(reinterpret_cast<const char*>(signature), size));
     return checkpoint;
 }
 
@@ -171,8 +160,8 @@ bool Ed25519Key::Verifies(const Checkpoint& checkpoint) const {
     const bool verified =
         context != nullptr &&
         EVP_DigestVerifyInit(context, nullptr, nullptr, nullptr, pkey_->key) == 1 &&
-        EVP_DigestVerify(context, signature->data(), signature->size(),
-                         reinterpret_cast<const unsigned char*>(message.data()),
+        EVP_DigestVerify(context, reinterpret_cast<const unsigned char*>(signature->data()),
+                         signature->size(), reinterpret_cast<const unsigned char*>(message.data()),
                          message.size()) == 1;
     EVP_MD_CTX_free(context);
     return verified;
@@ -189,15 +178,13 @@ Checkpoint SignHead(pqxx::transaction_base& tx, const Ed25519Key& key) {
         PAYLEDGER_ASSERT(stored.has_value());
         chain = *stored;
     }
-    const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::system_clock::now().time_since_epoch());
-    return key.Sign(id, chain, now.count());
+    return key.Sign(id, chain, NowMicros());
 }
 
 std::optional<std::string> CheckpointBreak(pqxx::transaction_base& tx,
                                            const Checkpoint& checkpoint) {
     if (checkpoint.receipt_id == 0) {
-        if (checkpoint.chain == ChainHex(kChainStart)) return std::nullopt;
+        if (checkpoint.chain == HexLower(kChainStart)) return std::nullopt;
         return "receipt 0 cannot hold a chain other than 32 zero bytes";
     }
     const pqxx::result row = tx.exec_params(

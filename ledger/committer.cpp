@@ -60,7 +60,7 @@ Committer::Committer(Options options) : options_(std::move(options)) {
 Committer::~Committer() { Stop(); }
 
 void Committer::Submit(Delivery delivery, Done done) {
-    // Here, on the submitting thread: the writing thread holds the writer lock (issue 10).
+    // Here, on the submitting thread: the writing thread holds the writer lock.
     PrepareForWrite(delivery);
     const std::size_t bytes = QueuedBytes(delivery);
     const char* refusal = nullptr;
@@ -192,8 +192,8 @@ std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t
     // A session the server ended while idle (a restart, a failover) is replaced before the
     // batch rather than failing its first attempt.
     if (connection_ == nullptr || IdleSessionEnded(*connection_)) {
-        // Perhaps to another server (a failover, SPEC §13): what the cache knows is checked
-        // under the lock anyway, but a new session starts from what the ledger says.
+        // Perhaps to another server (a failover, docs/design.md#failover): what the cache knows is
+        // checked under the lock anyway, but a new session starts from what the ledger says.
         if (cache_ != nullptr) cache_->Clear();
         connection_ = Connect(options_.url, options_.session);
     }

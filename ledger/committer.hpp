@@ -18,24 +18,24 @@
 
 namespace payledger::ledger {
 
-// Group commit (issue 6): one thread owns one connection and writes every delivery of this
-// process. It takes whatever deliveries are waiting (up to `batch_max`) and writes them in
-// one transaction with WriteBatch, so the WAL flush and the writer lock are paid once per
+// Group commit (docs/design.md#group-commit): one thread owns one connection and writes every
+// delivery of this process. It takes whatever deliveries are waiting (up to `batch_max`) and writes
+// them in one transaction with WriteBatch, so the WAL flush and the writer lock are paid once per
 // batch. A lone delivery is written at once: the batch closes when the queue is empty.
 //
 // Thread-safe. `done` runs exactly once per delivery, on the committer's answer thread, after
 // the transaction that holds the delivery committed (or definitively failed, answering it
 // `unavailable`), outside any code that retries; it must not block for long. The writing
 // thread hands each batch's answers over as one task, so it goes back to writing at once and
-// a batch of N costs one thread wake-up, not N (issue 10: thread hand-offs were the largest
-// part of the kernel's time under load). Answers keep commit order. A `done` that throws is
-// counted in stats().answer_failures and changes nothing else: the batch stays committed
-// and the other deliveries are answered as usual.
+// a batch of N costs one thread wake-up, not N (thread hand-offs were the largest part of the
+// kernel's time under load). Answers keep commit order. A `done` that throws is counted in
+// stats().answer_failures and changes nothing else: the batch stays committed and the other
+// deliveries are answered as usual.
 class Committer {
 public:
     using Done = std::function<void(DeliveryResult)>;
 
-    // SPEC §9 leaves it open; README `limits.write_queue_bytes_max`: 1 000 bodies of 64 KiB.
+    // Default `limits.write_queue_bytes_max` (README.md#configuration): 1 000 bodies of 64 KiB.
     static constexpr std::size_t kQueueBytesMaxDefault = 64 * 1024 * 1024;
     // About 600 bytes an order with one or two events (bench/load), at most about 2 KiB (four
     // events, the longest keys and transaction ids): 30 MiB, at most about 100 MiB.
@@ -49,7 +49,8 @@ public:
         std::size_t queue_bytes_max = kQueueBytesMaxDefault;
         std::size_t batch_bytes_max = 4 * 1024 * 1024;
         int transaction_attempts_max = 3;
-        // WriterCache's bound (README `limits.writer_cache_orders`); 0: every batch reads.
+        // WriterCache's bound (`limits.writer_cache_orders`, docs/design.md#the-writer-cache); 0:
+        // every batch reads.
         std::size_t cache_orders_max = kCacheOrdersMaxDefault;
         // Told the newest seq of each batch that appended events, after its COMMIT and before
         // its answers (the waiting feed and the subscriptions: ledger::FeedNotifier::Committed).
@@ -116,7 +117,8 @@ private:
     };
 
     // Both return one result per delivery and call no `done`: they may run a transaction
-    // more than once, so they have no effect outside the database (STYLE §3, §12).
+    // more than once, so they have no effect outside the database (answers, metrics and log lines
+    // come after, outside anything that retries).
     [[nodiscard]] std::vector<DeliveryResult> WriteWithRetries(const Batch& batch);
     [[nodiscard]] std::vector<DeliveryResult> WriteOneByOne(const Batch& batch);
     std::vector<DeliveryResult> WriteOnce(const Batch& batch, std::size_t first, std::size_t count);

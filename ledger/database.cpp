@@ -14,7 +14,7 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& url, const SessionS
     connection->inhibit_reactivation(true);
 #pragma GCC diagnostic pop
     // One round trip for all settings. The values are ours, never client input.
-    // plan_cache_mode (issue 10): every execution of a prepared statement is planned for its
+    // plan_cache_mode: every execution of a prepared statement is planned for its
     // own parameters and the tables' current size. Left to itself PostgreSQL keeps, after
     // five runs, a generic plan made while the tables were nearly empty, and nothing replaces
     // it until an ANALYZE: on a fresh database that was a sequential scan of `orders` per
@@ -29,7 +29,8 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& url, const SessionS
                 "; SET lock_timeout = " + std::to_string(settings.lock_timeout.count()) +
                 "; SET idle_in_transaction_session_timeout = " +
                 std::to_string(settings.idle_in_transaction_timeout.count()) +
-                // SPEC §13, in the same round trip: what target_session_attrs=read-write checks.
+                // docs/design.md#failover, in the same round trip: what
+                // target_session_attrs=read-write checks.
                 "; SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool");
     if (settings.writable && result[0][0].as<bool>()) {
         throw ReadOnlyServer("the database server is read-only (a standby, or in recovery)");

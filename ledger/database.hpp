@@ -8,8 +8,8 @@
 
 namespace payledger::ledger {
 
-// SPEC §7: the ledger's writer lock, one key for every process on the database. Every
-// transaction that writes ledger_events or callback_receipts takes it first.
+// docs/design.md#the-writer-lock: the ledger's writer lock, one key for every process on the
+// database. Every transaction that writes ledger_events or callback_receipts takes it first.
 inline constexpr std::int64_t kWriterLockKey = 0x7061796c65640001;  // "payled" 0001
 // Serialises `migrate` between processes.
 inline constexpr std::int64_t kMigrateLockKey = 0x7061796c65640002;
@@ -19,15 +19,15 @@ inline constexpr std::int64_t kMigrateLockKey = 0x7061796c65640002;
 inline constexpr std::int64_t kSubscriptionChangesLockKey = 0x7061796c65640003;
 
 // Settings of every session of the service. The limits make sure a stuck transaction cannot
-// hold the writer lock for ever (issue 5); the name shows in pg_stat_activity.
+// hold the writer lock for ever; the name shows in pg_stat_activity.
 struct SessionSettings {
     std::string application_name = "payledger";
     std::chrono::milliseconds statement_timeout{10'000};
     std::chrono::milliseconds lock_timeout{5'000};
     std::chrono::milliseconds idle_in_transaction_timeout{10'000};
-    // SPEC §13: payledger never writes through a server in recovery. True: Connect refuses a
-    // server that is read-only (a standby, or default_transaction_read_only). False only for
-    // sessions that read a replica on purpose (read_database_url).
+    // docs/design.md#failover: payledger never writes through a server in recovery. True: Connect
+    // refuses a server that is read-only (a standby, or default_transaction_read_only). False only
+    // for sessions that read a replica on purpose (read_database_url).
     bool writable = true;
 };
 

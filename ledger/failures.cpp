@@ -47,8 +47,8 @@ Failure ClassifyFailure(const std::exception_ptr& error) noexcept {
                         std::string("transaction rolled back: ") + e.what(), true);
         } catch (const pqxx::sql_error& e) {
             if (e.sqlstate() == kReadOnlySqlTransaction) {
-                // SPEC §13: this session is on a read-only server (a standby, or a primary
-                // that became one): nothing was written. Drop it; a new connection may find
+                // docs/design.md#failover: this session is on a read-only server (a standby, or a
+                // primary that became one): nothing was written. Drop it; a new connection may find
                 // the primary (target_session_attrs=read-write, Connect's check).
                 return Make(FailureKind::kRetryable,
                             std::string("the database server is read-only: ") + e.what(), true,

@@ -16,7 +16,7 @@ std::vector<std::string> Migrate(pqxx::connection& connection);
 // anything (all of them when it has no schema_migrations table).
 [[nodiscard]] std::vector<std::string> PendingMigrations(pqxx::connection& connection);
 
-// SPEC §11 least privilege: grants `role` exactly what `payledger serve` needs (SELECT and
+// docs/design.md#least-privilege: grants `role` exactly what `payledger serve` needs (SELECT and
 // INSERT on callback_receipts, ledger_events and reconciliations; SELECT, INSERT and UPDATE
 // on orders and balances; the sequences; SELECT on schema_migrations) and revokes every
 // privilege on the tables and sequences from PUBLIC. The role cannot disable a trigger,

@@ -10,7 +10,8 @@ namespace payledger::ledger {
 namespace {
 
 // A replica whose last good check is older than this is not read from, whatever it said
-// then: the monitor may be stuck on a host that stopped answering (SPEC §13: within 10 s).
+// then: the monitor may be stuck on a host that stopped answering, and reads must fall back within
+// 10 s (docs/design.md#read-replicas).
 constexpr std::chrono::seconds kCheckStaleAfter{5};
 
 std::string Seconds(double seconds) {

@@ -22,7 +22,8 @@ namespace payledger::ledger {
 // The session settings of replica connections: the defaults, read-only allowed.
 [[nodiscard]] SessionSettings ReplicaSession();
 
-// A streaming replica for the auditor reads (SPEC §9 read_database_url, read_max_lag_seconds).
+// A streaming replica for the auditor reads (read_database_url, read_max_lag_seconds;
+// docs/design.md#read-replicas).
 struct ReplicaOptions {
     std::string url{};
     std::chrono::seconds lag_max{30};
@@ -97,7 +98,7 @@ private:
     std::deque<WalSample> samples_{};
 };
 
-// SPEC §13 read replicas: where the auditor reads go. Without a replica every read uses the
+// docs/design.md#read-replicas: where the auditor reads go. Without a replica every read uses the
 // primary's pool. With one (read_database_url), a monitor thread measures the replica's lag
 // every check_interval against the primary, on two connections of its own: it samples the
 // primary's WAL position, then the replica's replay position, and the lag is the age of the

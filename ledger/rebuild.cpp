@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "ledger/order_json.hpp"
 #include "ledger/projection_streams.hpp"
 #include "ledger/rows.hpp"
 #include "projections/assert.hpp"
@@ -151,19 +152,6 @@ auto CopyRow(const OrderRow& order) {
     return std::make_tuple(order.out_trade_no, order.account_id, order.amount, order.currency,
                            order.status, order.transaction_id, order.paid_amount,
                            order.refunded_amount, anomalies, order.seq);
-}
-
-json OrderJson(const OrderRow& order) {
-    return {{"out_trade_no", order.out_trade_no},
-            {"account_id", order.account_id},
-            {"amount", order.amount},
-            {"currency", order.currency},
-            {"status", order.status},
-            {"transaction_id", order.transaction_id ? json(*order.transaction_id) : json(nullptr)},
-            {"paid_amount", order.paid_amount},
-            {"refunded_amount", order.refunded_amount},
-            {"anomalies", order.anomalies},
-            {"seq", order.seq}};
 }
 
 // Refuses, before anything is built, a session that could not give the new tables the owner

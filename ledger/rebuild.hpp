@@ -15,7 +15,7 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// SPEC §8 `rebuild`: rebuilds `orders` and `balances` from the events while the service keeps
+// docs/design.md#rebuild: rebuilds `orders` and `balances` from the events while the service keeps
 // appending, then swaps them in atomically.
 //   1. Build: in a REPEATABLE READ, READ ONLY snapshot, streams the events, folds them with
 //      projections::FoldOrder and bulk-copies the rows into new tables (no lock taken).

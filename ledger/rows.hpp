@@ -10,7 +10,7 @@
 
 namespace payledger::ledger {
 
-// One row of callback_receipts (SPEC §3).
+// One row of callback_receipts (docs/design.md#invariants, 3).
 struct Receipt {
     std::int64_t id = 0;
     projections::Source source = projections::Source::kApi;
@@ -22,14 +22,15 @@ struct Receipt {
     std::optional<std::int64_t> seq{};
     std::optional<std::string> out_trade_no{};
     std::string message{};
-    std::string chain{};  // Lower-case hex of the stored chain (SPEC §11); set when read.
+    std::string chain{};  // Lower-case hex of the stored chain; set when read.
     // Lower-case hex SHA-256 of the body as stored; set when read (empty: that of `body`).
     std::string body_sha256{};
     // False for a duplicate kept without its body (beyond its event's 100th duplicate,
     // schema/0008): `body` is then empty, and body_sha256 names the bytes received.
     bool body_stored = true;
     // In memory only, never stored: the sender's signature (WeChat v2 refunds: the req_info
-    // decryption) verified. What the per-peer limit of unverified deliveries reads (SPEC §5).
+    // decryption) verified. What the per-peer limit of unverified deliveries reads
+    // (docs/security.md#peers-and-limits).
     bool signature_verified = false;
 };
 

@@ -5,8 +5,8 @@
 
 namespace payledger::ledger {
 
-// A statement of a hot path, prepared once per connection by Connect (STYLE §6). Each
-// .cpp that runs statements lists its own, beside the SQL.
+// A statement of a hot path, prepared once per connection by Connect. Each .cpp that runs
+// statements lists its own, beside the SQL.
 struct Statement {
     const char* name = "";
     std::string sql{};

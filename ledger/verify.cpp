@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "ledger/digest.hpp"
+#include "ledger/bytes.hpp"
 #include "ledger/projection_streams.hpp"
 #include "projections/canonical.hpp"
 
@@ -60,8 +60,8 @@ private:
     }
 
     ProjectionCheck check_;
-    Sha256 folded_;
-    Sha256 live_;
+    Sha256Stream folded_;
+    Sha256Stream live_;
     bool agreed_ = true;
 };
 

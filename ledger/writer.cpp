@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "ledger/binary_params.hpp"
+#include "ledger/bytes.hpp"
 #include "ledger/chain.hpp"
 #include "ledger/database.hpp"  // kWriterLockKey.
 #include "ledger/statements.hpp"
@@ -70,8 +71,8 @@ PreparedDelivery Prepare(const Delivery& delivery) {
     prepared.peer = StorableText(received.peer);
     prepared.headers = StorableText(JsonWithoutNul(received.headers));
     if (delivery.event) prepared.event_data = StorableText(JsonWithoutNul(delivery.event->data));
-    prepared.body_digest = Sha256Of(received.body);
-    prepared.body_sha256 = HexDigitsOf(prepared.body_digest);
+    prepared.body_digest = Sha256(received.body);
+    prepared.body_sha256 = HexDigits(prepared.body_digest);
     return prepared;
 }
 
@@ -139,8 +140,7 @@ ChainValue AddReceipt(WriteParams& params, ReceiptScratch& scratch, const Delive
     params[kReceiptReceivedAt].TimeMicros(received.received_at);
     params[kReceiptPeer].Bytes(prepared.peer);
     params[kReceiptHeaders].Bytes(prepared.headers);
-    const std::string_view digest(reinterpret_cast<const char*>(prepared.body_digest.data()),
-                                  prepared.body_digest.size());
+    const std::string_view digest = DigestBytes(prepared.body_digest);
     params[kReceiptBodySha256].Bytes(digest);
     if (scratch.bodies_sent.insert(prepared.body_digest).second) {
         params[kBodySha256].Bytes(digest);

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "ledger/chain.hpp"  // Sha256Digest, Sha256HexDigits.
+#include "ledger/bytes.hpp"  // Sha256Digest, Sha256HexDigits.
+#include "ledger/chain.hpp"
 #include "ledger/rows.hpp"
 #include "ledger/writer_cache.hpp"
 #include "projections/decide.hpp"  // Claims.
@@ -18,8 +19,8 @@
 namespace payledger::ledger {
 
 // What the writer sends of a delivery that no batch changes, rendered ahead of the batch by
-// PrepareForWrite (issue 10: rendered on the writing thread, which holds the writer lock, it
-// was about half of that thread's time).
+// PrepareForWrite (rendered on the writing thread, which holds the writer lock, it was about half
+// of that thread's time).
 struct PreparedDelivery {
     // The receipt's texts as the database stores them (storable_text.hpp): its peer, and its
     // headers, a JSON text, as is the event's data (empty without an event).
@@ -39,7 +40,7 @@ struct Delivery {
     projections::Outcome verdict = projections::Outcome::kAppended;
     std::string message{};
     std::optional<projections::Event> event{};  // seq, receipt_id are filled in by the writer.
-    projections::Claims claims{};  // What a refund notice names about its order (SPEC §6).
+    projections::Claims claims{};  // What a refund notice names about its order.
     // Set by PrepareForWrite, and then only valid while receipt and event stay as they were.
     std::optional<PreparedDelivery> prepared{};
 };
@@ -72,10 +73,10 @@ struct BatchStats {
 };
 
 // Writes a batch of deliveries in one transaction on `connection` and commits it, in two round
-// trips: takes the writer lock (SPEC §7) and reads the sequences and the stored events of the
-// orders named; plans the batch with projections::PlanBatch (pure: outcomes in order, so two
-// copies in one batch give appended, then duplicate; the new events; the order rows; the
-// balance deltas); then writes it in one statement, its rows bound in binary, which checks
+// trips: takes the writer lock (docs/design.md#the-writer-lock) and reads the sequences and the
+// stored events of the orders named; plans the batch with projections::PlanBatch (pure: outcomes in
+// order, so two copies in one batch give appended, then duplicate; the new events; the order rows;
+// the balance deltas); then writes it in one statement, its rows bound in binary, which checks
 // every row count against the plan's, and commits.
 // With a `cache` that knows every order named, in one round trip: BEGIN, the lock and a check
 // that nobody wrote since the cache's batch (schema 0007), the write and COMMIT; when the check

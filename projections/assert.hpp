@@ -4,8 +4,9 @@
 
 namespace payledger {
 
-// Thrown when our code, or data it read, breaks an invariant. Never for client input
-// (STYLE §3): the transaction rolls back, the request answers 500, the service keeps going.
+// Thrown when our code, or data it read, breaks an invariant. Never for client input (that is a
+// Refusal value, api/channels/refusal.hpp): the transaction rolls back, the request answers 500,
+// the service keeps going.
 class InvariantError : public std::logic_error {
 public:
     using std::logic_error::logic_error;

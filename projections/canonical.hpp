@@ -6,8 +6,9 @@
 
 namespace payledger::projections {
 
-// SPEC §4 canonical form: one row per line, fields separated by a tab, ending in "\n", null
-// written as the empty string. Digests hash these lines in key order (byte order).
+// Canonical form (docs/design.md#canonical-digests): one row per line, fields separated by a tab,
+// ending in "\n", null written as the empty string. Digests hash these lines in key order (byte
+// order).
 //   orders:   out_trade_no account_id currency amount status transaction_id paid_amount
 //             refunded_amount anomalies (joined with ",")
 //   balances: account_id currency balance

@@ -18,7 +18,8 @@ Decision Reject(Outcome outcome, std::string message, Event event) {
     return {.outcome = outcome, .message = std::move(message), .event = std::move(event)};
 }
 
-// SPEC §6: what a refund notice names about its order and payment must be the ledger's.
+// What a refund notice names about its order and payment must be the ledger's
+// (docs/platforms.md#cross-checks).
 std::string MismatchOfClaims(std::span<const Event> order_events, const Event& order,
                              const Claims& claims) {
     if (claims.order_amount && *claims.order_amount != order.amount) {
@@ -34,7 +35,7 @@ std::string MismatchOfClaims(std::span<const Event> order_events, const Event& o
     return {};
 }
 
-// SPEC §6: the checks against the order that fail with `mismatch`.
+// The checks against the order that fail with `mismatch` (docs/design.md#same-event-or-conflict).
 std::string MismatchAgainstOrder(std::span<const Event> order_events, const Event& order,
                                  const Event& delivered, const Claims& claims) {
     switch (delivered.event_type) {
@@ -81,7 +82,7 @@ Decision Decide(std::span<const Event> order_events, Event delivered, const Clai
         }
         delivered.account_id = order->account_id;
         if (delivered.event_type == EventType::kRefundSucceeded && delivered.currency.empty()) {
-            delivered.currency = order->currency;  // SPEC §2: a refund takes its order's.
+            delivered.currency = order->currency;  // A refund without one takes its order's.
         }
     }
     if (const Event* stored = FindType(order_events, delivered.event_type); stored != nullptr) {

@@ -80,7 +80,7 @@ bool SameFingerprint(const Event& stored, const Event& delivered) {
             return stored.transaction_id == delivered.transaction_id &&
                    stored.amount == delivered.amount && stored.currency == delivered.currency;
         case EventType::kPaymentClosed:
-            return true;  // SPEC §2: every close is the same close.
+            return true;  // Every close is the same close.
     }
     PAYLEDGER_ASSERT(false);
     return false;

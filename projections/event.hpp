@@ -7,19 +7,18 @@
 
 namespace payledger::projections {
 
-// SPEC §1: every amount in an input is 1 ... 10^13 minor units.
+// Every amount in an input is 1 ... 10^13 minor units (docs/design.md#money-keys-and-time).
 inline constexpr std::int64_t kAmountMax = 10'000'000'000'000;
 inline constexpr std::int64_t kEventsPerOrderMax = 4;  // One of each EventType.
 static_assert(kAmountMax <= INT64_MAX / kEventsPerOrderMax, "sums of one order cannot overflow");
-inline constexpr std::size_t kKeyLengthMax = 64;  // out_trade_no, account_id.
 
-// SPEC §2, in the SPEC's order.
+// The event types (docs/design.md#events), in that order everywhere.
 enum class EventType { kOrderCreated, kPaymentSucceeded, kPaymentClosed, kRefundSucceeded };
 
-// Where a delivery came from (SPEC §2 `source`; the bill sources of SPEC §10 last).
+// Where a delivery came from (the `source` of docs/design.md#events; the bill sources last).
 enum class Source { kApi, kWechatV2, kWechatV3, kAlipay, kGeneric, kWechatBill, kAlipayBill };
 
-// SPEC §5, one enumerator per outcome, in the SPEC's order.
+// One enumerator per outcome, in the order of docs/design.md#outcomes.
 enum class Outcome {
     kAppended,
     kDuplicate,
@@ -29,7 +28,7 @@ enum class Outcome {
     kUnknownOrder,
     kConflict,
     kMismatch,
-    kRateLimited,  // Never stored (SPEC §3 invariant 3).
+    kRateLimited,  // Never stored (docs/design.md#invariants, 3).
     kUnavailable,   // Never stored.
 };
 
@@ -43,7 +42,7 @@ enum class Outcome {
 // Microseconds since the Unix epoch, UTC. Timestamps travel as this everywhere.
 using TimeMicros = std::int64_t;
 
-// One row of ledger_events (SPEC §2). `seq` and `receipt_id` are 0 until allocated.
+// One row of ledger_events (docs/design.md#events). `seq` and `receipt_id` are 0 until allocated.
 struct Event {
     std::int64_t seq = 0;
     std::string out_trade_no{};
@@ -59,7 +58,7 @@ struct Event {
     std::string data = "{}";  // JSON text of the normalised platform fields.
 };
 
-// SPEC §2: the fields that tell a duplicate from a conflict.
+// The fields that tell a duplicate from a conflict (docs/design.md#same-event-or-conflict).
 [[nodiscard]] bool SameFingerprint(const Event& stored, const Event& delivered);
 
 }  // namespace payledger::projections

@@ -78,8 +78,8 @@ OrderRow FoldOrder(std::span<const Event> events) {
 }
 
 std::int64_t BalanceContribution(const OrderRow& order) {
-    // Payment amounts are at least 1 (SPEC §1), so paid_amount is 0 exactly when the order
-    // has no payment; then nothing was paid and a refund does not count (SPEC §4).
+    // Payment amounts are at least 1, so paid_amount is 0 exactly when the order has no payment;
+    // then nothing was paid and a refund does not count (docs/design.md#balances).
     if (order.paid_amount == 0) {
         return 0;
     }
@@ -98,7 +98,7 @@ void BalanceTotals::Add(const OrderRow& order) {
     std::string key;
     key.reserve(order.account_id.size() + 1 + order.currency.size());
     key += order.account_id;
-    key += '\t';  // Neither part can hold a tab (SPEC §1).
+    key += '\t';  // Neither part can hold a tab (IsValidKey, IsValidCurrency).
     key += order.currency;
     totals_[key] += BalanceContribution(order);
 }

@@ -9,8 +9,8 @@
 
 namespace payledger::projections {
 
-// SPEC §10: the categories of a reconciliation, in the SPEC's table order (the order of the
-// output lines).
+// The categories of a reconciliation, in the order of the output lines
+// (docs/reconciliation.md#output-and-exit-codes).
 enum class Category {
     kMatched,
     kMissingInLedger,
@@ -38,17 +38,19 @@ struct LedgerFacts {
     std::optional<Side> event{};  // The event of the entry's type, from any source and day.
 };
 
-// SPEC §10 for a bill entry: unknown_order, then pending (a refund not yet successful), then
-// missing_in_ledger, transaction_mismatch, amount_mismatch (amount or currency), matched.
+// docs/reconciliation.md#matching for a bill entry: unknown_order, then pending (a refund not yet
+// successful), then missing_in_ledger, transaction_mismatch, amount_mismatch (amount or currency),
+// matched.
 [[nodiscard]] Category ClassifyEntry(const Side& bill, bool pending, const LedgerFacts& ledger);
 
-// SPEC §10 --apply, with SPEC §6's checks: why a missing_in_ledger entry may not be appended
-// (a payment whose amount or currency is not the order's, a refund in another currency or
-// above the order's amount), or nullopt when it may. REQUIRES: ledger.order is set.
+// --apply, with a callback's checks (docs/reconciliation.md#applying): why a missing_in_ledger
+// entry may not be appended (a payment whose amount or currency is not the order's, a refund in
+// another currency or above the order's amount), or nullopt when it may. REQUIRES: ledger.order is
+// set.
 [[nodiscard]] std::optional<std::string> ApplyRefusal(EventType type, const Side& bill,
                                                       const Side& order);
 
-// "<id>:<amount>" for a side, "-" for a missing one (SPEC §10 output).
+// "<id>:<amount>" for a side, "-" for a missing one (the output lines' bill= and ledger=).
 [[nodiscard]] std::string SideText(const std::optional<Side>& side);
 
 // One output line: "  <category> <event_type> <out_trade_no> bill=<..> ledger=<..>".

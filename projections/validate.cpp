@@ -92,11 +92,19 @@ std::optional<LocalTime> ReadLocal(std::string_view text, std::string_view layou
 }  // namespace
 
 bool IsValidKey(std::string_view text) {
-    if (text.empty() || text.size() > kKeyLengthMax) return false;
+    if (text.empty() || text.size() > kKeyBytesMax) return false;
     for (char c : text) {
         const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || IsDigit(c) ||
                         c == '_' || c == '-' || c == '|' || c == '*' || c == '.';
         if (!ok) return false;
+    }
+    return true;
+}
+
+bool IsValidPlatformId(std::string_view text) {
+    if (text.empty() || text.size() > kPlatformIdBytesMax) return false;
+    for (const char c : text) {
+        if (c < 0x21 || c > 0x7e) return false;
     }
     return true;
 }

@@ -10,21 +10,34 @@
 
 namespace payledger::projections {
 
-// SPEC §1: 1-64 characters of A-Z a-z 0-9 _ - | * . (out_trade_no and account_id).
+// 1-64 characters of A-Z a-z 0-9 _ - | * . (out_trade_no and account_id;
+// docs/design.md#money-keys-and-time).
 [[nodiscard]] bool IsValidKey(std::string_view text);
 inline constexpr std::size_t kKeyBytesMax = 64;  // The longest key IsValidKey accepts.
 // The rule IsValidKey checks, in words: every message that refuses a key says it so.
 inline constexpr const char* kKeyRuleText = "1-64 characters of A-Z a-z 0-9 _ - | * .";
+
+// A platform's id: a callback's transaction_id, refund_id, trade_no or out_biz_no, and a bill's
+// trade and refund numbers. 1 to kPlatformIdBytesMax visible ASCII characters (0x21-0x7E, no
+// space: reconcile's output lines separate fields with spaces). One limit for the callbacks
+// and the bills: the ledger stores ids of up to 128 bytes (schema/0001_ledger.sql's CHECK on
+// transaction_id), and every id a callback stored must be found again in the day's bill, so
+// the bill parsers may not accept less. The platforms' own ids are shorter (WeChat Pay 32,
+// Alipay 64).
+[[nodiscard]] bool IsValidPlatformId(std::string_view text);
+inline constexpr std::size_t kPlatformIdBytesMax = 128;
+// The rule IsValidPlatformId checks, in words, for the messages that refuse an id.
+inline constexpr const char* kPlatformIdRuleText = "1-128 visible ASCII characters";
 
 // Plain decimal digits (no sign, space or point), at least one, of a value at most `max`;
 // nullopt otherwise. The one integer parser of inputs: amounts, cursors, signed timestamps,
 // ports. REQUIRES: max >= 0.
 [[nodiscard]] std::optional<std::int64_t> ParseDigits(std::string_view text, std::int64_t max);
 
-// SPEC §1: an ISO 4217 alphabetic code, upper case (three letters A-Z).
+// An ISO 4217 alphabetic code, upper case (three letters A-Z).
 [[nodiscard]] bool IsValidCurrency(std::string_view text);
 
-// SPEC §1: 1 ... 10^13 minor units.
+// 1 ... 10^13 minor units (docs/design.md#money-keys-and-time).
 [[nodiscard]] bool IsValidAmount(std::int64_t amount);
 
 // An amount written as plain decimal digits of minor units ("1999"), as WeChat sends them.
@@ -47,7 +60,7 @@ inline constexpr const char* kKeyRuleText = "1-64 characters of A-Z a-z 0-9 _ - 
 
 // RFC 3339 in UTC with a `Z`; the fraction is written only when it is not zero.
 [[nodiscard]] std::string FormatRfc3339(TimeMicros time);
-// The same with exactly six fractional digits, always (SPEC §11: receipt lines, checkpoints).
+// The same with exactly six fractional digits, always (receipt lines, checkpoints).
 [[nodiscard]] std::string FormatRfc3339Micros(TimeMicros time);
 // The same, appended to `out` (no allocation once `out` has room).
 void AppendRfc3339Micros(TimeMicros time, std::string& out);

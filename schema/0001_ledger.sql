@@ -1,7 +1,8 @@
--- payledger's ledger: the two append-only tables (SPEC §2, §3) and the projections (SPEC §4).
--- Ids are allocated by the writer under the ledger's writer lock (SPEC §7), so their order is
--- commit order. Keys use the "C" collation: byte order, the order of the canonical digests
--- (SPEC §4), so verify and rebuild stream rows in index order.
+-- payledger's ledger: the two append-only tables (docs/design.md#events, docs/design.md#invariants)
+-- and the projections (docs/design.md#projections). Ids are allocated by the writer under the
+-- ledger's writer lock (docs/design.md#the-writer-lock), so their order is commit order. Keys use
+-- the "C" collation: byte order, the order of the canonical digests, so verify and rebuild stream
+-- rows in index order.
 
 CREATE FUNCTION payledger_refuse_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -47,9 +48,9 @@ CREATE TABLE ledger_events (
     receipt_id     bigint NOT NULL UNIQUE
                    REFERENCES callback_receipts (id) DEFERRABLE INITIALLY DEFERRED,
     data           jsonb NOT NULL DEFAULT '{}',
-    -- SPEC §3 invariant 1: at most one event per (out_trade_no, event_type). The index also
-    -- covers what the fold needs, so verify and rebuild read the events in key order from the
-    -- index alone (an index-only scan once the visibility map is set, as for old events).
+    -- Invariant 1 (docs/design.md#invariants): at most one event per (out_trade_no, event_type).
+    -- The index also covers what the fold needs, so verify and rebuild read the events in key order
+    -- from the index alone (an index-only scan once the visibility map is set, as for old events).
     CONSTRAINT ledger_events_one_per_type UNIQUE (out_trade_no, event_type)
         INCLUDE (seq, account_id, amount, currency, transaction_id),
     -- A close carries no money; every other event does, and payments and refunds carry the
@@ -63,7 +64,7 @@ ALTER TABLE callback_receipts
     ADD CONSTRAINT callback_receipts_seq_fkey
     FOREIGN KEY (seq) REFERENCES ledger_events (seq) DEFERRABLE INITIALLY DEFERRED;
 
--- SPEC §3 invariant 2: the schema refuses UPDATE, DELETE and TRUNCATE.
+-- Invariant 2 (docs/design.md#invariants): the schema refuses UPDATE, DELETE and TRUNCATE.
 CREATE TRIGGER ledger_events_append_only BEFORE UPDATE OR DELETE ON ledger_events
     FOR EACH ROW EXECUTE FUNCTION payledger_refuse_change();
 CREATE TRIGGER ledger_events_no_truncate BEFORE TRUNCATE ON ledger_events

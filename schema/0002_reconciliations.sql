@@ -1,10 +1,10 @@
--- Reconciliation against the platforms' daily statements (SPEC §10, issue 13).
+-- Reconciliation against the platforms' daily statements (docs/reconciliation.md).
 --
 -- 1. Payments and refunds proven by a bill are appended with source wechat_bill or
 --    alipay_bill, each with its receipt (the bill's raw line): both CHECKs widen.
 -- 2. reconciliations: one row per run that read a complete bill, append-only like the
---    ledger (SPEC §3). Rows are inserted under the ledger's writer lock (SPEC §7), so a reader
---    paging by id never skips one.
+--    ledger. Rows are inserted under the ledger's writer lock (docs/design.md#the-writer-lock),
+--    so a reader paging by id never skips one.
 -- 3. The ledger side of a reconciliation reads the payments and refunds of one day.
 
 ALTER TABLE callback_receipts DROP CONSTRAINT callback_receipts_source_check;

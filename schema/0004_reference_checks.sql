@@ -1,4 +1,4 @@
--- Issue 10: the references between receipts and events, checked once per statement.
+-- The references between receipts and events, checked once per statement.
 --
 -- 0001 made them foreign keys, checked at commit row by row: one query per receipt (its
 -- event) and one per event (its receipt). The writer's session plans every query for its own

@@ -1,9 +1,9 @@
--- Issue 10: the writer checks the row counts of its write inside the statement itself.
+-- The writer checks the row counts of its write inside the statement itself.
 --
--- SPEC §4: a row count other than the plan's aborts the transaction. The writer sends its
--- write and COMMIT in one round trip (ledger/writer.cpp), so the check cannot wait for the
--- client: the statement passes what it touched and what the plan expected, and fails, before
--- COMMIT runs, when they differ (COMMIT is then skipped, and the block rolled back).
+-- A row count other than the plan's aborts the transaction (docs/design.md#the-live-update). The
+-- writer sends its write and COMMIT in one round trip (ledger/writer.cpp), so the check cannot wait
+-- for the client: the statement passes what it touched and what the plan expected, and fails,
+-- before COMMIT runs, when they differ (COMMIT is then skipped, and the block rolled back).
 CREATE FUNCTION payledger_expect_counts(touched bigint[], expected bigint[]) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN

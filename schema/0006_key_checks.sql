@@ -1,4 +1,4 @@
--- Issue 10: the key checks of 0001, the same rule at a tenth of the cost.
+-- The key checks of 0001, the same rule at a tenth of the cost.
 --
 -- 0001 checks every out_trade_no and account_id with ~ '^[A-Za-z0-9_|*.-]{1,64}$'. PostgreSQL's
 -- regular expressions unroll a bounded repetition into one state per count, so that check

@@ -1,20 +1,20 @@
--- Issue 10: a batch in one round trip, planned from the committer's memory of the ledger.
+-- A batch in one round trip, planned from the committer's memory of the ledger
+-- (docs/design.md#the-writer-cache).
 --
 -- The writer's first round trip (ledger/writer.cpp) takes the writer lock and reads the
 -- sequences, the chain's head and the events of the orders the batch names. A committer that
 -- wrote the ledger's last batch itself already knows all of that, if nobody wrote since
 -- (ledger::WriterCache). It then sends BEGIN, this function, its write and COMMIT in one
 -- pipeline: the function opens the block as the read path's first round trip does (how the
--- block's statements are planned, the writer lock, SPEC §7), and then checks, under the lock,
+-- block's statements are planned, the writer lock), and then checks, under the lock,
 -- that the ledger is where this writer left it: both sequences (every writer moves them past
--- what it wrote, with setval, which a rollback does not undo), and the chain's head (SPEC §11:
--- the last receipt's chain covers every receipt and event before it, so it also tells a
--- ledger that lost this writer's last commit, in a failover to a standby that had not
--- received it or a restore, from one where another writer's batch brought the sequences back
--- to the same values). Otherwise it refuses with SQLSTATE PLD01: the pipeline skips the write
--- and COMMIT, and the writer reads the state as before.
--- Returns the lock wait in microseconds (statement start to the lock granted), as the read's
--- lock_wait column.
+-- what it wrote, with setval, which a rollback does not undo), and the chain's head (the last
+-- receipt's chain covers every receipt and event before it, so it also tells a ledger that lost
+-- this writer's last commit, in a failover to a standby that had not received it or a restore, from
+-- one where another writer's batch brought the sequences back to the same values). Otherwise it
+-- refuses with SQLSTATE PLD01: the pipeline skips the write and COMMIT, and the writer reads the
+-- state as before. Returns the lock wait in microseconds (statement start to the lock granted), as
+-- the read's lock_wait column.
 CREATE FUNCTION payledger_writer_begin(lock_key bigint, expect_next_seq bigint,
                                        expect_next_receipt_id bigint, expect_head bytea)
     RETURNS bigint

@@ -2,6 +2,7 @@
 
 #include "api/channels/alipay_form.hpp"
 #include "api/channels/platform_crypto.hpp"
+#include "ledger/bytes.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
@@ -23,7 +24,7 @@ bool IsZeroAmount(std::string_view text) {
            fraction.find_first_not_of('0') == std::string_view::npos;
 }
 
-// The kept notice fields (SPEC §2 `data`).
+// The kept notice fields (the event's `data`).
 std::string NoticeData(const PlatformFields& fields) {
     return KeptFields(
         fields, {"notify_id", "notify_type", "notify_time", "trade_status", "trade_no",
@@ -32,7 +33,7 @@ std::string NoticeData(const PlatformFields& fields) {
                  "gmt_refund", "gmt_close", "charset"});
 }
 
-// SPEC §6: the time of the payment, refund or close, else notify_time.
+// The time of the payment, refund or close, else notify_time (docs/platforms.md#notices-to-events).
 std::optional<projections::TimeMicros> OccurredAt(const PlatformFields& fields, const char* primary,
                                                   projections::TimeMicros received_at) {
     std::string_view text = FieldOr(fields, primary);
@@ -40,7 +41,7 @@ std::optional<projections::TimeMicros> OccurredAt(const PlatformFields& fields, 
     return PlatformTime(text, received_at, ParseAlipayTime);
 }
 
-// The SPEC §6 mapping table for Alipay: the event a verified notice records.
+// docs/platforms.md#notices-to-events for Alipay: the event a verified notice records.
 Checked<EventType> Classify(const PlatformFields& fields) {
     const std::string_view status = FieldOr(fields, "trade_status");
     const std::string_view refund_fee = FieldOr(fields, "refund_fee");
@@ -66,7 +67,8 @@ Checked<std::int64_t> RequireYuan(const PlatformFields& fields, const char* fiel
     return *amount;
 }
 
-// SPEC §6 cross-checks of a refund: the total_amount and trade_no it names, if it names them.
+// The cross-checks of a refund (docs/platforms.md#cross-checks): the total_amount and trade_no it
+// names, if it names them.
 Checked<projections::Claims> RefundClaims(const PlatformFields& fields) {
     projections::Claims claims;
     if (!FieldOr(fields, "total_amount").empty()) {
@@ -174,7 +176,7 @@ std::optional<Refusal> AlipayChannel::CheckSignature(const PlatformFields& field
         return BadSignature("sign_type " + std::string(sign_type) +
                             " is not accepted; only RSA2 is");
     }
-    const std::optional<std::string> raw = Base64Decode(sign);
+    const std::optional<std::string> raw = ledger::Base64Decode(sign);
     if (!raw) return BadSignature("sign is not base64 (after form decoding)");
     if (!RsaSha256Verify(config_.alipay_public_key, AlipaySignContent(fields), *raw)) {
         return BadSignature("sign does not verify with the Alipay public key");
@@ -186,7 +188,7 @@ std::optional<Refusal> AlipayChannel::CheckMerchant(const PlatformFields& fields
     if (auto refused = CheckConfiguredId(FieldOr(fields, "app_id"), "app_id", config_.app_id)) {
         return refused;
     }
-    // SPEC §6: seller_id too, when alipay.seller_id is configured.
+    // seller_id too, when alipay.seller_id is configured.
     if (config_.seller_id.empty()) return std::nullopt;
     return CheckConfiguredId(FieldOr(fields, "seller_id"), "seller_id", config_.seller_id);
 }
@@ -207,7 +209,7 @@ ledger::Delivery AlipayChannel::Verify(Incoming& incoming) const {
 }
 
 Response AlipayChannel::Answer(const ledger::DeliveryResult& result) const {
-    // providers.md §3.6: exactly "success", or Alipay resends.
+    // Exactly "success", or Alipay resends (docs/platforms.md#alipay-answers).
     if (IsAcknowledged(result)) return MakeResponse(http::status::ok, "text/plain", "success");
     const http::status status =
         result.internal_error ? http::status::internal_server_error : StatusOf(result.outcome);

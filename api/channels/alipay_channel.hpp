@@ -9,11 +9,12 @@
 
 namespace payledger::api {
 
-// SPEC §6 `alipay` (providers.md §3): Alipay asynchronous notifications, a form body signed
+// `alipay` (docs/platforms.md#alipay): Alipay asynchronous notifications, a form body signed
 // RSA2 (SHA256withRSA) over the sorted decoded fields without sign, sign_type and empty
-// values. Payments, refunds (cumulative refund_fee) and closes map to events by the SPEC §6
-// table; a refund's total_amount and trade_no are cross-checked by the ledger against the
-// order and its payment. Answers: exactly `success`, else `failure` with the SPEC §5 status.
+// values. Payments, refunds (cumulative refund_fee) and closes map to events by
+// docs/platforms.md#notices-to-events; a refund's total_amount and trade_no are cross-checked by
+// the ledger against the order and its payment. Answers: exactly `success`, else `failure` with the
+// outcome's status.
 class AlipayChannel final : public Channel {
 public:
     explicit AlipayChannel(AlipayConfig config) : config_(std::move(config)) {}
@@ -41,8 +42,8 @@ private:
 [[nodiscard]] Checked<NoticeEvent> AlipayNoticeEvent(const PlatformFields& fields,
                                                      projections::TimeMicros received_at);
 
-// Alipay's "yyyy-MM-dd HH:mm:ss" in Asia/Shanghai, with optional milliseconds (gmt_refund
-// may carry them, providers.md §3.2). nullopt when malformed.
+// Alipay's "yyyy-MM-dd HH:mm:ss" in Asia/Shanghai, with optional milliseconds (gmt_refund may carry
+// them). nullopt when malformed.
 [[nodiscard]] std::optional<projections::TimeMicros> ParseAlipayTime(std::string_view text);
 
 }  // namespace payledger::api

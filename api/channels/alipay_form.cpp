@@ -1,5 +1,7 @@
 #include "api/channels/alipay_form.hpp"
 
+#include "ledger/bytes.hpp"
+
 namespace payledger::api {
 namespace {
 
@@ -38,17 +40,15 @@ bool IsUnreserved(char c) {
 }
 
 void AppendEncoded(std::string& out, std::string_view text) {
-    static constexpr char kDigits[] = "0123456789ABCDEF";
-    for (const char c : text) {
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
         if (IsUnreserved(c)) {
             out += c;
         } else if (c == ' ') {
             out += '+';
         } else {
-            const auto byte = static_cast<unsigned char>(c);
             out += '%';
-            out += kDigits[byte >> 4];
-            out += kDigits[byte & 0x0f];
+            out += ledger::HexUpper(text.substr(i, 1));
         }
     }
 }

@@ -11,8 +11,8 @@
 
 namespace payledger::api {
 
-// A callback channel (SPEC §6): verifies a platform's delivery and answers in its format.
-// Implementations are immutable after construction and safe to call from any thread.
+// A callback channel (docs/platforms.md#channels): verifies a platform's delivery and answers in
+// its format. Implementations are immutable after construction and safe to call from any thread.
 class Channel {
 public:
     virtual ~Channel() = default;
@@ -24,14 +24,15 @@ public:
     // out_trade_no); its verdict is kAppended with an event for the ledger to decide, or the
     // outcome already reached (malformed, bad_signature, mismatch, ignored).
     // Takes the body: incoming.request.body() is moved into the receipt, never copied (a full
-    // write queue of 64 KiB bodies holds each once, issue 11), and is empty on return.
+    // write queue of 64 KiB bodies holds each once), and is empty on return.
     [[nodiscard]] virtual ledger::Delivery Verify(Incoming& incoming) const = 0;
 
-    // The platform's answer for a decided delivery (SPEC §5 status, platform body).
+    // The platform's answer for a decided delivery (the outcome's status, the platform's body).
     [[nodiscard]] virtual Response Answer(const ledger::DeliveryResult& result) const = 0;
 };
 
-// SPEC §5: the status of each outcome (kAppended is 200 here; POST /v1/orders answers 201).
+// The status of each outcome (docs/design.md#outcomes; kAppended is 200 here; POST /v1/orders
+// answers 201).
 [[nodiscard]] http::status StatusOf(projections::Outcome outcome);
 
 // The receipt fields every channel fills the same way; `header_names` are the headers that
@@ -46,21 +47,22 @@ public:
                                         std::string message);
 
 // What a verified notice asks the ledger to record, and what it names about its order and
-// payment beside that (a refund's cross-checks, SPEC §6), for the ledger to check.
+// payment beside that (a refund's cross-checks, docs/platforms.md#cross-checks), for the ledger to
+// check.
 struct NoticeEvent {
     projections::Event event{};
     projections::Claims claims{};
 };
 
-// SPEC §5: the receipt names the out_trade_no a body claims, verified or not, when it is a
+// The receipt names the out_trade_no a body claims, verified or not, when it is a
 // valid key (else none).
 void ClaimOutTradeNo(ledger::Receipt& receipt, std::string_view claimed);
 
 // True when the delivery is answered as a success with its event: appended or duplicate.
 [[nodiscard]] bool IsSuccess(const ledger::DeliveryResult& result);
 
-// The SPEC §5 error body for a delivery that is not a success, with its outcome's status
-// (500 "internal error" when an invariant or a database rule failed).
+// The error body (docs/design.md#the-http-api) for a delivery that is not a success, with its
+// outcome's status (500 "internal error" when an invariant or a database rule failed).
 [[nodiscard]] Response ErrorAnswer(const ledger::DeliveryResult& result);
 
 // A delivery for the ledger to decide: the receipt names the event's order.

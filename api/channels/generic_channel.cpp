@@ -74,7 +74,7 @@ std::optional<Refusal> GenericChannel::CheckSignature(const Incoming& incoming,
 
 namespace {
 
-// SPEC §6 `generic` body: the event it reports.
+// The `generic` body (docs/platforms.md#generic): the event it reports.
 Checked<projections::Event> BodyEvent(const nlohmann::json& body,
                                       projections::TimeMicros received_at) {
     const std::optional<std::string> type_text = StringMember(body, "event_type");
@@ -105,8 +105,8 @@ Checked<projections::Event> BodyEvent(const nlohmann::json& body,
             if (!currency) return currency.refusal();
             event.currency = *currency;
         } else if (*type == EventType::kPaymentSucceeded) {
-            event.currency = "CNY";  // SPEC §1: CNY where a platform omits it.
-        }  // A refund without currency takes its order's (SPEC §2), in the ledger.
+            event.currency = "CNY";  // CNY where a platform omits it.
+        }  // A refund without currency takes its order's, in the ledger.
     }
     if (body.contains("occurred_at")) {
         const std::optional<std::string> text = StringMember(body, "occurred_at");
@@ -126,7 +126,7 @@ ledger::Delivery GenericChannel::Verify(Incoming& incoming) const {
     const std::optional<Refusal> unsigned_body = CheckSignature(incoming, receipt.body);
     receipt.signature_verified = !unsigned_body.has_value();
     const std::optional<nlohmann::json> body = ParseJsonObject(receipt.body);
-    // The out_trade_no the body claims, kept on the receipt even when unverified (SPEC §5).
+    // The out_trade_no the body claims, kept on the receipt even when unverified.
     if (body) ClaimOutTradeNo(receipt, StringMember(*body, "out_trade_no").value_or(""));
     if (unsigned_body) return Rejected(std::move(receipt), *unsigned_body);
     if (!body) return Rejected(std::move(receipt), Malformed("body is not a JSON object"));

@@ -9,7 +9,7 @@
 
 namespace payledger::api {
 
-// SPEC §6 `generic`: an internal gateway or queue consumer. Header
+// `generic` (docs/platforms.md#generic): an internal gateway or queue consumer. Header
 // `Payledger-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`,
 // JSON body {"event_type","out_trade_no","transaction_id","amount","currency","occurred_at"}.
 class GenericChannel final : public Channel {

@@ -3,6 +3,7 @@
 #include <set>
 #include <vector>
 
+#include "ledger/bytes.hpp"
 #include "projections/event.hpp"
 #include "projections/validate.hpp"
 
@@ -38,53 +39,15 @@ bool NestingWithin(std::string_view text, int depth_max) {
 
 }  // namespace
 
-bool IsValidUtf8(std::string_view text) {
-    std::size_t i = 0;
-    while (i < text.size()) {
-        const auto byte = static_cast<unsigned char>(text[i]);
-        std::size_t length = 0;
-        std::uint32_t code = 0;
-        if (byte < 0x80) {
-            ++i;
-            continue;
-        } else if ((byte & 0xE0) == 0xC0) {
-            length = 2;
-            code = byte & 0x1Fu;
-        } else if ((byte & 0xF0) == 0xE0) {
-            length = 3;
-            code = byte & 0x0Fu;
-        } else if ((byte & 0xF8) == 0xF0) {
-            length = 4;
-            code = byte & 0x07u;
-        } else {
-            return false;
-        }
-        if (i + length > text.size()) return false;
-        for (std::size_t k = 1; k < length; ++k) {
-            const auto next = static_cast<unsigned char>(text[i + k]);
-            if ((next & 0xC0) != 0x80) return false;
-            code = (code << 6) | (next & 0x3Fu);
-        }
-        // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-        if ((length == 2 && code < 0x80) || (length == 3 && code < 0x800) ||
-            (length == 4 && code < 0x10000) || code > 0x10FFFF ||
-            (code >= 0xD800 && code <= 0xDFFF)) {
-            return false;
-        }
-        i += length;
-    }
-    return true;
-}
-
 std::optional<nlohmann::json> ParseJsonObject(std::string_view body) {
     using nlohmann::json;
     // nlohmann stops at a NUL byte and would accept what comes before it as the whole body.
     if (body.find('\0') != std::string_view::npos) return std::nullopt;
-    if (!IsValidUtf8(body) || !NestingWithin(body, kJsonDepthMax)) return std::nullopt;
-    // SPEC §6: a duplicate key at any depth is malformed. nlohmann keeps the last value of a
-    // repeated key; its parser callback sees every key as it is read, so one set of keys per
-    // open object finds a repeat (the recipe of nlohmann's parser_callbacks.md). A stack
-    // rather than the callback's depth: object_start reports the parent's depth, a key the
+    if (!ledger::IsValidUtf8(body) || !NestingWithin(body, kJsonDepthMax)) return std::nullopt;
+    // A duplicate key at any depth is malformed (docs/platforms.md#strict-parsing). nlohmann keeps
+    // the last value of a repeated key; its parser callback sees every key as it is read, so one
+    // set of keys per open object finds a repeat (the recipe of nlohmann's parser_callbacks.md). A
+    // stack rather than the callback's depth: object_start reports the parent's depth, a key the
     // object's. The callback keeps every value; the verdict is read after the parse.
     std::vector<std::set<std::string>> open_objects;
     bool repeated = false;

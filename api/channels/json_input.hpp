@@ -14,12 +14,13 @@ namespace payledger::api {
 inline constexpr int kJsonDepthMax = 32;
 
 // Parses a request body as a JSON object. nullopt when it is not valid UTF-8 JSON, not an
-// object, nested deeper than kJsonDepthMax, holds a NUL byte anywhere, or repeats a key in
-// any object at any depth (SPEC §6: keys are compared byte for byte after unescaping, so
-// "a" and "\u0061" are the same key).
+// object, nested deeper than kJsonDepthMax, holds a NUL byte anywhere, or repeats a key in any
+// object at any depth (docs/platforms.md#strict-parsing: keys are compared byte for byte after
+// unescaping, so "a" and "\u0061" are the same key).
 [[nodiscard]] std::optional<nlohmann::json> ParseJsonObject(std::string_view body);
 
-// SPEC §1 amount: a JSON integer in 1 ... 10^13 (1999.0, 1.999e3 and "1999" are refused).
+// An amount (docs/design.md#money-keys-and-time): a JSON integer in 1 ... 10^13 (1999.0, 1.999e3
+// and "1999" are refused).
 [[nodiscard]] std::optional<std::int64_t> AmountFromJson(const nlohmann::json& value);
 
 // The member `field` of `object` as an amount: malformed "<field> must be a JSON integer of
@@ -30,8 +31,5 @@ inline constexpr int kJsonDepthMax = 32;
 // The string member `key` of `object`, or nullopt when absent or not a string.
 [[nodiscard]] std::optional<std::string> StringMember(const nlohmann::json& object,
                                                       const char* key);
-
-// True when `text` is well-formed UTF-8.
-[[nodiscard]] bool IsValidUtf8(std::string_view text);
 
 }  // namespace payledger::api

@@ -4,6 +4,7 @@
 
 #include "api/channels/json_input.hpp"
 #include "api/http/json_output.hpp"
+#include "ledger/order_json.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::api {
@@ -39,7 +40,7 @@ Checked<projections::Event> OrderEvent(const nlohmann::json& body,
 ledger::Delivery OrdersChannel::Verify(Incoming& incoming) const {
     ledger::Receipt receipt = BaseReceipt(incoming, source(), {"Content-Type", "User-Agent"});
     // The route verified the bearer token before: an authenticated delivery, which the
-    // per-peer limit of unverified deliveries never counts (SPEC §5).
+    // per-peer limit of unverified deliveries never counts (docs/security.md#peers-and-limits).
     receipt.signature_verified = true;
     const std::optional<nlohmann::json> body = ParseJsonObject(receipt.body);
     if (!body) return Rejected(std::move(receipt), Malformed("body is not a JSON object"));
@@ -54,7 +55,7 @@ Response OrdersChannel::Answer(const ledger::DeliveryResult& result) const {
     PAYLEDGER_ASSERT(result.order.has_value());
     return MakeResponse(
         result.outcome == Outcome::kAppended ? http::status::created : http::status::ok,
-        "application/json", Dump(OrderJson(*result.order)));
+        "application/json", Dump(ledger::OrderJson(*result.order)));
 }
 
 }  // namespace payledger::api

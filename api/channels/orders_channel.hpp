@@ -4,12 +4,12 @@
 
 namespace payledger::api {
 
-// SPEC §5 `POST /v1/orders` as a channel like the callbacks: body
+// `POST /v1/orders` (docs/design.md#the-http-api) as a channel like the callbacks: body
 // {"out_trade_no","account_id","amount","currency"} (unknown fields ignored) → ORDER_CREATED;
 // answered 201 with the order when appended, 200 with it for a duplicate, else the error
 // body. The merchant's bearer token authenticates the delivery: the route checks it before
-// Verify, and the token's account scope after (SPEC §9: 403, no receipt). Immutable and
-// safe to call from any thread.
+// Verify, and the token's account scope after (403, no receipt; docs/security.md#tenants).
+// Immutable and safe to call from any thread.
 class OrdersChannel final : public Channel {
 public:
     [[nodiscard]] projections::Source source() const override { return projections::Source::kApi; }

@@ -12,7 +12,7 @@
 
 namespace payledger::api {
 
-// Helpers shared by the WeChat Pay and Alipay channels (SPEC §6, providers.md).
+// Helpers shared by the WeChat Pay and Alipay channels (docs/platforms.md).
 
 // Decoded platform fields by name, in byte order of the names (the order both platforms sign).
 using PlatformFields = std::map<std::string, std::string>;
@@ -20,8 +20,8 @@ using PlatformFields = std::map<std::string, std::string>;
 // The field `name`, or "" when absent.
 [[nodiscard]] std::string_view FieldOr(const PlatformFields& fields, const std::string& name);
 
-// JSON object text of those of `names` that `fields` holds with a non-empty value: the
-// normalised platform fields an event keeps in `data` (SPEC §2).
+// JSON object text of those of `names` that `fields` holds with a non-empty value: the normalised
+// platform fields an event keeps in `data`.
 [[nodiscard]] std::string KeptFields(const PlatformFields& fields,
                                      std::initializer_list<const char*> names);
 

@@ -10,10 +10,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::size_t kApiV3KeyBytes = 32;  // providers.md §2.5: the AES-256 key.
+constexpr std::size_t kApiV3KeyBytes = 32;  // The AES-256 key.
 constexpr std::size_t kKeyFileBytesMax = 64 * 1024;
 constexpr std::size_t kSerialBytesMax = 64;
-constexpr std::size_t kAlipayUserIdDigits = 16;  // providers.md §3.2: 2088 + 12 digits.
+constexpr std::size_t kAlipayUserIdDigits = 16;  // 2088 + 12 digits.
 
 const json& Section(const json& root, const char* name) {
     const json& section = root.at(name);
@@ -69,7 +69,8 @@ std::optional<PrivateKey> LoadSimulateKey(const json& section, const std::string
     return key;
 }
 
-// SPEC §9: a certificate serial in upper-case hex, or a WeChat Pay public-key id.
+// A certificate serial in upper-case hex, or a WeChat Pay public-key id
+// (docs/platforms.md#platform-keys-and-their-rotation).
 bool IsValidSerial(const std::string& serial) {
     if (serial.empty() || serial.size() > kSerialBytesMax) return false;
     if (serial.rfind("PUB_KEY_ID_", 0) == 0) {

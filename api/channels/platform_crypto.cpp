@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "api/crypto.hpp"
-#include "api/http/json_output.hpp"
+#include "ledger/bytes.hpp"
 
 namespace payledger::api {
 namespace {
@@ -37,29 +37,14 @@ int IntSize(std::size_t size) {
     return static_cast<int>(size);
 }
 
-std::string Hex(const unsigned char* bytes, std::size_t size, bool upper) {
-    const char* digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
-    std::string out;
-    out.reserve(size * 2);
-    for (std::size_t i = 0; i < size; ++i) {
-        out += digits[bytes[i] >> 4];
-        out += digits[bytes[i] & 0x0f];
-    }
-    return out;
-}
-
 std::string Md5Hex(std::string_view message, bool upper) {
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int size = 0;
     if (EVP_Digest(message.data(), message.size(), digest, &size, EVP_md5(), nullptr) != 1) {
         throw std::runtime_error("MD5 failed");
     }
-    return Hex(digest, size, upper);
-}
-
-bool IsBase64Alphabet(char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
-           c == '/';
+    const std::string_view bytes(reinterpret_cast<const char*>(digest), size);
+    return upper ? ledger::HexUpper(bytes) : ledger::HexLower(bytes);
 }
 
 std::shared_ptr<evp_pkey_st> Own(EVP_PKEY* key) {
@@ -119,28 +104,7 @@ std::string Md5HexUpper(std::string_view message) { return Md5Hex(message, true)
 std::string Md5HexLower(std::string_view message) { return Md5Hex(message, false); }
 
 std::string HmacSha256HexUpper(std::string_view key, std::string_view message) {
-    std::string hex = HmacSha256Hex(key, message);
-    for (char& c : hex) {
-        if (c >= 'a' && c <= 'f') c = static_cast<char>(c - 'a' + 'A');
-    }
-    return hex;
-}
-
-std::optional<std::string> Base64Decode(std::string_view text) {
-    if (text.size() % 4 != 0) return std::nullopt;
-    std::size_t padding = 0;
-    if (!text.empty() && text.back() == '=') padding = text[text.size() - 2] == '=' ? 2 : 1;
-    for (std::size_t i = 0; i < text.size() - padding; ++i) {
-        if (!IsBase64Alphabet(text[i])) return std::nullopt;
-    }
-    if (text.empty()) return std::string{};
-    // EVP_DecodeBlock writes 3 bytes per 4 characters, padding included, and cannot say how
-    // many of them are real: the padding counted above says it.
-    std::string out(text.size() / 4 * 3, '\0');
-    const int written = EVP_DecodeBlock(Bytes(out), Bytes(text), IntSize(text.size()));
-    if (written < 0 || static_cast<std::size_t>(written) != out.size()) return std::nullopt;
-    out.resize(out.size() - padding);
-    return out;
+    return ledger::HexUpper(HmacSha256(key, message));
 }
 
 std::optional<PublicKey> ParsePublicKey(std::string_view text) {
@@ -152,7 +116,7 @@ std::optional<PublicKey> ParsePublicKey(std::string_view text) {
         for (const char c : text) {
             if (c != ' ' && c != '\n' && c != '\r' && c != '\t') compact += c;
         }
-        if (const std::optional<std::string> der = Base64Decode(compact)) {
+        if (const std::optional<std::string> der = ledger::Base64Decode(compact)) {
             const unsigned char* cursor = Bytes(*der);
             EVP_PKEY* parsed = d2i_PUBKEY(nullptr, &cursor, static_cast<long>(der->size()));
             if (parsed != nullptr && cursor != Bytes(*der) + der->size()) {
@@ -326,7 +290,7 @@ std::string PublicKeyDerBase64(const PublicKey& key) {
     unsigned char* der = nullptr;
     const int size = i2d_PUBKEY(key.get(), &der);
     if (size <= 0) throw std::runtime_error("writing a public key failed");
-    const std::string text = Base64Encode(
+    const std::string text = ledger::Base64Encode(
         std::string_view(reinterpret_cast<const char*>(der), static_cast<std::size_t>(size)));
     OPENSSL_free(der);
     return text;
@@ -337,7 +301,8 @@ std::string RandomHex(std::size_t bytes) {
     if (RAND_bytes(buffer.data(), IntSize(bytes)) != 1) {
         throw std::runtime_error("RAND_bytes failed");
     }
-    return Hex(buffer.data(), buffer.size(), false);
+    return ledger::HexLower(
+        std::string_view(reinterpret_cast<const char*>(buffer.data()), buffer.size()));
 }
 
 }  // namespace payledger::api

@@ -11,9 +11,9 @@ struct evp_pkey_st;
 
 namespace payledger::api {
 
-// Thin wrappers over OpenSSL for the payment platforms' signatures and ciphers (providers.md
-// §1-§3). No cryptography is written here by hand. Every function is thread-safe; the key
-// classes are immutable after construction and may be shared between threads.
+// Thin wrappers over OpenSSL for the payment platforms' signatures and ciphers (docs/platforms.md).
+// No cryptography is written here by hand. Every function is thread-safe; the key classes are
+// immutable after construction and may be shared between threads.
 
 // An RSA public key (a WeChat Pay platform key, the Alipay public key).
 class PublicKey {
@@ -43,15 +43,11 @@ private:
 
 // Upper-case hex of MD5(message) (WeChat Pay v2 MD5 signatures).
 [[nodiscard]] std::string Md5HexUpper(std::string_view message);
-// Lower-case hex of MD5(message) (the WeChat Pay v2 refund key, providers.md §1.6).
+// Lower-case hex of MD5(message) (the WeChat Pay v2 refund key,
+// docs/platforms.md#apiv2-refund-notices).
 [[nodiscard]] std::string Md5HexLower(std::string_view message);
 // Upper-case hex of HMAC-SHA256(key, message) (WeChat Pay v2 HMAC-SHA256 signatures).
 [[nodiscard]] std::string HmacSha256HexUpper(std::string_view key, std::string_view message);
-
-// Standard base64 (RFC 4648 alphabet, `=` padding, no whitespace). nullopt for anything
-// else: a length that is not a multiple of 4, a character outside the alphabet, padding
-// anywhere but at the end. WeChat's `WECHATPAY/SIGNTEST/...` probes give nullopt.
-[[nodiscard]] std::optional<std::string> Base64Decode(std::string_view text);
 
 // An RSA public key from text: PEM "PUBLIC KEY" (SubjectPublicKeyInfo), PEM "CERTIFICATE"
 // (its key, as WeChat Pay platform certificates come), or Alipay's bare base64 of the DER
@@ -71,9 +67,9 @@ private:
 // The longest AES-256-GCM nonce OpenSSL 3 takes (its GCM_IV_MAX_SIZE). WeChat Pay's are 12.
 inline constexpr std::size_t kGcmNonceMaxBytes = 128;
 
-// AES-256-GCM (WeChat Pay v3 resources, providers.md §2.5): `key` 32 bytes, `nonce` the raw
-// bytes, `aad` the associated data, `sealed` = ciphertext followed by the 16-byte tag.
-// nullopt when the key is not 32 bytes, the nonce is empty or over kGcmNonceMaxBytes, the
+// AES-256-GCM (WeChat Pay v3 resources, docs/platforms.md#the-encrypted-resource): `key` 32 bytes,
+// `nonce` the raw bytes, `aad` the associated data, `sealed` = ciphertext followed by the 16-byte
+// tag. nullopt when the key is not 32 bytes, the nonce is empty or over kGcmNonceMaxBytes, the
 // input is shorter than the tag, or the tag fails.
 [[nodiscard]] std::optional<std::string> Aes256GcmDecrypt(std::string_view key,
                                                           std::string_view nonce,
@@ -84,9 +80,9 @@ inline constexpr std::size_t kGcmNonceMaxBytes = 128;
 [[nodiscard]] std::string Aes256GcmEncrypt(std::string_view key, std::string_view nonce,
                                            std::string_view aad, std::string_view plaintext);
 
-// AES-256-ECB with PKCS#7 padding (WeChat Pay v2 refund `req_info`, providers.md §1.6).
-// nullopt when the key is not 32 bytes, the input is empty or not whole blocks, or the
-// padding is invalid.
+// AES-256-ECB with PKCS#7 padding (WeChat Pay v2 refund `req_info`,
+// docs/platforms.md#apiv2-refund-notices). nullopt when the key is not 32 bytes, the input is empty
+// or not whole blocks, or the padding is invalid.
 [[nodiscard]] std::optional<std::string> Aes256EcbDecrypt(std::string_view key,
                                                           std::string_view ciphertext);
 // The inverse. Throws std::invalid_argument when the key is not 32 bytes.

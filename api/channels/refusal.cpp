@@ -5,7 +5,6 @@
 namespace payledger::api {
 namespace {
 
-constexpr std::size_t kPlatformIdBytesMax = 128;
 constexpr std::int64_t kUnixSecondsMax = 999'999'999'999;  // 12 digits: year 33658.
 constexpr std::int64_t kMicrosPerSecond = 1'000'000;
 
@@ -25,17 +24,9 @@ Checked<std::string> RequireCurrency(std::string_view text, std::string_view fie
     return std::string(text);
 }
 
-bool IsValidPlatformId(std::string_view text) {
-    if (text.empty() || text.size() > kPlatformIdBytesMax) return false;
-    for (const char c : text) {
-        if (c < 0x21 || c > 0x7e) return false;
-    }
-    return true;
-}
-
 Checked<std::string> RequirePlatformId(std::string_view text, std::string_view field) {
-    if (!IsValidPlatformId(text)) {
-        return Malformed(std::string(field) + " must be 1-128 visible ASCII characters");
+    if (!projections::IsValidPlatformId(text)) {
+        return Malformed(std::string(field) + " must be " + projections::kPlatformIdRuleText);
     }
     return std::string(text);
 }

@@ -11,12 +11,14 @@
 
 namespace payledger::api {
 
-// SPEC §1: a signed timestamp is accepted within 300 s of the server clock, either way.
+// A signed timestamp is accepted within 300 s of the server clock, either way
+// (docs/platforms.md#signature-window).
 inline constexpr std::int64_t kSignatureWindowSeconds = 300;
 
-// One way to say no (STYLE §13): every refusal of an input, in every channel, is an outcome
-// of SPEC §5 and a message for a person. `kIgnored` travels the same way: a valid notice
-// that records no event stops the channel exactly like a refusal does.
+// One way to say no: every refusal of an input, in every channel, is an outcome
+// (docs/design.md#outcomes) and a message for a person, built by the same few helpers. `kIgnored`
+// travels the same way: a valid notice that records no event stops the channel exactly like a
+// refusal does.
 struct Refusal {
     projections::Outcome outcome = projections::Outcome::kMalformed;
     std::string message{};
@@ -61,26 +63,29 @@ private:
 
 // The checks every channel shares, each refusing with the same message everywhere.
 
-// SPEC §1 key rule (out_trade_no, account_id): malformed "<field> must be 1-64 characters of
-// A-Z a-z 0-9 _ - | * ." otherwise.
+// The key rule (out_trade_no, account_id; docs/design.md#money-keys-and-time): malformed "<field>
+// must be 1-64 characters of A-Z a-z 0-9 _ - | * ." otherwise.
 [[nodiscard]] Checked<std::string> RequireKey(std::string_view text, std::string_view field);
 
-// SPEC §1 currency: malformed "<field> must be an upper-case ISO 4217 code" otherwise.
+// Currency: malformed "<field> must be an upper-case ISO 4217 code" otherwise.
 [[nodiscard]] Checked<std::string> RequireCurrency(std::string_view text, std::string_view field);
 
-// A platform number (transaction_id, refund_id, trade_no, out_biz_no): 1-128 visible ASCII.
-[[nodiscard]] bool IsValidPlatformId(std::string_view text);
+// A platform number (transaction_id, refund_id, trade_no, out_biz_no) by
+// projections::IsValidPlatformId: malformed "<field> must be 1-128 visible ASCII characters"
+// otherwise.
 [[nodiscard]] Checked<std::string> RequirePlatformId(std::string_view text, std::string_view field);
 
-// SPEC §1 signature window for a signed timestamp header `what` (unix seconds): bad_signature
-// "<what> is not unix seconds" unless `text` is plain digits, "<what> is outside the 300 s
-// window" unless within kSignatureWindowSeconds of `received_at`, either way. The seconds.
+// The signature window (docs/platforms.md#signature-window) for a signed timestamp header `what`
+// (unix seconds): bad_signature "<what> is not unix seconds" unless `text` is plain digits, "<what>
+// is outside the 300 s window" unless within kSignatureWindowSeconds of `received_at`, either way.
+// The seconds.
 [[nodiscard]] Checked<std::int64_t> RequireSignedAt(std::string_view text,
                                                     projections::TimeMicros received_at,
                                                     std::string_view what);
 
-// SPEC §6 merchant and app ids: malformed "<field> is missing" when `value` is empty,
-// mismatch "<field> <value> is not the configured <field>" when it is not `configured`.
+// Merchant and app ids (docs/platforms.md#cross-checks): malformed "<field> is missing" when
+// `value` is empty, mismatch "<field> <value> is not the configured <field>" when it is not
+// `configured`.
 [[nodiscard]] std::optional<Refusal> CheckConfiguredId(std::string_view value,
                                                        std::string_view field,
                                                        std::string_view configured);

@@ -3,6 +3,7 @@
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
 #include "api/crypto.hpp"
+#include "ledger/bytes.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
@@ -18,7 +19,7 @@ std::optional<Refusal> CheckReturnCode(const PlatformFields& fields) {
     return Malformed("return_code must be SUCCESS or FAIL");
 }
 
-// providers.md §1.2: WeChat writes amounts as integer fen.
+// WeChat writes amounts as integer fen.
 Checked<std::int64_t> RequireFen(const PlatformFields& fields, const char* field) {
     const std::optional<std::int64_t> fen = projections::ParseMinorUnits(FieldOr(fields, field));
     if (!fen) return Malformed(std::string(field) + " must be an integer of fen, 1 to 10^13");
@@ -34,7 +35,8 @@ Checked<projections::TimeMicros> RequireTime(
     return *time;
 }
 
-// SPEC §6 `wechat_v2` payment: PAYMENT_SUCCEEDED of total_fee in fee_type (default CNY).
+// `wechat_v2` payment (docs/platforms.md#apiv2-payment-notices): PAYMENT_SUCCEEDED of total_fee in
+// fee_type (default CNY).
 Checked<NoticeEvent> PaymentEvent(const PlatformFields& fields,
                                   projections::TimeMicros received_at) {
     const Checked<std::string> out_trade_no =
@@ -46,7 +48,7 @@ Checked<NoticeEvent> PaymentEvent(const PlatformFields& fields,
     const Checked<std::int64_t> total_fee = RequireFen(fields, "total_fee");
     if (!total_fee) return total_fee.refusal();
     std::string currency{FieldOr(fields, "fee_type")};
-    if (currency.empty()) currency = "CNY";  // providers.md §1.2: fee_type defaults to CNY.
+    if (currency.empty()) currency = "CNY";  // fee_type defaults to CNY.
     if (auto checked = RequireCurrency(currency, "fee_type"); !checked) return checked.refusal();
     const Checked<projections::TimeMicros> time_end = RequireTime(
         fields, "time_end", received_at, projections::ParseShanghaiCompact, "yyyyMMddHHmmss");
@@ -64,9 +66,10 @@ Checked<NoticeEvent> PaymentEvent(const PlatformFields& fields,
                                               "coupon_fee", "attach", "time_end"})}};
 }
 
-// SPEC §6 `wechat_v2` refund: REFUND_SUCCEEDED of refund_fee, numbered refund_id, in the
-// order's currency. total_fee and transaction_id are required (providers.md §1.6 lists them
-// in every refund notice): they are what the ledger checks the spliceable ECB plaintext by.
+// `wechat_v2` refund (docs/platforms.md#apiv2-refund-notices): REFUND_SUCCEEDED of refund_fee,
+// numbered refund_id, in the order's currency. total_fee and transaction_id are required (the
+// platform sends them in every refund notice): they are what the ledger checks the spliceable ECB
+// plaintext by.
 Checked<NoticeEvent> RefundEvent(const PlatformFields& refund,
                                  projections::TimeMicros received_at) {
     const Checked<std::string> out_trade_no =
@@ -86,7 +89,7 @@ Checked<NoticeEvent> RefundEvent(const PlatformFields& refund,
         RequireTime(refund, "success_time", received_at, projections::ParseShanghaiDashed,
                     "yyyy-MM-dd HH:mm:ss");
     if (!success_time) return success_time.refusal();
-    // No currency: the ledger gives the refund its order's (SPEC §2).
+    // No currency: the ledger gives the refund its order's.
     return NoticeEvent{
         .event = {.out_trade_no = *out_trade_no,
                   .event_type = EventType::kRefundSucceeded,
@@ -117,7 +120,7 @@ ledger::Delivery WechatV2Channel::Verify(Incoming& incoming) const {
 std::optional<Refusal> WechatV2Channel::CheckSignature(const PlatformFields& fields) const {
     const std::string_view sign = FieldOr(fields, "sign");
     if (sign.empty()) {
-        // SPEC §5: a missing signature is bad_signature, whatever the unsigned body says (a
+        // A missing signature is bad_signature, whatever the unsigned body says (a
         // return_code FAIL too): nothing unverified is acknowledged.
         return BadSignature("sign is missing");
     }
@@ -157,9 +160,9 @@ ledger::Delivery WechatV2Channel::VerifyPayment(ledger::Receipt receipt,
 }
 
 Checked<PlatformFields> WechatV2Channel::OpenReqInfo(const PlatformFields& fields) const {
-    // providers.md §1.6: no sign; only the holder of the API key can encrypt req_info, so
+    // A refund notice has no sign; only the holder of the API key can encrypt req_info, so
     // a req_info that does not decrypt is a failed signature.
-    const std::optional<std::string> sealed = Base64Decode(FieldOr(fields, "req_info"));
+    const std::optional<std::string> sealed = ledger::Base64Decode(FieldOr(fields, "req_info"));
     if (!sealed) return BadSignature("req_info is not base64");
     const std::optional<std::string> plaintext =
         Aes256EcbDecrypt(Md5HexLower(config_.api_key), *sealed);
@@ -167,7 +170,7 @@ Checked<PlatformFields> WechatV2Channel::OpenReqInfo(const PlatformFields& field
     Checked<PlatformFields> refund = ParseFlatXml(*plaintext, "root");
     if (refund) return refund;
     // A <root> document that breaks a parsing rule (a repeated field, a reference to a
-    // control character) decrypted fine: it is malformed (SPEC §6). Anything else is what
+    // control character) decrypted fine: it is malformed. Anything else is what
     // a wrong key gives.
     if (plaintext->starts_with("<root>")) {
         return Malformed("req_info: " + refund.refusal().message);

@@ -6,12 +6,12 @@
 
 namespace payledger::api {
 
-// SPEC §6 `wechat_v2` (providers.md §1): WeChat Pay APIv2 payment and refund notifications,
-// flat XML. A payment notice is signed with the APIv2 key (MD5 or HMAC-SHA256, as
+// `wechat_v2` (docs/platforms.md#wechat-pay-apiv2): WeChat Pay APIv2 payment and refund
+// notifications, flat XML. A payment notice is signed with the APIv2 key (MD5 or HMAC-SHA256, as
 // configured); a refund notice carries `req_info`, AES-256-ECB under the MD5 of that key,
 // and no signature. ECB authenticates nothing (blocks of other notices of the merchant can
 // be spliced in), so a refund must name the order's total_fee and its payment's
-// transaction_id, which the ledger checks against the order (SPEC §6 cross-checks).
+// transaction_id, which the ledger checks against the order (docs/platforms.md#cross-checks).
 // Answers are the compact return_code XML.
 class WechatV2Channel final : public Channel {
 public:

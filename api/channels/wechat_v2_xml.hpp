@@ -10,20 +10,20 @@
 
 namespace payledger::api {
 
-// Parses the flat XML of WeChat Pay APIv2 (providers.md §1), one root element whose child
-// elements are the fields, each holding text or CDATA, with pugixml. DTDs and entity
+// Parses the flat XML of WeChat Pay APIv2 (docs/platforms.md#strict-parsing), one root element
+// whose child elements are the fields, each holding text or CDATA, with pugixml. DTDs and entity
 // declarations are refused before parsing (no XXE, no entity expansion); so are NUL bytes, a
 // root not named `root_name`, a second root, nested elements, repeated fields and text
 // outside the fields or the root. A value is the field's text exactly as written (CDATA
 // verbatim, "\r\n" kept, whitespace kept), since WeChat signs the values it wrote, with its
 // references decoded here, not by pugixml: the five predefined entities and character
-// references to XML characters (SPEC §6: one to a control character, `&#0;`...`&#31;` but
+// references to XML characters (one to a control character, `&#0;`...`&#31;` but
 // tab, LF and CR, is malformed; pugixml would cut the value at `&#0;`), any other `&` is
 // malformed. Every refusal is `malformed`.
 [[nodiscard]] Checked<PlatformFields> ParseFlatXml(std::string_view text,
                                                    std::string_view root_name);
 
-// providers.md §1.3: every field but `sign`, empty values dropped, sorted by name,
+// docs/platforms.md#apiv2-signature: every field but `sign`, empty values dropped, sorted by name,
 // `k=v&...&key=<api_key>`, then upper-case hex MD5 or HMAC-SHA256 (keyed with api_key).
 [[nodiscard]] std::string WechatV2Sign(const PlatformFields& fields, std::string_view api_key,
                                        WechatV2SignType sign_type);

@@ -4,6 +4,7 @@
 #include "api/channels/platform_channel.hpp"
 #include "api/channels/platform_crypto.hpp"
 #include "api/http/json_output.hpp"
+#include "ledger/bytes.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
@@ -36,7 +37,8 @@ void Keep(json& data, const char* name, const json& object, const char* key) {
     if (it != object.end() && !it->is_null()) data[name] = *it;
 }
 
-// The notification fields an event keeps (SPEC §2 `data`); `id` for audit (providers.md §6).
+// The notification fields an event keeps in `data`; `id` for audit, never as a key
+// (docs/platforms.md#the-encrypted-resource).
 json EnvelopeData(const json& envelope) {
     json data = json::object();
     Keep(data, "id", envelope, "id");
@@ -92,12 +94,13 @@ Checked<std::string> Currency(const json& amount, const char* when_absent) {
     return RequireCurrency(Text(amount, "currency"), "amount.currency");
 }
 
-// SPEC §6 `wechat_v3` TRANSACTION.SUCCESS with trade_state SUCCESS.
+// `wechat_v3` TRANSACTION.SUCCESS with trade_state SUCCESS
+// (docs/platforms.md#the-encrypted-resource).
 Checked<NoticeEvent> PaymentEvent(const json& envelope, const json& resource,
                                   projections::TimeMicros received_at) {
     const std::string trade_state = Text(resource, "trade_state");
     if (trade_state.empty()) {
-        // A missing state is no "other state" (SPEC §6): acknowledging it as ignored would
+        // A missing state is no "other state": acknowledging it as ignored would
         // drop a payment for good, while malformed makes WeChat resend it.
         return Malformed("trade_state must be a non-empty string");
     }
@@ -136,7 +139,7 @@ Checked<NoticeEvent> PaymentEvent(const json& envelope, const json& resource,
                                  .data = Dump(data)}};
 }
 
-// SPEC §6 `wechat_v3` REFUND.SUCCESS. amount.total and transaction_id, where the notice
+// `wechat_v3` REFUND.SUCCESS. amount.total and transaction_id, where the notice
 // names them, are the order's total and its payment's number: cross-checked by the ledger.
 Checked<NoticeEvent> RefundEvent(const json& envelope, const json& resource,
                                  projections::TimeMicros received_at) {
@@ -162,7 +165,7 @@ Checked<NoticeEvent> RefundEvent(const json& envelope, const json& resource,
         if (!named) return named.refusal();
         transaction_id = std::move(*named);
     }
-    const Checked<std::string> currency = Currency(amount, "");  // SPEC §2: the order's.
+    const Checked<std::string> currency = Currency(amount, "");  // Else the order's.
     if (!currency) return currency.refusal();
     const Checked<projections::TimeMicros> success_time = SuccessTime(resource, received_at);
     if (!success_time) return success_time.refusal();
@@ -196,7 +199,7 @@ Checked<json> OpenWechatV3Resource(std::string_view api_v3_key, const json& enve
         return Malformed("resource.algorithm must be AEAD_AES_256_GCM");
     }
     const std::string nonce = Text(*resource, "nonce");
-    const std::optional<std::string> sealed = Base64Decode(Text(*resource, "ciphertext"));
+    const std::optional<std::string> sealed = ledger::Base64Decode(Text(*resource, "ciphertext"));
     const auto aad = resource->find("associated_data");
     if (nonce.empty() || !sealed || sealed->empty() ||
         (aad != resource->end() && !aad->is_string())) {
@@ -252,11 +255,12 @@ std::optional<Refusal> WechatV3Channel::CheckSignature(const Incoming& incoming,
         return BadSignature("Wechatpay-Serial " + std::string(serial) +
                             " names no configured platform key");
     }
-    // providers.md §2.3: probes are wrong on purpose; they fail like any bad signature.
+    // WeChat's signature probes are wrong on purpose; they fail like any bad signature
+    // (docs/platforms.md#apiv3-signature).
     if (signature.substr(0, kProbePrefix.size()) == kProbePrefix) {
         return BadSignature("Wechatpay-Signature is a signature probe");
     }
-    const std::optional<std::string> raw = Base64Decode(signature);
+    const std::optional<std::string> raw = ledger::Base64Decode(signature);
     if (!raw) return BadSignature("Wechatpay-Signature is not base64");
     const std::string message = WechatV3SignatureMessage(timestamp, nonce, body);
     if (!RsaSha256Verify(key->second, message, *raw)) {
@@ -275,9 +279,9 @@ ledger::Delivery WechatV3Channel::Verify(Incoming& incoming) const {
         BaseReceipt(incoming, source(),
                     {kTimestampHeader, kNonceHeader, kSignatureHeader, kSerialHeader,
                      kSignatureTypeHeader, "Request-ID", "Content-Type", "User-Agent"});
-    // SPEC §6: the signature first, from the headers and the raw bytes alone. An unverified
-    // body is neither parsed nor decrypted, so its receipt names no order (the order number
-    // is inside the encrypted resource).
+    // The signature first (docs/platforms.md#apiv3-signature), from the headers and the raw bytes
+    // alone. An unverified body is neither parsed nor decrypted, so its receipt names no order (the
+    // order number is inside the encrypted resource).
     if (auto refused = CheckSignature(incoming, receipt.body)) {
         return Rejected(std::move(receipt), *refused);
     }
@@ -320,7 +324,7 @@ ledger::Delivery WechatV3Channel::Decide(ledger::Receipt receipt, const json& en
 
 Response WechatV3Channel::Answer(const ledger::DeliveryResult& result) const {
     if (IsAcknowledged(result)) {
-        Response response{http::status::no_content, 11};  // providers.md §2.8: 200 or 204.
+        Response response{http::status::no_content, 11};  // WeChat accepts 200 or 204.
         return response;
     }
     const http::status status =

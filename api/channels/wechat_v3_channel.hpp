@@ -10,12 +10,12 @@
 
 namespace payledger::api {
 
-// SPEC §6 `wechat_v3` (providers.md §2): WeChat Pay APIv3 notifications. The headers sign
-// "<Wechatpay-Timestamp>\n<Wechatpay-Nonce>\n<raw body>\n" with SHA256withRSA under the
+// `wechat_v3` (docs/platforms.md#wechat-pay-apiv3): WeChat Pay APIv3 notifications. The headers
+// sign "<Wechatpay-Timestamp>\n<Wechatpay-Nonce>\n<raw body>\n" with SHA256withRSA under the
 // platform key that Wechatpay-Serial names; the JSON envelope carries the notice as an
 // AES-256-GCM `resource` under the APIv3 key. The signature is verified before the body is
 // parsed or decrypted, so an unverified delivery names no order. Answers: 204 on success, else
-// {"code":"FAIL","message":...} with the SPEC §5 status.
+// {"code":"FAIL","message":...} with the outcome's status.
 class WechatV3Channel final : public Channel {
 public:
     explicit WechatV3Channel(WechatV3Config config) : config_(std::move(config)) {}
@@ -28,7 +28,7 @@ public:
 
 private:
     // nullopt when the headers hold a valid, fresh signature of the raw body. Reads nothing
-    // but the headers and the raw bytes (SPEC §6: verified before anything is parsed).
+    // but the headers and the raw bytes (verified before anything is parsed).
     [[nodiscard]] std::optional<Refusal> CheckSignature(const Incoming& incoming,
                                                         std::string_view body) const;
     // The decrypted resource of a verified envelope.
@@ -58,7 +58,7 @@ private:
 // create_time, summary: in plain text, readable without the APIv3 key).
 [[nodiscard]] nlohmann::json WechatV3EnvelopeData(const nlohmann::json& envelope);
 
-// providers.md §2.2: the signed message, three lines each ending in "\n".
+// docs/platforms.md#apiv3-signature: the signed message, three lines each ending in "\n".
 [[nodiscard]] std::string WechatV3SignatureMessage(std::string_view timestamp,
                                                    std::string_view nonce, std::string_view body);
 

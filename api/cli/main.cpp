@@ -1,4 +1,4 @@
-// payledger: the command line (SPEC §8).
+// payledger: the command line (docs/design.md#the-command-line).
 #include <CLI/CLI.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -65,8 +65,9 @@ int Migrate(const api::Config& config, const std::string& grant_role) {
     return 0;
 }
 
-// SPEC §11: serve applies only the migrations it has the rights for. A role that may not
-// (the service's own, DML only) leaves them to `payledger migrate` as the tables' owner.
+// docs/design.md#least-privilege: serve applies only the migrations it has the rights for. A role
+// that may not (the service's own, DML only) leaves them to `payledger migrate` as the tables'
+// owner.
 bool MigrateForServe(pqxx::connection& connection) {
     const std::vector<std::string> pending = ledger::PendingMigrations(connection);
     if (pending.empty()) return true;
@@ -106,8 +107,9 @@ private:
     bool set_ = false;  // Guarded by mutex_.
 };
 
-// Connects to the database, waiting for it while it is unreachable (SPEC §8: serve started
-// while the database is down waits for it). nullptr when `stop` ended the wait.
+// Connects to the database, waiting for it while it is unreachable (serve started while the
+// database is down waits for it, docs/design.md#the-command-line). nullptr when `stop` ended the
+// wait.
 std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url, StopFlag& stop) {
     std::chrono::milliseconds backoff{100};
     for (int attempt = 1;; ++attempt) {
@@ -127,9 +129,9 @@ std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url, S
     }
 }
 
-// SPEC §8: serve listens at once. The database is waited for and migrated beside the server,
-// which meanwhile answers /healthz 200 and /readyz and every read and write 503; then the
-// app is ready. A migration this role may not apply stops serve (exit 2).
+// docs/design.md#the-command-line: serve listens at once. The database is waited for and migrated
+// beside the server, which meanwhile answers /healthz 200 and /readyz and every read and write 503;
+// then the app is ready. A migration this role may not apply stops serve (exit 2).
 int Serve(const api::Config& config) {
     const std::size_t open_files = api::RaiseOpenFileLimit();
     ledger::ConnectionPool pool{config.database_url, kReadPoolSize, kPoolWaitMax};
@@ -224,7 +226,7 @@ std::int64_t EstimateRows(const api::Config& config, std::string_view table) {
         .as<std::int64_t>();
 }
 
-// SPEC §8: exit 0 when everything matches, 1 when anything differs.
+// docs/design.md#verify: exit 0 when everything matches, 1 when anything differs.
 int VerifyOrRebuild(const api::Config& config, bool rebuild) {
     api::ProgressPrinter progress{rebuild ? "rebuild" : "verify", EstimateRows(config, "ledger_events")};
     const ledger::VerifyReport report =
@@ -297,7 +299,8 @@ int RunAudit(const api::AuditSetup& setup, const std::string& checkpoint_path,
     return report.ok() ? 0 : 1;
 }
 
-// SPEC §11: the signed head of the chain, or with --public-key the key's public half (PEM).
+// docs/design.md#checkpoints: the signed head of the chain, or with --public-key the key's public
+// half (PEM).
 int RunCheckpoint(const api::Config& config, bool public_key) {
     if (!config.audit_signing_key_pem) {
         std::cerr << "payledger: checkpoint: no key is configured (audit.signing_key)\n";
@@ -316,7 +319,7 @@ int RunCheckpoint(const api::Config& config, bool public_key) {
 
 int Events(const api::Config& config, std::int64_t after,
            const std::optional<std::string>& out_trade_no) {
-    // SPEC §13: an auditor read, from the replica when it is fine.
+    // An auditor read, from the replica when it is fine (docs/design.md#read-replicas).
     auto connection = ledger::ConnectForReads(
         config.database_url, config.read_database_url, config.read_max_lag,
         [](const std::string& why) { std::cerr << "payledger: events: " << why << "\n"; });
@@ -338,19 +341,19 @@ int main(int argc, char** argv) {
     CLI::App cli{"payledger: an event-sourced payment ledger"};
     cli.require_subcommand(1);
     std::string config_path;
-    cli.add_option("--config", config_path, "JSON config file (SPEC §9)");
+    cli.add_option("--config", config_path, "JSON config file");
 
     CLI::App* serve = cli.add_subcommand("serve", "migrate, then serve HTTP until SIGTERM");
     CLI::App* migrate = cli.add_subcommand("migrate", "apply the schema migrations");
     std::string grant_role;
     migrate->add_option("--grant", grant_role,
-                        "then grant ROLE exactly what serve needs (SPEC §11)");
+                        "then grant ROLE exactly what serve needs");
     CLI::App* events = cli.add_subcommand("events", "the event history as NDJSON");
     CLI::App* verify =
         cli.add_subcommand("verify", "fold the events and compare with the projections");
     CLI::App* rebuild = cli.add_subcommand("rebuild", "rebuild the projections online");
     CLI::App* audit = cli.add_subcommand(
-        "audit", "recompute the receipt chain and check every event against it (SPEC §11)");
+        "audit", "recompute the receipt chain and check every event against it");
     std::string checkpoint_path;
     std::string public_key_path;
     audit->add_option("--checkpoint", checkpoint_path, "a checkpoint to check the ledger against");
@@ -362,7 +365,7 @@ int main(int argc, char** argv) {
                     "the configured public keys (wechat_v3.platform_public_keys, "
                     "alipay.alipay_public_key)");
     CLI::App* checkpoint =
-        cli.add_subcommand("checkpoint", "print the signed head of the receipt chain (SPEC §11)");
+        cli.add_subcommand("checkpoint", "print the signed head of the receipt chain");
     bool print_public_key = false;
     checkpoint->add_flag("--public-key", print_public_key, "print the public key (PEM) instead");
     std::int64_t after = 0;
@@ -371,7 +374,7 @@ int main(int argc, char** argv) {
         ->check(CLI::NonNegativeNumber);
     events->add_option("--out-trade-no", out_trade_no, "only this order's events");
     CLI::App* simulate =
-        cli.add_subcommand("simulate", "build, sign and post a test notification (SPEC §8)");
+        cli.add_subcommand("simulate", "build, sign and post a test notification");
     api::SimulateOptions simulate_options;
     std::string simulate_url;
     simulate->add_option("channel", simulate_options.channel, "the channel to simulate")
@@ -393,13 +396,13 @@ int main(int argc, char** argv) {
     CLI::App* simulate_bill = api::AddSimulateBillCommand(cli, simulate_bill_command);
     for (CLI::App* command : {serve, migrate, events, simulate, verify, rebuild, reconcile,
                               simulate_bill, audit, checkpoint}) {
-        command->add_option("--config", config_path, "JSON config file (SPEC §9)");
+        command->add_option("--config", config_path, "JSON config file");
     }
     try {
         cli.parse(argc, argv);
     } catch (const CLI::ParseError& error) {
-        // --help prints and exits 0; a wrong argument is an error like any other (SPEC §8:
-        // exit 2), not CLI11's own codes.
+        // --help prints and exits 0; a wrong argument is an error like any other (exit 2,
+        // docs/design.md#the-command-line), not CLI11's own codes.
         const int printed = cli.exit(error);
         return printed == 0 ? 0 : kExitError;
     }

@@ -11,6 +11,7 @@
 #include "api/channels/alipay_form.hpp"
 #include "api/channels/json_input.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
+#include "ledger/bytes.hpp"
 #include "ledger/platform_receipts.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
@@ -117,7 +118,7 @@ std::optional<std::string> WechatV3Problem(const PlatformKeys& keys, const json&
         return "Wechatpay-Serial " + std::string(serial) +
                " names no key of wechat_v3.platform_public_keys";
     }
-    const std::optional<std::string> raw = Base64Decode(signature);
+    const std::optional<std::string> raw = ledger::Base64Decode(signature);
     if (!raw) return std::string("Wechatpay-Signature is not base64");
     if (!RsaSha256Verify(key->second, WechatV3SignatureMessage(timestamp, nonce, body), *raw)) {
         return "Wechatpay-Signature does not verify with the platform key " + std::string(serial);
@@ -135,7 +136,7 @@ std::optional<std::string> AlipayProblem(const PlatformKeys& keys, std::string_v
     if (!sign_type.empty() && sign_type != "RSA2") {
         return "sign_type " + std::string(sign_type) + " is not RSA2";
     }
-    const std::optional<std::string> raw = Base64Decode(sign);
+    const std::optional<std::string> raw = ledger::Base64Decode(sign);
     if (!raw) return std::string("sign is not base64");
     if (!RsaSha256Verify(*keys.alipay, AlipaySignContent(*fields), *raw)) {
         return std::string("sign does not verify with the Alipay public key");

@@ -10,7 +10,7 @@ namespace payledger::api {
 
 // Progress of a long-running command on a terminal: "<label>: done/total <unit>, rate/s,
 // time left" ("<label>: done <unit>, rate/s" when the total is unknown), redrawn in place
-// on stderr. Quiet (an empty Progress) when stdout is not a terminal (SPEC §8).
+// on stderr. Quiet (an empty Progress) when stdout is not a terminal.
 class ProgressPrinter {
 public:
     // `total` may be an estimate; 0 when unknown.

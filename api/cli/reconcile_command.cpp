@@ -37,7 +37,7 @@ int RunReconcileCommand(const Config& config, const ReconcileCommand& command) {
     if (config.wechat_v2) options.wechat_mch_ids.push_back(config.wechat_v2->mch_id);
     if (config.wechat_v3) options.wechat_mch_ids.push_back(config.wechat_v3->mchid);
     if (config.alipay) options.alipay_seller_id = config.alipay->seller_id;
-    // SPEC §8: progress on a terminal, one line per phase.
+    // Progress on a terminal, one line per phase.
     std::optional<ProgressPrinter> progress;
     std::string phase_shown;
     if (ProgressPrinter::Enabled()) {

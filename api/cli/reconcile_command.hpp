@@ -10,7 +10,8 @@ class App;
 
 namespace payledger::api {
 
-// `payledger reconcile <wechat|alipay> --bill FILE --date YYYY-MM-DD [--apply]` (SPEC §10).
+// `payledger reconcile <wechat|alipay> --bill FILE --date YYYY-MM-DD [--apply]`
+// (docs/reconciliation.md#the-command).
 struct ReconcileCommand {
     std::string platform{};
     std::string bill{};

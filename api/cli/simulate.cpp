@@ -71,7 +71,7 @@ http::response<http::string_body> Post(const Endpoint& endpoint, const Simulated
 
 int RunSimulate(const Config& config, const SimulateOptions& options, const std::string& url) {
     const SimulatedNotice notice = BuildNotice(config, options);
-    // The listen address may be IPv6 ("::1:8080", SPEC §9): bracketed in the URL.
+    // The listen address may be IPv6 ("::1:8080"): bracketed in the URL.
     const Endpoint endpoint = ParseUrl(url.empty() ? "http://" + UrlHost(config.listen_host) + ":" +
                                                          std::to_string(config.listen_port)
                                                    : url);

@@ -12,8 +12,9 @@ class App;
 namespace payledger::api {
 
 // `payledger simulate-bill <wechat|alipay> --date D [--out FILE] [--drop N] [--alter N]`
-// (SPEC §8): the statement the platform would send for the ledger's day, for trying
-// `reconcile`. WeChat writes gzip when FILE ends in .gz, Alipay a zip when it ends in .zip.
+// (docs/reconciliation.md#simulated-statements): the statement the platform would send for the
+// ledger's day, for trying `reconcile`. WeChat writes gzip when FILE ends in .gz, Alipay a zip when
+// it ends in .zip.
 struct SimulateBillCommand {
     std::string platform{};
     std::string date{};

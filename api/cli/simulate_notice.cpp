@@ -1,5 +1,4 @@
-// The notices of `payledger simulate`, shaped like the examples of providers.md.
-#include <chrono>
+// The notices of `payledger simulate`, shaped like the platforms' own (docs/platforms.md).
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -9,8 +8,9 @@
 #include "api/channels/wechat_v2_xml.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
 #include "api/cli/simulate.hpp"
-#include "api/crypto.hpp"
 #include "api/http/json_output.hpp"
+#include "ledger/bytes.hpp"
+#include "ledger/clock.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
@@ -52,7 +52,7 @@ std::string Yuan(std::int64_t fen) {
 // A platform-looking number: `prefix`, then digits derived from `seed` (deterministic).
 std::string PlatformNumber(const std::string& prefix, const std::string& seed) {
     std::string number = prefix;
-    for (const char c : Sha256Hex(seed)) {
+    for (const char c : ledger::Sha256Hex(seed)) {
         if (number.size() == kPlatformNumberDigits) break;
         number += static_cast<char>('0' + (c >= 'a' ? c - 'a' + 10 : c - '0') % 10);
     }
@@ -87,7 +87,8 @@ SimulatedNotice WechatV2(const Config& config, const SimulateOptions& options) {
                           {"return_code", "SUCCESS"}};
     const std::string number = NumberFor(options, "4200", "5030");
     if (IsRefund(options)) {
-        // providers.md §1.6: the refund is AES-256-ECB under the MD5 of the API key.
+        // The refund is AES-256-ECB under the MD5 of the API key
+        // (docs/platforms.md#apiv2-refund-notices).
         const PlatformFields refund{
             {"out_trade_no", options.out_trade_no},
             {"out_refund_no", "R" + options.out_trade_no},
@@ -101,8 +102,8 @@ SimulatedNotice WechatV2(const Config& config, const SimulateOptions& options) {
             {"refund_recv_accout", "支付用户的零钱"},
             {"refund_account", "REFUND_SOURCE_RECHARGE_FUNDS"},
             {"refund_request_source", "API"}};
-        fields["req_info"] =
-            Base64Encode(Aes256EcbEncrypt(Md5HexLower(v2.api_key), WechatV2Xml(refund, "root")));
+        fields["req_info"] = ledger::Base64Encode(
+            Aes256EcbEncrypt(Md5HexLower(v2.api_key), WechatV2Xml(refund, "root")));
     } else {
         fields.insert({{"result_code", "SUCCESS"},
                        {"out_trade_no", options.out_trade_no},
@@ -166,7 +167,7 @@ SimulatedNotice WechatV3(const Config& config, const SimulateOptions& options) {
     }
     const bool refund = IsRefund(options);
     const std::string aad = refund ? "refund" : "transaction";
-    const std::string nonce = RandomHex(6);  // 12 characters, providers.md §2.4.
+    const std::string nonce = RandomHex(6);  // 12 characters, as WeChat's nonces.
     const std::string sealed =
         Aes256GcmEncrypt(v3.api_v3_key, nonce, aad, Dump(WechatV3Resource(v3, options)));
     const std::string id = RandomHex(4) + "-" + RandomHex(2) + "-" + RandomHex(2) + "-" +
@@ -179,7 +180,7 @@ SimulatedNotice WechatV3(const Config& config, const SimulateOptions& options) {
                            {"resource",
                             {{"original_type", aad},
                              {"algorithm", "AEAD_AES_256_GCM"},
-                             {"ciphertext", Base64Encode(sealed)},
+                             {"ciphertext", ledger::Base64Encode(sealed)},
                              {"associated_data", aad},
                              {"nonce", nonce}}}};
     SimulatedNotice notice{.target = "/v1/callbacks/wechat/v3", .body = Dump(envelope)};
@@ -192,7 +193,7 @@ SimulatedNotice WechatV3(const Config& config, const SimulateOptions& options) {
                       {"Wechatpay-Timestamp", timestamp},
                       {"Wechatpay-Nonce", header_nonce},
                       {"Wechatpay-Signature-Type", "WECHATPAY2-SHA256-RSA2048"},
-                      {"Wechatpay-Signature", Base64Encode(signature)}};
+                      {"Wechatpay-Signature", ledger::Base64Encode(signature)}};
     return notice;
 }
 
@@ -238,8 +239,8 @@ SimulatedNotice Alipay(const Config& config, const SimulateOptions& options) {
         fields.insert({{"trade_status", "TRADE_CLOSED"}, {"gmt_close", now}});
     }
     fields["sign_type"] = "RSA2";
-    fields["sign"] =
-        Base64Encode(RsaSha256Sign(*alipay.simulate_private_key, AlipaySignContent(fields)));
+    fields["sign"] = ledger::Base64Encode(
+        RsaSha256Sign(*alipay.simulate_private_key, AlipaySignContent(fields)));
     return {.target = "/v1/callbacks/alipay",
             .headers = {{"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"}},
             .body = EncodeForm(fields)};
@@ -270,9 +271,7 @@ SimulatedNotice Generic(const Config& config, const SimulateOptions& options) {
 SimulatedNotice BuildNotice(const Config& config, const SimulateOptions& input) {
     SimulateOptions options = input;
     if (options.unix_seconds == 0) {
-        options.unix_seconds = std::chrono::duration_cast<std::chrono::seconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count();
+        options.unix_seconds = ledger::NowMicros() / kMicrosPerSecond;
     }
     if (!projections::IsValidKey(options.out_trade_no)) {
         throw std::invalid_argument(std::string("--out-trade-no: must be ") +

@@ -1,5 +1,5 @@
-// The auditor API of SPEC §5, as the console uses it: the bearer token from the tab's
-// sessionStorage (never in a URL, never in a cookie), answers read as exact JSON (json.js),
+// The auditor API (docs/design.md#the-http-api), as the console uses it: the bearer token from the
+// tab's sessionStorage (never in a URL, never in a cookie), answers read as exact JSON (json.js),
 // and every failure as an ApiError whose kind the views explain to a person.
 import {parseJson} from './json.js';
 

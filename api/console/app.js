@@ -1,8 +1,8 @@
-// The console's router (SPEC §12): deep links a person can share — #/orders/<out_trade_no>,
-// #/accounts/<account_id>, #/events, #/receipts?outcome=<outcome>, #/reconciliations[/<id>],
-// #/subscriptions, #/chain — each rendered into <main> from the auditor API. Without a token,
-// sign-in comes first and then the link that was asked for. Leaving a view aborts its requests
-// and timers.
+// The console's router (docs/design.md#the-auditor-console): deep links a person can share —
+// #/orders/<out_trade_no>, #/accounts/<account_id>, #/events, #/receipts?outcome=<outcome>,
+// #/reconciliations[/<id>], #/subscriptions, #/chain — each rendered into <main> from the auditor
+// API. Without a token, sign-in comes first and then the link that was asked for. Leaving a view
+// aborts its requests and timers.
 import {session} from './api.js';
 import {render as account} from './view_account.js';
 import {render as chain} from './view_chain.js';

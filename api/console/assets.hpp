@@ -5,8 +5,9 @@
 
 namespace payledger::api {
 
-// One static file of the auditor console (SPEC §12), compiled into the binary from
-// api/console/ by api/console/embed.cmake, so that nothing is read from outside at run time.
+// One static file of the auditor console (docs/design.md#the-auditor-console), compiled into the
+// binary from api/console/ by api/console/embed.cmake, so that nothing is read from outside at run
+// time.
 struct ConsoleAsset {
     std::string_view name{};          // Its path under /console/: "index.html", "app.js".
     std::string_view content_type{};  // From its extension: "text/javascript; charset=utf-8".

@@ -1,7 +1,8 @@
 // Building the page from data, as text only. Everything the server returns is hostile input
-// (SPEC §12): a raw body may hold <script> or <img onerror>. Values become Text nodes or
-// attribute values through the DOM, never markup: nothing in the console parses HTML, and the
-// page's Content-Security-Policy (Trusted Types without a policy) makes every HTML sink throw.
+// (docs/design.md#the-auditor-console): a raw body may hold <script> or <img onerror>. Values
+// become Text nodes or attribute values through the DOM, never markup: nothing in the console
+// parses HTML, and the page's Content-Security-Policy (Trusted Types without a policy) makes every
+// HTML sink throw.
 
 // el('p', {class: 'note', text: 'hello'}, child, 'more text'): an element with properties
 // and children. `text` sets textContent; a function under an `on…` key is an event listener;
@@ -56,7 +57,7 @@ export function accountRoute(accountId) {
     return '#/accounts/' + encodeURIComponent(accountId);
 }
 
-// SPEC §1: an out_trade_no or account_id is 1–64 characters of A-Z a-z 0-9 _ - | * .
+// An out_trade_no or account_id is 1–64 characters of A-Z a-z 0-9 _ - | * .
 export function isKey(text) {
     return typeof text === 'string' && /^[A-Za-z0-9_\-|*.]{1,64}$/.test(text);
 }

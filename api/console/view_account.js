@@ -1,5 +1,5 @@
-// #/accounts/<account_id> : the account's balance in each currency (SPEC §4): paid minus
-// refunded over its orders, exact to the minor unit.
+// #/accounts/<account_id> : the account's balance in each currency (docs/design.md#balances): paid
+// minus refunded over its orders, exact to the minor unit.
 import {api} from './api.js';
 import {el, heading, isKey, table} from './dom.js';
 import {formatMoney} from './money.js';

@@ -1,5 +1,6 @@
-// #/chain : the head of the receipt chain, signed (SPEC §11 GET /v1/audit/checkpoint), and,
-// for an admin token, a button that runs verify (SPEC §8 POST /v1/admin/verify) online.
+// #/chain : the head of the receipt chain, signed (GET /v1/audit/checkpoint,
+// docs/design.md#checkpoints), and, for an admin token, a button that runs verify online
+// (POST /v1/admin/verify, docs/design.md#verify).
 import {ApiError, api, session} from './api.js';
 import {button, el, fields, heading, table, time} from './dom.js';
 import {stringify} from './json.js';

@@ -1,6 +1,6 @@
-// #/events : the global feed (SPEC §5, §7), newest first. It opens at the newest page
-// (before=2^63−1), pages back with prev_before, and follows new events as they commit by
-// polling after= the newest seq shown: the feed never skips, so nothing is missed between two
+// #/events : the global feed (docs/design.md#feeds-and-paging), newest first. It opens at the
+// newest page (before=2^63−1), pages back with prev_before, and follows new events as they commit
+// by polling after= the newest seq shown: the feed never skips, so nothing is missed between two
 // polls. A lost connection is shown and retried; the page never reloads.
 import {api} from './api.js';
 import {accountRoute, button, el, heading, isKey, link, time} from './dom.js';

@@ -1,6 +1,6 @@
 // #/orders/<out_trade_no> : what happened to one order — its projection row (status, amounts,
 // anomalies), the event timeline, and every delivery that named it, duplicates and rejections
-// included, each with its raw body (SPEC §12).
+// included, each with its raw body.
 import {ApiError, api} from './api.js';
 import {accountRoute, append, button, el, fields, heading, isKey, link, time} from './dom.js';
 import {stringify} from './json.js';

@@ -1,10 +1,11 @@
-// One delivery (SPEC §5 receipt object) as a card: its outcome, where and when it came from,
-// its verification headers, its body pretty-printed, and the raw bytes. Shared by the order
+// One delivery (a receipt, docs/design.md#objects) as a card: its outcome, where and when it came
+// from, its verification headers, its body pretty-printed, and the raw bytes. Shared by the order
 // view and the deliveries feed.
 import {bodyView} from './body.js';
 import {el, fields, isKey, link, orderRoute, table, time} from './dom.js';
 
-// SPEC §5's stored outcomes, in its order (rate_limited and unavailable are never stored).
+// The stored outcomes, in the order of docs/design.md#outcomes (rate_limited and unavailable are
+// never stored).
 export const OUTCOMES = ['appended', 'duplicate', 'ignored', 'malformed', 'bad_signature',
                          'unknown_order', 'conflict', 'mismatch'];
 
@@ -14,7 +15,7 @@ export function outcomeBadge(outcome) {
 }
 
 // The order a receipt names, as a link when it is a valid key (an unverified body may claim
-// anything: SPEC §5), else as text.
+// anything), else as text.
 export function orderLink(outTradeNo) {
     if (outTradeNo === null || outTradeNo === undefined) return el('span', {class: 'muted'}, 'none');
     return isKey(outTradeNo) ? link(orderRoute(outTradeNo), outTradeNo) : String(outTradeNo);

@@ -1,6 +1,6 @@
 // #/receipts?outcome=<outcome> : every delivery, or those of one outcome — conflicts,
-// mismatches, bad signatures — newest first (SPEC §5 before= paging), each opening to its
-// full card with the raw body.
+// mismatches, bad signatures — newest first (before= paging, docs/design.md#feeds-and-paging), each
+// opening to its full card with the raw body.
 import {api} from './api.js';
 import {button, el, heading, time} from './dom.js';
 import {OUTCOMES, orderLink, outcomeBadge, receiptCard} from './view_receipt.js';

@@ -1,5 +1,6 @@
 // #/reconciliations and #/reconciliations/<id> : the runs of `payledger reconcile` against the
-// platforms' daily statements (SPEC §10), newest first, and one run's differences.
+// platforms' daily statements (docs/reconciliation.md#the-record), newest first, and one run's
+// differences.
 import {api} from './api.js';
 import {button, el, fields, heading, link, table, time} from './dom.js';
 import {orderLink} from './view_receipt.js';
@@ -9,7 +10,7 @@ const FETCH_PAGE = 1000;
 const FETCH_PAGES_MAX = 100;  // 100 000 runs: a platform's daily run for 270 years.
 const SHOW = 50;
 
-// SPEC §10's categories, in its order.
+// The categories, in the order of docs/reconciliation.md#output-and-exit-codes.
 const CATEGORIES = ['matched', 'missing_in_ledger', 'missing_in_bill', 'amount_mismatch',
                     'transaction_mismatch', 'unknown_order', 'pending', 'applied'];
 
@@ -22,7 +23,7 @@ function countsText(counts) {
         .map((c) => c + ' ' + counts[c]).join(', ') || 'nothing differs';
 }
 
-// SPEC §10's list is read forwards only (after=): read it all, show the newest first.
+// The list of runs is read forwards only (after=): read it all, show the newest first.
 async function allRuns(signal) {
     const runs = [];
     let after = '0';

@@ -1,6 +1,7 @@
-// Sign-in (SPEC §12): one input named `token`. The token is checked against the server, kept
-// in this tab's sessionStorage only and sent as the bearer header; it never goes into a URL
-// (the form is built here with its submit handled, so it is never submitted as a query).
+// Sign-in (docs/design.md#the-auditor-console): one input named `token`. The token is checked
+// against the server, kept in this tab's sessionStorage only and sent as the bearer header; it
+// never goes into a URL (the form is built here with its submit handled, so it is never submitted
+// as a query).
 import {ApiError, api, describe, session} from './api.js';
 import {el, heading} from './dom.js';
 

@@ -29,7 +29,7 @@ public:
 // Answers with a chunked response: `header`'s status and fields, then the producer's pieces.
 using RespondStream = std::function<void(Response header, std::unique_ptr<BodyProducer>)>;
 
-// SPEC §5: requests over 64 KiB are refused before their body is read.
+// Requests over 64 KiB are refused before their body is read (docs/security.md#http-framing).
 inline constexpr std::size_t kRequestBodyBytesMax = 64 * 1024;
 
 // A request as the server hands it to the application.
@@ -46,7 +46,7 @@ struct Incoming {
 [[nodiscard]] Response MakeResponse(http::status status, std::string content_type,
                                     std::string body);
 
-// SPEC §5 error body: {"code":"FAIL","outcome":…,"message":…[,"seq":…]}.
+// The error body (docs/design.md#the-http-api): {"code":"FAIL","outcome":…,"message":…[,"seq":…]}.
 [[nodiscard]] Response ErrorResponse(http::status status, projections::Outcome outcome,
                                      const std::string& message, std::int64_t seq = 0);
 

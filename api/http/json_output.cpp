@@ -1,24 +1,11 @@
 #include "api/http/json_output.hpp"
 
-#include "ledger/chain.hpp"
-
-#include <openssl/evp.h>
-
-#include "api/channels/json_input.hpp"
+#include "ledger/bytes.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
 
 using nlohmann::json;
-
-std::string Base64Encode(std::string_view bytes) {
-    std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-    const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                        reinterpret_cast<const unsigned char*>(bytes.data()),
-                                        static_cast<int>(bytes.size()));
-    out.resize(static_cast<std::size_t>(written));
-    return out;
-}
 
 std::string Dump(const json& value) {
     return value.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -62,25 +49,12 @@ json ReceiptJson(const ledger::Receipt& receipt) {
     // A duplicate kept without its body (schema/0008) has neither body nor body_base64:
     // body_sha256 still names the bytes received.
     if (!receipt.body_stored) return out;
-    if (IsValidUtf8(receipt.body)) {
+    if (ledger::IsValidUtf8(receipt.body)) {
         out["body"] = receipt.body;
     } else {
-        out["body_base64"] = Base64Encode(receipt.body);
+        out["body_base64"] = ledger::Base64Encode(receipt.body);
     }
     return out;
-}
-
-json OrderJson(const projections::OrderRow& order) {
-    return {{"out_trade_no", order.out_trade_no},
-            {"account_id", order.account_id},
-            {"amount", order.amount},
-            {"currency", order.currency},
-            {"status", order.status},
-            {"transaction_id", order.transaction_id ? json(*order.transaction_id) : json(nullptr)},
-            {"paid_amount", order.paid_amount},
-            {"refunded_amount", order.refunded_amount},
-            {"anomalies", order.anomalies},
-            {"seq", order.seq}};
 }
 
 }  // namespace payledger::api

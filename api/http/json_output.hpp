@@ -8,13 +8,10 @@
 
 namespace payledger::api {
 
-// The SPEC §5 objects.
+// The objects of docs/design.md#objects.
 [[nodiscard]] nlohmann::json EventJson(const projections::Event& event);
 [[nodiscard]] nlohmann::json ReceiptJson(const ledger::Receipt& receipt);
-[[nodiscard]] nlohmann::json OrderJson(const projections::OrderRow& order);
-
-// Standard base64 with padding (OpenSSL).
-[[nodiscard]] std::string Base64Encode(std::string_view bytes);
+// The order object is ledger::OrderJson (ledger/order_json.hpp): `rebuild` writes it too.
 
 // Dumps without throwing on invalid UTF-8 (replaced), for output to clients and logs.
 [[nodiscard]] std::string Dump(const nlohmann::json& value);

@@ -15,10 +15,10 @@
 
 namespace payledger::api {
 
-// SPEC §5 `rate_limited`: at most `per_minute` unverified deliveries (those that would be
-// stored as `malformed` or `bad_signature`) per peer address in any 60 s, a sliding window
-// over the admissions of this process, less those that ended unstored (Forget). Deliveries
-// whose signature verifies never come here.
+// `rate_limited` (docs/security.md#peers-and-limits): at most `per_minute` unverified deliveries
+// (those that would be stored as `malformed` or `bad_signature`) per peer address in any 60 s, a
+// sliding window over the admissions of this process, less those that ended unstored (Forget).
+// Deliveries whose signature verifies never come here.
 // At most `per_minute` instants are kept per address; addresses whose window has emptied are
 // swept out whenever the table has doubled since the last sweep (amortised: a sweep per
 // doubling, not per admission). Thread-safe.
@@ -45,7 +45,7 @@ private:
     std::size_t sweep_at_ = 4096;  // The table size that triggers the next sweep.
 };
 
-// SPEC §9 `limits.connections_per_peer`: open connections per peer address. Thread-safe.
+// `limits.connections_per_peer`: open connections per peer address. Thread-safe.
 class ConnectionCounter {
 public:
     explicit ConnectionCounter(std::size_t per_peer) : per_peer_(per_peer) {}
@@ -114,8 +114,8 @@ private:
 [[nodiscard]] std::optional<boost::asio::ip::address> ForwardedClient(
     std::string_view last_forwarded_for);
 
-// Raises this process's soft limit of open files to its hard limit (SPEC §9); returns the
-// soft limit in force afterwards.
+// Raises this process's soft limit of open files to its hard limit, so that the connection limits,
+// not the file limit, bound the connections; returns the soft limit in force afterwards.
 std::size_t RaiseOpenFileLimit();
 
 }  // namespace payledger::api

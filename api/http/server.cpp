@@ -9,18 +9,13 @@
 
 #include "api/http/request_framing.hpp"
 #include "api/log.hpp"
+#include "ledger/clock.hpp"
 
 namespace payledger::api {
 namespace {
 
 namespace beast = boost::beast;
 using tcp = net::ip::tcp;
-
-projections::TimeMicros NowMicros() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 }  // namespace
 
@@ -92,7 +87,7 @@ private:
         Incoming incoming{.request = parser_->release(),
                           .peer = peer_,
                           .peer_address = peer_address_,
-                          .received_at = NowMicros(),
+                          .received_at = ledger::NowMicros(),
                           .started = std::chrono::steady_clock::now()};
         if (proxy_) NameForwardedClient(incoming);
         incoming.respond_stream = [self = shared_from_this()](

@@ -1,4 +1,5 @@
-// POST /v1/admin/verify, GET /v1/audit/checkpoint (SPEC §11) and GET /readyz (SPEC §5).
+// POST /v1/admin/verify, GET /v1/audit/checkpoint (docs/design.md#checkpoints) and GET /readyz
+// (docs/design.md#the-http-api).
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -107,7 +108,7 @@ Response App::HandleAuditCheckpoint() {
 }
 
 Response App::Ready() {
-    if (!ready_.load(std::memory_order_acquire)) {  // SPEC §8: still waiting or migrating.
+    if (!ready_.load(std::memory_order_acquire)) {  // Still waiting or migrating.
         return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
                              "the database is unreachable");
     }
@@ -116,8 +117,8 @@ Response App::Ready() {
         bool read_only = false;
         std::optional<std::string> lacking;
         {
-            // SPEC §13: ready means a primary answers. A session that finds itself on a
-            // read-only server (a standby that a single-host URL or a proxy now points at)
+            // Ready means a primary answers (docs/design.md#failover). A session that finds itself
+            // on a read-only server (a standby that a single-host URL or a proxy now points at)
             // is dropped, so that the next check connects afresh.
             // Ready also means that writes can succeed: a role without the rights serve needs
             // (a table replaced without its grants, a privilege revoked) would answer every
@@ -141,8 +142,8 @@ Response App::Ready() {
         }
         return JsonResponse(http::status::ok, {{"status", "ready"}});
     } catch (const std::exception& error) {
-        // Not a failure of the request but its answer: SPEC §5 says only that the database
-        // is unreachable; the driver's text (host, port, user) is for the operator's log.
+        // Not a failure of the request but its answer: it says only that the database is
+        // unreachable; the driver's text (host, port, user) is for the operator's log.
         LogJson("warning", Dump(json{{"msg", "readiness check failed"}, {"error", error.what()}}));
         return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
                              "the database is unreachable");

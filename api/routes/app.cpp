@@ -9,6 +9,7 @@
 #include "api/channels/wechat_v3_channel.hpp"
 #include "api/crypto.hpp"
 #include "api/http/json_output.hpp"
+#include "api/http/prometheus.hpp"
 #include "api/log.hpp"
 #include "api/routes/console.hpp"
 #include "api/routes/reconciliations.hpp"
@@ -74,7 +75,8 @@ private:
     Respond respond_;
 };
 
-// The request boundary of STYLE §3: classify once, log, count, answer if nothing was yet.
+// The request boundary (docs/design.md#failures-and-retries): classify once, log, count, answer if
+// nothing was yet.
 void AnswerFailure(Metrics& metrics, OnceRespond& once, const std::exception_ptr& error) noexcept {
     try {
         once(FailureResponse(ledger::ClassifyFailure(error), metrics));
@@ -102,8 +104,8 @@ void LogDelivery(projections::Source source, const std::optional<std::string>& o
     LogJson(result.internal_error ? "error" : "info", Dump(fields));
 }
 
-// SPEC §13: the auditor reads on the replica of read_database_url, with a log line whenever
-// they change server.
+// docs/design.md#read-replicas: the auditor reads on the replica of read_database_url, with a log
+// line whenever they change server.
 std::unique_ptr<ledger::ReadRouter> MakeReadRouter(const Config& config,
                                                    ledger::ConnectionPool& pool) {
     std::optional<ledger::ReplicaOptions> replica;
@@ -121,7 +123,7 @@ std::unique_ptr<ledger::ReadRouter> MakeReadRouter(const Config& config,
         });
 }
 
-// SPEC §8: what every read and write answers until serve's database is ready.
+// What every read and write answers until serve's database is ready.
 ledger::DeliveryResult NotReady() {
     return ledger::Unavailable("the service is starting: its database is not ready yet");
 }
@@ -169,7 +171,7 @@ std::optional<Response> App::Authorize(const Request& request, Role role,
             allowed = merchant;
             break;
         case Role::kAuditor:
-            allowed = auditor || admin;  // SPEC §5: an admin token may call auditor endpoints.
+            allowed = auditor || admin;  // An admin token may call auditor endpoints.
             break;
         case Role::kAdmin:
             allowed = admin;
@@ -309,9 +311,11 @@ void App::Handle(Incoming incoming, Respond respond) {
 Response App::MetricsResponse() {
     std::string text = metrics_.Render(pool_, committer_, *reads_);
     if (notifier_ != nullptr) {
-        text += "# HELP payledger_feed_waiters Reads of the feed waiting for an event "
-                "(wait=).\n# TYPE payledger_feed_waiters gauge\npayledger_feed_waiters " +
-                std::to_string(notifier_->WaiterCount()) + "\n";
+        PrometheusText feed;
+        feed.Add("payledger_feed_waiters", PrometheusText::Type::kGauge,
+                 "Reads of the feed waiting for an event (wait=).")
+            .Sample({}, notifier_->WaiterCount());
+        text += feed.Text();
     }
     if (subscriptions_ != nullptr) {
         try {
@@ -332,7 +336,8 @@ void App::HandleCallback(const Channel& channel, Incoming incoming, Respond resp
 
 void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming incoming,
                   Respond respond) {
-    // SPEC §5: a delivery whose signature verifies is never limited, malformed or not.
+    // A delivery whose signature verifies is never limited, malformed or not
+    // (docs/security.md#peers-and-limits).
     const bool unverified =
         !delivery.receipt.signature_verified &&
         (delivery.verdict == Outcome::kMalformed || delivery.verdict == Outcome::kBadSignature);
@@ -363,7 +368,7 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
     auto effects = [this, &channel, source, unverified, admitted_at, stored_bytes,
                     out_trade_no = std::move(out_trade_no), incoming = std::move(incoming),
                     respond = std::move(respond)](const ledger::DeliveryResult& result) {
-        // SPEC §5 counts the unverified receipts stored: one that was not is uncounted.
+        // The limit counts the unverified receipts stored: one that was not is uncounted.
         if (unverified && result.outcome == Outcome::kUnavailable) {
             unverified_.Forget(incoming.peer_address, admitted_at);
             unverified_bytes_.Forget(stored_bytes, admitted_at);
@@ -375,7 +380,7 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
         try {
             response = channel.Answer(result);
         } catch (...) {
-            // The delivery is stored as decided; only its answer failed (STYLE §3).
+            // The delivery is stored as decided; only its answer failed.
             response =
                 FailureResponse(ledger::ClassifyFailure(std::current_exception()), metrics_);
         }

@@ -22,13 +22,13 @@
 
 namespace payledger::api {
 
-// The HTTP application: routes each request to its handler (SPEC §5) and authorizes it.
-// Handle runs on a worker thread and may block on the read pool; writes go to the committer,
-// whose answer thread gives each delivery its answer, log line and metrics after the commit.
-// The auditor reads go through a ReadRouter (SPEC §13:
-// the replica of read_database_url, else `pool`); /readyz and the checkpoint use `pool`.
-// Thread-safe. The handlers live beside this file: app.cpp (routing, authorization, deliveries),
-// orders.cpp, reads.cpp, feeds.cpp, admin.cpp.
+// The HTTP application: routes each request to its handler (api/routes/route_table.hpp) and
+// authorizes it. Handle runs on a worker thread and may block on the read pool; writes go to the
+// committer, whose answer thread gives each delivery its answer, log line and metrics after the
+// commit. The auditor reads go through a ReadRouter (docs/design.md#read-replicas: the replica of
+// read_database_url, else `pool`); /readyz and the checkpoint use `pool`. Thread-safe. The handlers
+// live beside this file: app.cpp (routing, authorization, deliveries), orders.cpp, reads.cpp,
+// feeds.cpp, admin.cpp.
 class App {
 public:
     App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
@@ -40,7 +40,7 @@ public:
     // unless an answer was already sent.
     void Handle(Incoming incoming, Respond respond);
 
-    // SPEC §8: serve listens while it waits for its database and applies its migrations;
+    // serve listens while it waits for its database and applies its migrations;
     // until then /healthz answers 200, /readyz and every read and write 503. Thread-safe.
     void SetReady() { ready_.store(true, std::memory_order_release); }
 
@@ -63,7 +63,7 @@ private:
     Response HandleRead(const Incoming& incoming, const std::vector<std::string>& segments);
     Response HandleFeed(const Incoming& incoming, bool events);
     // GET /v1/events: a page, or with wait=, the page once an event follows `after` or the
-    // wait ran out, without holding a thread meanwhile (api/routes/feed_wait.cpp).
+    // wait ran out, without holding a thread meanwhile (api/routes/app_subscriptions.cpp).
     void HandleEvents(Incoming incoming, Respond respond);
     struct FeedWait;
     void AwaitEvents(std::shared_ptr<FeedWait> wait, std::int64_t beyond);
@@ -85,7 +85,7 @@ private:
 
     Config config_;
     ledger::ConnectionPool& pool_;
-    std::unique_ptr<ledger::ReadRouter> reads_;  // The auditor reads (SPEC §13).
+    std::unique_ptr<ledger::ReadRouter> reads_;  // Auditor reads: docs/design.md#read-replicas.
     ledger::Committer& committer_;
     Metrics& metrics_;
     std::map<std::string, std::unique_ptr<Channel>> channels_;  // By path after callbacks/.

@@ -1,5 +1,5 @@
-// The auditor console's static files (SPEC §12): served from the table that
-// api/console/embed.cmake compiles into the binary, never from the file system.
+// The auditor console's static files (docs/design.md#the-auditor-console): served from the table
+// that api/console/embed.cmake compiles into the binary, never from the file system.
 #include "api/routes/console.hpp"
 
 #include "api/openapi.hpp"

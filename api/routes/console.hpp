@@ -9,9 +9,9 @@
 
 namespace payledger::api {
 
-// The Content-Security-Policy of every console response (SPEC §12): scripts, styles and
-// connections from this origin only, no inline script or style, no eval, no framing, and
-// Trusted Types with no policy, so that the browser itself refuses markup from strings
+// The Content-Security-Policy of every console response (docs/design.md#the-auditor-console):
+// scripts, styles and connections from this origin only, no inline script or style, no eval, no
+// framing, and Trusted Types with no policy, so that the browser itself refuses markup from strings
 // (innerHTML and its kin throw): data can only ever become text.
 inline constexpr std::string_view kConsoleContentSecurityPolicy =
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -21,7 +21,7 @@ inline constexpr std::string_view kConsoleContentSecurityPolicy =
 // The console's file named `name` (a path under /console/), or null.
 [[nodiscard]] const ConsoleAsset* FindConsoleAsset(std::string_view name);
 
-// GET /console/<file> (SPEC §12). `segments` are the request path's, starting with "console":
+// GET /console/<file>. `segments` are the request path's, starting with "console":
 // {"console"} redirects to /console/; {"console", ""} is index.html; {"console", "<file>"} is
 // that file, or 404. Every answer carries the CSP above, nosniff and no-referrer; files are
 // answered with `Cache-Control: no-cache` and their ETag, so a browser revalidates each load

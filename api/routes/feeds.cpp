@@ -1,5 +1,5 @@
-// GET /v1/events and /v1/receipts (SPEC §5), and the NDJSON event export. Database failures
-// are not caught here: App::Handle classifies them once.
+// GET /v1/events and /v1/receipts (docs/design.md#feeds-and-paging), and the NDJSON event export.
+// Database failures are not caught here: App::Handle classifies them once.
 #include <boost/url/parse.hpp>
 #include <nlohmann/json.hpp>
 
@@ -94,7 +94,7 @@ void App::HandleEventExport(Incoming incoming, Respond respond) {
                                      "too many exports at once; retry later"));
     }
     // A failure to connect throws to App::Handle; the slot is given back on the way.
-    // SPEC §13: on the replica too; its connection is the export's own.
+    // On the replica too (docs/design.md#read-replicas); its connection is the export's own.
     ledger::ReadConnection connection = reads_->Connect();
     auto producer =
         std::make_unique<EventExport>(std::move(connection.connection), after, exports_active_);

@@ -1,5 +1,6 @@
-// POST /v1/orders (SPEC §5): the merchant's token is checked by App::Handle, the body by the
-// orders channel, the token's account scope here; the rest is every channel's write path.
+// POST /v1/orders (docs/design.md#the-http-api): the merchant's token is checked by App::Handle,
+// the body by the orders channel, the token's account scope here; the rest is every channel's write
+// path.
 #include <algorithm>
 
 #include "api/routes/app.hpp"

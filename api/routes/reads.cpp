@@ -1,5 +1,6 @@
 // GET /v1/orders/{out_trade_no}[/events|/receipts] and /v1/accounts/{account_id}/balances
-// (SPEC §5). Database failures are not caught here: App::Handle classifies them once.
+// (docs/design.md#the-http-api). Database failures are not caught here: App::Handle classifies them
+// once.
 #include "ledger/reads.hpp"
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include "api/http/json_output.hpp"
 #include "api/routes/app.hpp"
 #include "api/routes/route_helpers.hpp"
+#include "ledger/order_json.hpp"
 
 namespace payledger::api {
 namespace {
@@ -31,7 +33,7 @@ Response Read(pqxx::read_transaction& tx, const std::vector<std::string>& segmen
     if (segments.size() == 3) {
         const std::optional<projections::OrderRow> order = ledger::ReadOrder(tx, key);
         if (!order) return UnknownOrder("no order " + key);
-        return JsonResponse(http::status::ok, OrderJson(*order));
+        return JsonResponse(http::status::ok, ledger::OrderJson(*order));
     }
     if (segments[3] == "events") {  // At most one per event type: never more than four.
         json items = json::array();

@@ -24,13 +24,14 @@ namespace payledger::api {
 [[nodiscard]] Response MethodNotAllowed(const char* allowed);
 [[nodiscard]] Response NotFound();  // No such endpoint (an unknown order is UnknownOrder).
 [[nodiscard]] Response BadRequest(std::string message);    // 400 malformed.
-[[nodiscard]] Response UnknownOrder(std::string message);  // 404 unknown_order (SPEC §5).
+[[nodiscard]] Response UnknownOrder(std::string message);  // 404 unknown_order.
 
 // A feed's cursor (after=): the non-negative decimal integer `text`, or nullopt.
 [[nodiscard]] std::optional<std::int64_t> ParseCursor(std::string_view text);
 
-// The paging parameters of a feed (SPEC §5): after [0] or before (not both), limit [100, at
-// most 1000], and for receipts outcome (one that is stored). Unknown parameters are ignored.
+// The paging parameters of a feed (docs/design.md#feeds-and-paging): after [0] or before (not
+// both), limit [100, at most 1000], and for receipts outcome (one that is stored). Unknown
+// parameters are ignored.
 inline constexpr std::int64_t kDefaultPageSize = 100;
 struct PageQuery {
     std::int64_t after = 0;
@@ -40,7 +41,7 @@ struct PageQuery {
     std::optional<projections::Outcome> outcome{};
 };
 // The query of `incoming`'s target, or the 400 that refuses it. `with_before`: the list can
-// be read backwards (SPEC §5: the feeds); elsewhere a before= is refused, never ignored.
+// be read backwards (the feeds); elsewhere a before= is refused, never ignored.
 [[nodiscard]] std::variant<PageQuery, Response> ParsePageQuery(const Incoming& incoming,
                                                                bool with_outcome,
                                                                bool with_before = false);
@@ -97,10 +98,11 @@ inline constexpr const char* kReadFromHeader = "Payledger-Read-From";
 [[nodiscard]] std::string ReadFromValue(const ledger::ReadSource& source);
 void SetReadFrom(Response& response, const ledger::ReadSource& source);
 
-// STYLE §3 at the request boundary, the one place where a failure gets its status: a client
-// error is a Refusal and answers its outcome's status (channels/channel.hpp StatusOf); here
-// the rest. Retryable and in doubt: 503 unavailable (a platform retries; the unique key makes
-// the retry exact); invariant broken: 500. The driver's text goes to the log, not the client.
+// The request boundary (docs/design.md#failures-and-retries), the one place where a failure gets
+// its status: a client error is a Refusal and answers its outcome's status
+// (api/channels/channel.hpp StatusOf); here the rest. Retryable and in doubt: 503 unavailable (a
+// platform retries; the unique key makes the retry exact); invariant broken: 500. The driver's text
+// goes to the log, not the client.
 [[nodiscard]] http::status StatusOf(ledger::FailureKind kind);
 // Logs `failure`, counts an invariant broken in `metrics`, and builds its answer.
 [[nodiscard]] Response FailureResponse(const ledger::Failure& failure, Metrics& metrics);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <boost/beast/http/verb.hpp>
+#include <ostream>
 #include <span>
 #include <string>
 #include <string_view>

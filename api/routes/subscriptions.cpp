@@ -1,25 +1,21 @@
 #include "api/routes/subscriptions.hpp"
 
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "api/channels/json_input.hpp"
 #include "api/http/json_output.hpp"
+#include "api/http/prometheus.hpp"
 #include "api/routes/route_helpers.hpp"
 #include "api/subscriptions/webhook_url.hpp"
+#include "ledger/clock.hpp"
 #include "ledger/subscriptions.hpp"
+#include "projections/assert.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
 namespace {
 
 using nlohmann::json;
-
-projections::TimeMicros WallNowMicros() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 json TimeOrNull(const std::optional<projections::TimeMicros>& time) {
     return time ? json(projections::FormatRfc3339Micros(*time)) : json(nullptr);
@@ -39,7 +35,7 @@ json SubscriptionJson(const SubscriptionConfig& config,
     const ledger::SubscriptionState state =
         stored.value_or(ledger::SubscriptionState{.name = config.name});
     const ledger::SubscriptionLag lag =
-        ledger::ReadLag(tx, state.after, EventFilterOf(config), WallNowMicros());
+        ledger::ReadLag(tx, state.after, EventFilterOf(config), ledger::NowMicros());
     return {{"name", config.name},
             {"url", UrlWithoutUserInfo(config.url)},
             {"state", StateWord(state)},
@@ -145,46 +141,38 @@ Response SubscriptionChanges(ledger::ConnectionPool& pool, const Incoming& incom
 std::string SubscriptionMetrics(const SubscriptionDeliverer& deliverer,
                                 ledger::ConnectionPool& pool) {
     if (deliverer.subscriptions().empty()) return {};
-    std::ostringstream lag_events, lag_seconds, delivered, failures, disabled;
-    {
-        ledger::ConnectionPool::Lease connection = pool.Acquire();
-        pqxx::read_transaction tx{*connection};
-        for (const SubscriptionConfig& config : deliverer.subscriptions()) {
-            const std::optional<ledger::SubscriptionState> state =
-                ledger::ReadSubscription(tx, config.name);
-            const std::int64_t after = state ? state->after : 0;
-            const ledger::SubscriptionLag lag =
-                ledger::ReadLag(tx, after, EventFilterOf(config), WallNowMicros());
-            const SubscriptionDeliverer::Counters* counters = deliverer.counters(config.name);
-            const std::string label = "{subscription=\"" + config.name + "\"} ";
-            lag_events << "payledger_subscription_lag_events" << label << lag.lag_events << "\n";
-            lag_seconds << "payledger_subscription_lag_seconds" << label << lag.lag_seconds
-                        << "\n";
-            delivered << "payledger_subscription_delivered_events_total" << label
-                      << counters->delivered_events.load() << "\n";
-            failures << "payledger_subscription_failures_total" << label
-                     << counters->failures.load() << "\n";
-            disabled << "payledger_subscription_disabled" << label
-                     << (state && state->disabled ? 1 : 0) << "\n";
-        }
+    using Type = PrometheusText::Type;
+    PrometheusText out;
+    PrometheusText::Family& lag_events = out.Add("payledger_subscription_lag_events", Type::kGauge,
+                                                 "Matching events after the cursor.");
+    PrometheusText::Family& lag_seconds =
+        out.Add("payledger_subscription_lag_seconds", Type::kGauge,
+                "Age of the oldest undelivered matching event; 0 when none.");
+    PrometheusText::Family& delivered =
+        out.Add("payledger_subscription_delivered_events_total", Type::kCounter,
+                "Events this process delivered and its receiver acknowledged.");
+    PrometheusText::Family& failures =
+        out.Add("payledger_subscription_failures_total", Type::kCounter,
+                "Attempts of this process that failed.");
+    PrometheusText::Family& disabled = out.Add("payledger_subscription_disabled", Type::kGauge,
+                                               "1 while disabled (after a 410), else 0.");
+    ledger::ConnectionPool::Lease connection = pool.Acquire();
+    pqxx::read_transaction tx{*connection};
+    for (const SubscriptionConfig& config : deliverer.subscriptions()) {
+        const std::optional<ledger::SubscriptionState> state =
+            ledger::ReadSubscription(tx, config.name);
+        const std::int64_t after = state ? state->after : 0;
+        const ledger::SubscriptionLag lag =
+            ledger::ReadLag(tx, after, EventFilterOf(config), ledger::NowMicros());
+        const SubscriptionDeliverer::Counters* counters = deliverer.counters(config.name);
+        const PrometheusText::Labels label{{"subscription", config.name}};
+        lag_events.Sample(label, lag.lag_events);
+        lag_seconds.Sample(label, lag.lag_seconds);
+        delivered.Sample(label, counters->delivered_events.load());
+        failures.Sample(label, counters->failures.load());
+        disabled.Sample(label, state && state->disabled ? 1 : 0);
     }
-    return "# HELP payledger_subscription_lag_events Matching events after the cursor.\n"
-           "# TYPE payledger_subscription_lag_events gauge\n" +
-           lag_events.str() +
-           "# HELP payledger_subscription_lag_seconds Age of the oldest undelivered matching "
-           "event; 0 when none.\n"
-           "# TYPE payledger_subscription_lag_seconds gauge\n" +
-           lag_seconds.str() +
-           "# HELP payledger_subscription_delivered_events_total Events this process delivered "
-           "and its receiver acknowledged.\n"
-           "# TYPE payledger_subscription_delivered_events_total counter\n" +
-           delivered.str() +
-           "# HELP payledger_subscription_failures_total Attempts of this process that failed.\n"
-           "# TYPE payledger_subscription_failures_total counter\n" +
-           failures.str() +
-           "# HELP payledger_subscription_disabled 1 while disabled (after a 410), else 0.\n"
-           "# TYPE payledger_subscription_disabled gauge\n" +
-           disabled.str();
+    return out.Text();
 }
 
 }  // namespace payledger::api

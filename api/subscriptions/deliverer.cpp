@@ -9,6 +9,7 @@
 #include "api/subscriptions/webhook_client.hpp"
 #include "api/subscriptions/webhook_signature.hpp"
 #include "api/subscriptions/webhook_url.hpp"
+#include "ledger/clock.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 
@@ -16,11 +17,6 @@ namespace payledger::api {
 namespace {
 
 using nlohmann::json;
-projections::TimeMicros WallNowMicros() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 // What a failed attempt leaves for the operator (last_error): the status, or why none came.
 std::string FailureText(const WebhookResult& result) {
@@ -212,7 +208,7 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
         worker.known_after = state->after;
         worker.scan_from = state->after;
     }
-    const projections::TimeMicros now = WallNowMicros();
+    const projections::TimeMicros now = ledger::NowMicros();
     if (state->next_attempt_at && *state->next_attempt_at > now) {
         return std::chrono::duration_cast<std::chrono::milliseconds>(
             std::chrono::microseconds{*state->next_attempt_at - now});
@@ -242,7 +238,7 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
     const std::int64_t first = worker.pending.front().seq;
     const std::int64_t last = worker.pending.back().seq;
     const std::string id = config.name + ":" + std::to_string(first) + "-" + std::to_string(last);
-    const projections::TimeMicros attempt_at = WallNowMicros();
+    const projections::TimeMicros attempt_at = ledger::NowMicros();
     const std::int64_t timestamp = attempt_at / 1'000'000;
     const std::string body = DeliveryBody(config.name, worker.pending, attempt_at);
     const WebhookResult result = PostWebhook(

@@ -17,6 +17,7 @@
 
 #include "api/http/json_output.hpp"
 #include "api/subscriptions/webhook_url.hpp"
+#include "ledger/bytes.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 
@@ -212,7 +213,7 @@ WebhookResult PostWebhook(std::string_view url, const WebhookHeaders& headers,
     request.set(http::field::user_agent, "payledger");
     if (exchange.url.basic_credentials) {
         request.set(http::field::authorization,
-                    "Basic " + Base64Encode(*exchange.url.basic_credentials));
+                    "Basic " + ledger::Base64Encode(*exchange.url.basic_credentials));
     }
     for (const auto& [name, value] : headers) {
         PAYLEDGER_ASSERT(!HasLineBreak(name));

@@ -1,32 +1,16 @@
 #include "api/subscriptions/webhook_signature.hpp"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <optional>
-#include <stdexcept>
 #include <utility>
 
-#include "api/channels/platform_crypto.hpp"
-#include "api/http/json_output.hpp"
+#include "api/crypto.hpp"
+#include "ledger/bytes.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::api {
 namespace {
 
 constexpr std::string_view kWebhookSecretPrefix = "whsec_";
-
-// The raw HMAC-SHA256 digest (api/crypto.hpp has it only as hex; the header wants base64 of
-// the bytes).
-std::string HmacSha256Bytes(std::string_view key, std::string_view message) {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int size = 0;
-    const unsigned char* result =
-        HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-             reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &size);
-    if (result == nullptr) throw std::runtime_error("HMAC-SHA256 failed");
-    return std::string(reinterpret_cast<const char*>(digest), size);
-}
 
 }  // namespace
 
@@ -41,7 +25,8 @@ Checked<WebhookSecret> ParseWebhookSecret(std::string_view text) {
                                       std::to_string(kWebhookSecretBytesMin) + " to " +
                                       std::to_string(kWebhookSecretBytesMax) + " bytes");
     if (!text.starts_with(kWebhookSecretPrefix)) return refusal;
-    std::optional<std::string> bytes = Base64Decode(text.substr(kWebhookSecretPrefix.size()));
+    std::optional<std::string> bytes =
+        ledger::Base64Decode(text.substr(kWebhookSecretPrefix.size()));
     if (!bytes || bytes->size() < kWebhookSecretBytesMin ||
         bytes->size() > kWebhookSecretBytesMax) {
         return refusal;
@@ -60,7 +45,7 @@ std::string SignWebhook(const std::vector<WebhookSecret>& secrets, std::string_v
     for (const WebhookSecret& secret : secrets) {
         if (!header.empty()) header += ' ';
         header += "v1,";
-        header += Base64Encode(HmacSha256Bytes(secret.bytes(), signed_text));
+        header += ledger::Base64Encode(HmacSha256(secret.bytes(), signed_text));
     }
     return header;
 }

@@ -1,5 +1,6 @@
--- SPEC §4 in SQL: fills the empty `orders` and `balances` from `ledger_events`, for
--- seed_ledger.sql. The same rules as projections::FoldOrder and BalanceContribution:
+-- The projections (docs/design.md#projections) in SQL: fills the empty `orders` and `balances` from
+-- `ledger_events`, for seed_ledger.sql. The same rules as projections::FoldOrder and
+-- BalanceContribution:
 --   status: REFUNDED if a refund and a payment exist; else PAID if a payment exists; else
 --           CLOSED if a close exists; else WAIT_PAY
 --   transaction_id, paid_amount: the payment's, or null and 0

@@ -9,7 +9,7 @@
 --   accounts  accounts the orders spread over
 --   source    the payments' source (optional, default generic; bench/reconcile: wechat_v2)
 -- Every event gets its receipt (outcome appended, the same id as its seq). The projections
--- are then computed from the events by project_ledger.sql (SPEC §4), so `payledger verify`
+-- are then computed from the events by project_ledger.sql, so `payledger verify`
 -- passes. Inserts only: the append-only triggers refuse UPDATE, DELETE and TRUNCATE, not
 -- INSERT. One transaction: all or nothing.
 \set ON_ERROR_STOP on
@@ -69,8 +69,9 @@ SELECT receipt_id, source, recorded_at, '127.0.0.1:40000',
        'appended', seq, out_trade_no, ''
 FROM ledger_events;
 
--- The receipt chain (SPEC §11), as the writer would have computed it: in replica mode the
--- append-only trigger does not fire, and the column is NOT NULL again before the commit.
+-- The receipt chain (docs/design.md#the-receipt-chain), as the writer would have computed it: in
+-- replica mode the append-only trigger does not fire, and the column is NOT NULL again before the
+-- commit.
 UPDATE callback_receipts AS c
 SET chain = x.chain
 FROM (SELECT r.id, payledger_chain(payledger_receipt_line(r, e)) OVER (ORDER BY r.id) AS chain

@@ -1,4 +1,4 @@
-// payledger_loadgen: runs one phase of bench/load (issue 6) against a running payledger and
+// payledger_loadgen: runs one phase of bench/load against a running payledger and
 // prints what it measured. C keep-alive connections, opened before the clock starts, each
 // send a request, wait for the answer, check it and send the next, asynchronously on one
 // io_context (`--threads` I/O threads). A phase ends after `--requests` requests or

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/load (issues 6 and 10): callback throughput and latency of `payledger serve`, in one
+# bench/load: callback throughput and latency of `payledger serve`, in one
 # run on one PostgreSQL, against PostgreSQL's own limits for the same work. See bench/README.md.
 #
 #   bench/load/run.sh [--connections 64] [--seconds 20] [--orders 20000]
@@ -40,7 +40,7 @@
 #             interleaved rounds after a CHECKPOINT each; the added latency is the median of
 #             the rounds' p50 differences
 # It prints callbacks/s, p50/p99 (also by outcome), the ratio to (c), the share of (d), and
-# the server's peak RSS, as a Markdown table with the targets of issue 10.
+# the server's peak RSS, as a Markdown table with its targets (bench/README.md).
 #
 # Builds (Release) if needed, starts its own throwaway PostgreSQL and payledger, and stops
 # everything it started, also on failure. Exits 0 when every answer was the expected one

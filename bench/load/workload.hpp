@@ -10,7 +10,7 @@ namespace payledger::bench {
 namespace http = boost::beast::http;
 
 // What one phase of bench/load sends: GET /healthz, POST /v1/orders, or a signed generic
-// PAYMENT_SUCCEEDED callback (SPEC §6).
+// PAYMENT_SUCCEEDED callback (docs/platforms.md#generic).
 enum class Mode { kHealthz, kCreate, kPay };
 
 // Everything needed to build request number `index` and to check its answer. Immutable

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/rebuild (issue 4 point 7, issue 14 point 5): `payledger verify`, `payledger rebuild`
+# bench/rebuild: `payledger verify`, `payledger rebuild`
 # and `payledger audit` on a large ledger, as ratios against plain COPY baselines measured on
 # the same PostgreSQL in the same run. See bench/README.md.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/reconcile (issue 13 point 7): `payledger reconcile` on large WeChat Pay statements,
+# bench/reconcile: `payledger reconcile` on large WeChat Pay statements,
 # to show the time per row and that memory does not grow with the statement. See
 # bench/README.md.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/write (issue 10 point 4): three costs of the writer's statement, measured apart. What a
+# bench/write: three costs of the writer's statement, measured apart. What a
 # plain INSERT saves over INSERT ... ON CONFLICT DO NOTHING for the rows the writer's plan knows
 # are new (ledger/writer.cpp, kWriteSql): the events of a batch, and the orders that register;
 # the key check of schema/0001 (a regular expression with a bounded repetition) against that

@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "ledger/bytes.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 
@@ -173,27 +174,27 @@ BillEntry Entry(const Columns& columns, const std::vector<std::string_view>& fie
         std::string(refund && !refund_no.empty() ? refund_no : fields[columns.trade_no]);
     entry.payment_id = std::string(fields[columns.trade_no]);
     std::string_view amount = fields[columns.amount];
-    // A refund's amount is negative; SPEC §10 takes its absolute value. A payment's is not.
+    // A refund's amount is negative; its absolute value is the entry's. A payment's is not.
     if (refund && !amount.empty() && amount.front() == '-') amount.remove_prefix(1);
     const std::optional<std::int64_t> fen = projections::ParseMajorUnits(amount);
     if (!fen) {
         throw BillError(At(line_number) + "订单金额（元） \"" +
                         std::string(fields[columns.amount]) +
-                        "\" is not an amount of 0.01 ... 100000000000.00 yuan (SPEC §1)");
+                        "\" is not an amount of 0.01 ... 100000000000.00 yuan");
     }
     entry.amount = *fen;
     if (!projections::IsValidKey(entry.out_trade_no)) {
         throw BillError(At(line_number) + "商户订单号 \"" + entry.out_trade_no +
-                        "\" is not a valid out_trade_no (SPEC §1)");
+                        "\" is not a valid out_trade_no");
     }
-    if (!IsPlatformId(entry.platform_id)) {
+    if (!projections::IsValidPlatformId(entry.platform_id)) {
         throw BillError(At(line_number) +
                         (refund && !refund_no.empty() ? "退款批次号/请求号" : "支付宝交易号") +
-                        " must be 1-64 characters of printable ASCII without spaces");
+                        " must be " + projections::kPlatformIdRuleText);
     }
-    if (!IsPlatformId(entry.payment_id)) {
-        throw BillError(At(line_number) +
-                        "支付宝交易号 must be 1-64 characters of printable ASCII without spaces");
+    if (!projections::IsValidPlatformId(entry.payment_id)) {
+        throw BillError(At(line_number) + "支付宝交易号 must be " +
+                        projections::kPlatformIdRuleText);
     }
     const std::optional<projections::TimeMicros> time =
         projections::ParseShanghaiDashed(fields[columns.finished_at]);

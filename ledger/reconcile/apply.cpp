@@ -3,8 +3,13 @@
 #include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "ledger/bytes.hpp"
+#include "ledger/clock.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/reconcile/session.hpp"
 #include "projections/assert.hpp"
@@ -70,7 +75,8 @@ ApplyOutcome Reclassify(pqxx::transaction_base& tx, const pqxx::row& row, std::i
                     .currency = row[5].as<std::string>()};
     const Category category =
         projections::ClassifyEntry(bill, false, {.order = Side{}, .event = event});
-    // The same id, amount and currency is matched (SPEC §10), whatever else differed.
+    // The same id, amount and currency is matched (docs/reconciliation.md#matching), whatever else
+    // differed.
     if (category == Category::kMatched) return {.line_number = line_number};
     return {.line_number = line_number,
             .category = category,
@@ -144,8 +150,8 @@ ApplyOutcome Answered(pqxx::connection& connection, const pqxx::row& row,
         case projections::Outcome::kIgnored:
         case projections::Outcome::kRateLimited:
         case projections::Outcome::kUnavailable:
-            // Stays missing_in_ledger, with the write path's reason (SPEC §6 mismatch: the
-            // refund names another payment than the stored one).
+            // Stays missing_in_ledger, with the write path's reason (a mismatch: the refund names
+            // another payment than the stored one).
             return {.line_number = line_number,
                     .category = Category::kMissingInLedger,
                     .reason = std::string(projections::ToString(result.outcome)) + ": " +
@@ -157,9 +163,10 @@ ApplyOutcome Answered(pqxx::connection& connection, const pqxx::row& row,
 
 }  // namespace
 
-// --apply: every entry marked `apply`, through the callbacks' write path (SPEC §10). Returns
-// why applying stopped part-way (the committer answered unavailable), or nullopt; what was
-// applied until then is in the counts and reconcile_differences either way.
+// --apply: every entry marked `apply`, through the callbacks' write path
+// (docs/reconciliation.md#applying). Returns why applying stopped part-way (the committer answered
+// unavailable), or nullopt; what was applied until then is in the counts and reconcile_differences
+// either way.
 std::optional<std::string> ApplyMissing(pqxx::connection& connection,
                                         const std::string& database_url,
                                         const ReconcileOptions& options,
@@ -200,12 +207,15 @@ std::optional<std::string> ApplyMissing(pqxx::connection& connection,
                                    {"bill_sha256", bill_sha256}};
             const std::optional<EventType> type = projections::ParseEventType(row[1].c_str());
             PAYLEDGER_ASSERT(type.has_value());
+            // The raw line as LoadEntries stored it, in lower-case hex.
+            std::optional<std::string> raw_line = ParseHexLower(row[7].as<std::string>());
+            PAYLEDGER_ASSERT(raw_line.has_value());
             Delivery delivery{
                 .receipt = {.source = source,
                             .received_at = now,
                             .peer = "payledger reconcile",
                             .headers = evidence.dump(),
-                            .body = Unhex(row[7].as<std::string>()),
+                            .body = std::move(*raw_line),
                             .out_trade_no = row[2].as<std::string>()},
                 .verdict = projections::Outcome::kAppended,
                 .event = projections::Event{.out_trade_no = row[2].as<std::string>(),
@@ -216,8 +226,8 @@ std::optional<std::string> ApplyMissing(pqxx::connection& connection,
                                             .transaction_id = row[3].as<std::string>(),
                                             .occurred_at = row[6].as<std::int64_t>(),
                                             .data = evidence.dump()}};
-            // SPEC §6: a refund row names its payment (WeChat 微信订单号, Alipay 支付宝交易号),
-            // which must be the stored payment's, as for a refund notice.
+            // docs/reconciliation.md#applying: a refund row names its payment (WeChat 微信订单号,
+            // Alipay 支付宝交易号), which must be the stored payment's, as for a refund notice.
             if (*type == EventType::kRefundSucceeded) {
                 delivery.claims.payment_transaction_id = row[8].as<std::string>();
             }

@@ -53,44 +53,4 @@ std::optional<std::int64_t> ParseYuanOrZero(std::string_view text) {
     return projections::ParseMajorUnits(text);
 }
 
-bool IsPlatformId(std::string_view text) {
-    if (text.empty() || text.size() > kPlatformIdLengthMax) return false;
-    return std::all_of(text.begin(), text.end(), [](char c) { return c > ' ' && c <= '~'; });
-}
-
-bool IsValidUtf8(std::string_view text) {
-    std::size_t i = 0;
-    while (i < text.size()) {
-        const auto byte = static_cast<unsigned char>(text[i]);
-        if (byte < 0x80) {
-            ++i;
-            continue;
-        }
-        std::size_t length = 0;
-        std::uint32_t code = 0;
-        if (byte >= 0xC2 && byte <= 0xDF) {
-            length = 2;
-            code = byte & 0x1F;
-        } else if (byte >= 0xE0 && byte <= 0xEF) {
-            length = 3;
-            code = byte & 0x0F;
-        } else if (byte >= 0xF0 && byte <= 0xF4) {
-            length = 4;
-            code = byte & 0x07;
-        } else {
-            return false;  // A continuation byte first, an overlong lead, or past U+10FFFF.
-        }
-        if (text.size() - i < length) return false;
-        for (std::size_t k = 1; k < length; ++k) {
-            const auto next = static_cast<unsigned char>(text[i + k]);
-            if ((next & 0xC0) != 0x80) return false;
-            code = (code << 6) | (next & 0x3F);
-        }
-        if ((length == 3 && code < 0x800) || (length == 4 && code < 0x10000)) return false;
-        if (code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return false;
-        i += length;
-    }
-    return true;
-}
-
 }  // namespace payledger::ledger::reconcile

@@ -11,7 +11,7 @@
 
 namespace payledger::ledger::reconcile {
 
-// SPEC §10: the platforms whose daily statements payledger reconciles.
+// The platforms whose daily statements payledger reconciles (docs/reconciliation.md).
 enum class Platform { kWechat, kAlipay };
 
 [[nodiscard]] const char* ToString(Platform platform);
@@ -24,7 +24,8 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// Lines longer than this are refused: a receipt's body is at most 64 KiB (SPEC §3).
+// Lines longer than this are refused: a receipt's body is at most 64 KiB
+// (docs/reconciliation.md#limits-and-memory).
 inline constexpr std::size_t kBillLineBytesMax = 64 * 1024;
 // The bill file as given: it is stored whole in one bytea (PostgreSQL's limit is 1 GB), and
 // a 200 000-row statement is about 60 MiB.
@@ -33,18 +34,16 @@ inline constexpr std::size_t kBillBytesMax = 256 * 1024 * 1024;
 inline constexpr std::uint64_t kBillDecompressedBytesMax = 1024ull * 1024 * 1024;
 // Lines of a statement, blank ones included, so that a file of line ends cannot run for hours.
 inline constexpr std::int64_t kBillLinesMax = 5'000'000;
-// A platform's id (trade, refund or payment number): printable ASCII without spaces (the
-// output lines are separated by spaces), 1 to 64 characters.
-inline constexpr std::size_t kPlatformIdLengthMax = 64;
 
-// One detail row of a bill that is a payment or a refund (SPEC §10 "Entries").
+// One detail row of a bill that is a payment or a refund (docs/reconciliation.md#entries).
 struct BillEntry {
     std::int64_t line_number = 0;  // 1-based, in the (decompressed) statement.
     projections::EventType event_type = projections::EventType::kPaymentSucceeded;
     std::string out_trade_no{};
     std::string platform_id{};  // Payment: the platform's trade number; refund: its refund's.
     // The payment's trade number (WeChat 微信订单号, Alipay 支付宝交易号): for a refund, what
-    // SPEC §6 checks against the stored payment before --apply; for a payment, platform_id.
+    // --apply checks against the stored payment (docs/reconciliation.md#applying); for a payment,
+    // platform_id.
     std::string payment_id{};
     std::int64_t amount = 0;    // Fen.
     std::string currency{};
@@ -59,7 +58,7 @@ using EntrySink = std::function<void(const BillEntry&)>;
 
 // What a parser found besides the entries.
 struct BillTotals {
-    std::int64_t rows = 0;  // Detail rows, entries or not (SPEC §10 rows=<n>).
+    std::int64_t rows = 0;  // Detail rows, entries or not (the output's rows=<n>).
 };
 
 // "yyyy-MM-dd HH:mm:ss" in Asia/Shanghai time (UTC+8, no daylight saving).
@@ -68,15 +67,9 @@ struct BillTotals {
 // Fen as yuan with two decimals: 8880 -> "88.80". REQUIRES: amount >= 0.
 [[nodiscard]] std::string FormatYuan(std::int64_t amount);
 
-// Yuan with at most two decimals into fen by SPEC §1's rules (projections::ParseMajorUnits),
-// zero included ("0.00" -> 0, as bills write absent amounts). nullopt when malformed.
+// Yuan with at most two decimals into fen by docs/design.md#money-keys-and-time
+// (projections::ParseMajorUnits), zero included ("0.00" -> 0, as bills write absent amounts).
+// nullopt when malformed.
 [[nodiscard]] std::optional<std::int64_t> ParseYuanOrZero(std::string_view text);
-
-// True for a platform id: 1 to kPlatformIdLengthMax characters of printable ASCII, no space.
-[[nodiscard]] bool IsPlatformId(std::string_view text);
-
-// True when `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
-// U+10FFFF).
-[[nodiscard]] bool IsValidUtf8(std::string_view text);
 
 }  // namespace payledger::ledger::reconcile

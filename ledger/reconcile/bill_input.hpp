@@ -12,9 +12,9 @@
 namespace payledger::ledger::reconcile {
 
 // Reading statements piece by piece, so that memory does not grow with the statement
-// (issue 13): a byte stream (a file, gzip through zlib, a zip entry through libzip), lines
-// over it, and GBK text through iconv. Every failure throws BillError naming the file.
-// Not thread-safe; one reader per statement.
+// (docs/reconciliation.md#limits-and-memory): a byte stream (a file, gzip through zlib, a zip entry
+// through libzip), lines over it, and GBK text through iconv. Every failure throws BillError naming
+// the file. Not thread-safe; one reader per statement.
 class ByteStream {
 public:
     virtual ~ByteStream() = default;

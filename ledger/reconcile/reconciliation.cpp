@@ -1,12 +1,11 @@
 #include "ledger/reconcile/reconciliation.hpp"
 
-#include <openssl/evp.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "ledger/bytes.hpp"
 #include "ledger/database.hpp"
 #include "ledger/reconcile/alipay_bill.hpp"
 #include "ledger/reconcile/apply.hpp"
@@ -66,7 +65,7 @@ SELECT * FROM json_to_recordset($1::json) AS x(line_number bigint, event_type te
 
 
 // Every entry with what the ledger holds for its key: the order, and the event of its type
-// from any source on any day (SPEC §10 `matched`).
+// from any source on any day (`matched`, docs/reconciliation.md#matching).
 constexpr const char* kDeclareEntries = R"sql(
 DECLARE reconcile_entries NO SCROLL CURSOR FOR
 SELECT b.line_number, b.event_type, b.out_trade_no, b.platform_id, b.amount, b.currency,
@@ -80,25 +79,17 @@ LEFT JOIN ledger_events AS e
 ORDER BY b.line_number
 )sql";
 
-
-struct DigestFree {
-    void operator()(EVP_MD_CTX* digest) const { EVP_MD_CTX_free(digest); }
-};
-
-
 // Reads the bill file once: its bytes go, a piece at a time, to reconcile_bill_bytes, to the
-// SHA-256 and to a private copy, which the parser then reads (SPEC §10: the bytes stored and
-// their digest are the bytes reconciled, even if the file changes meanwhile). Throws
-// BillError for a file that cannot be read, is empty, or is over kBillBytesMax.
+// SHA-256 and to a private copy, which the parser then reads (docs/reconciliation.md#the-record:
+// the bytes stored and their digest are the bytes reconciled, even if the file changes meanwhile).
+// Throws BillError for a file that cannot be read, is empty, or is over kBillBytesMax.
 BillCopy CopyBill(pqxx::connection& connection, const std::string& path) {
     std::ifstream file{path, std::ios::binary};
     if (!file) throw BillError(path + ": cannot open: " + std::strerror(errno));
     BillCopy bill{.copy = std::make_unique<PrivateCopy>()};
     std::ofstream copy{bill.copy->path(), std::ios::binary | std::ios::trunc};
     if (!copy) throw BillError(bill.copy->path() + ": cannot write: " + std::strerror(errno));
-    const std::unique_ptr<EVP_MD_CTX, DigestFree> digest{EVP_MD_CTX_new()};
-    PAYLEDGER_ASSERT(digest != nullptr);
-    PAYLEDGER_ASSERT(EVP_DigestInit_ex(digest.get(), EVP_sha256(), nullptr) == 1);
+    Sha256Stream digest;
     pqxx::work tx{connection};
     std::string chunk(kBillChunkBytes, '\0');
     std::size_t total = 0;
@@ -111,20 +102,17 @@ BillCopy CopyBill(pqxx::connection& connection, const std::string& path) {
             throw BillError(path + ": the bill is larger than " + std::to_string(kBillBytesMax) +
                             " bytes");
         }
-        PAYLEDGER_ASSERT(EVP_DigestUpdate(digest.get(), chunk.data(), got) == 1);
+        digest.Update(std::string_view(chunk.data(), got));
         copy.write(chunk.data(), static_cast<std::streamsize>(got));
         tx.exec_params("INSERT INTO reconcile_bill_bytes VALUES ($1, decode($2, 'hex'))", n,
-                       Hex(std::string_view(chunk.data(), got)));
+                       HexLower(std::string_view(chunk.data(), got)));
     }
     if (file.bad()) throw BillError(path + ": cannot read: " + std::strerror(errno));
     copy.close();
     if (!copy) throw BillError(bill.copy->path() + ": cannot write: " + std::strerror(errno));
-    unsigned char out[EVP_MAX_MD_SIZE];
-    unsigned int size = 0;
-    PAYLEDGER_ASSERT(EVP_DigestFinal_ex(digest.get(), out, &size) == 1);
     if (total == 0) throw BillError(path + ": the file is empty");
     tx.commit();
-    bill.sha256 = Hex(std::string_view(reinterpret_cast<const char*>(out), size));
+    bill.sha256 = digest.HexDigest();
     return bill;
 }
 
@@ -172,7 +160,7 @@ std::int64_t LoadEntries(pqxx::connection& connection, const ReconcileOptions& o
                          {"currency", entry.currency},
                          {"occurred_at", entry.occurred_at},
                          {"pending", entry.pending},
-                         {"raw", Hex(entry.raw_line)},
+                         {"raw", HexLower(entry.raw_line)},
                          {"payment_id", entry.payment_id}});
         if (batch.size() >= kRowsPerBatch) flush();
     };
@@ -227,7 +215,7 @@ public:
         tx_.exec("CLOSE reconcile_entries");
     }
 
-    // SPEC §10: the day's events from the platform's channels that no entry names.
+    // The day's events from the platform's channels that no entry names (missing_in_bill).
     void LedgerOnly(const std::vector<std::string>& sources, projections::TimeMicros start,
                     projections::TimeMicros end) {
         tx_.exec_params(
@@ -271,8 +259,8 @@ private:
         const Category category = projections::ClassifyEntry(bill, row[6].as<bool>(), ledger);
         Count(category);
         if (category == Category::kMatched || category == Category::kPending) return;
-        // SPEC §10: one entry per key may be applied. A key the bill names twice is
-        // classified entry by entry, and never applied: which entry would be the event?
+        // One entry per key may be applied (docs/reconciliation.md#matching). A key the bill names
+        // twice is classified entry by entry, and never applied: which entry would be the event?
         std::optional<std::string> refusal;
         if (apply_ && category == Category::kMissingInLedger) {
             const std::int64_t key_count = row[12].as<std::int64_t>();

@@ -14,7 +14,8 @@
 
 namespace payledger::ledger::reconcile {
 
-// `payledger reconcile <platform> --bill FILE --date D [--apply]` (SPEC §10).
+// `payledger reconcile <platform> --bill FILE --date D [--apply]`
+// (docs/reconciliation.md#the-command).
 struct ReconcileOptions {
     Platform platform = Platform::kWechat;
     std::string bill_path{};
@@ -48,19 +49,19 @@ struct ReconcileReport {
 [[nodiscard]] std::optional<std::pair<projections::TimeMicros, projections::TimeMicros>>
 ShanghaiDay(std::string_view date);
 
-// The payment and refund sources of a platform's channels (SPEC §10 "Ledger side").
+// The payment and refund sources of a platform's channels (docs/reconciliation.md#the-ledger-side).
 [[nodiscard]] std::vector<std::string> LedgerSources(Platform platform);
 
-// Reconciles the bill with the ledger at `database_url` and prints SPEC §10's lines to `out`.
-// The bill streams through: its bytes and entries go to temporary tables of the session, the
-// matching is a join there, so memory does not grow with the statement. With `apply`, every
-// missing_in_ledger entry that passes SPEC §6's checks is submitted through a Committer (the
-// callbacks' write path: writer lock, unique key, projections, one receipt per entry whose
-// body is the bill's raw line). Then the run is stored in `reconciliations` under the
-// writer lock, and only then printed; why entries were not applied goes to `log`, if given.
-// The file is read once (the bytes stored, hashed and parsed are the same) and must be at
-// most kBillBytesMax. A key the bill names twice is classified entry by entry, never applied.
-// A run that may have applied something is always stored: when --apply stops part-way, or
+// Reconciles the bill with the ledger at `database_url` and prints its lines to `out`
+// (docs/reconciliation.md#output-and-exit-codes). The bill streams through: its bytes and entries
+// go to temporary tables of the session, the matching is a join there, so memory does not grow with
+// the statement. With `apply`, every missing_in_ledger entry that passes a callback's checks is
+// submitted through a Committer (the callbacks' write path: writer lock, unique key, projections,
+// one receipt per entry whose body is the bill's raw line). Then the run is stored in
+// `reconciliations` under the writer lock, and only then printed; why entries were not applied goes
+// to `log`, if given. The file is read once (the bytes stored, hashed and parsed are the same) and
+// must be at most kBillBytesMax. A key the bill names twice is classified entry by entry, never
+// applied. A run that may have applied something is always stored: when --apply stops part-way, or
 // the record cannot be written with its differences, `failure` says why.
 // Throws BillError for a bill that cannot be reconciled (nothing stored, nothing applied),
 // pqxx exceptions when the database fails before anything was applied.

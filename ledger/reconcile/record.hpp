@@ -11,22 +11,23 @@
 
 namespace payledger::ledger::reconcile {
 
-// SPEC §10: matched, pending and applied are not differences.
+// matched, pending and applied are not differences (docs/reconciliation.md#matching).
 [[nodiscard]] bool IsDifference(projections::Category category);
 
 // Stores the run: first the bill's bytes in reconciliation_bills (once per SHA-256), in a
 // transaction of their own without the writer lock, since they may be hundreds of MiB; then
 // the record, which names them by their SHA-256, under the writer lock (a reader paging by
-// id never skips one, docs/design.md#the-writer-lock). A statement that fails is tried again; a session that is gone
-// takes its temporary tables with it, so the run is then stored from the private copy without
-// its differences.
+// id never skips one, docs/design.md#the-writer-lock). A statement that fails is tried again; a
+// session that is gone takes its temporary tables with it, so the run is then stored from the
+// private copy without its differences.
 // Sets report.id; returns why the full record could not be written, or nullopt.
 [[nodiscard]] std::optional<std::string> Record(pqxx::connection& connection,
                                                 const std::string& database_url,
                                                 const ReconcileOptions& options,
                                                 const BillCopy& bill, ReconcileReport& report);
 
-// SPEC §10's lines: the counts, then each difference in the specified order.
+// The output's lines (docs/reconciliation.md#output-and-exit-codes): the counts, then each
+// difference in order.
 void Print(pqxx::connection& connection, const ReconcileOptions& options,
            const ReconcileReport& report, std::ostream& out);
 

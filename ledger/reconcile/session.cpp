@@ -9,7 +9,6 @@
 #include <filesystem>
 
 #include "ledger/reconcile/bill.hpp"
-#include "projections/assert.hpp"
 
 namespace payledger::ledger::reconcile {
 
@@ -26,39 +25,6 @@ SELECT * FROM json_to_recordset($1::json) AS x(line_number bigint, category_rank
     category text, event_type text, out_trade_no text, bill text, ledger text, apply boolean,
     reason text)
 )sql";
-
-std::string Hex(std::string_view bytes) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(bytes.size() * 2);
-    for (const char c : bytes) {
-        const auto byte = static_cast<unsigned char>(c);
-        out += kDigits[byte >> 4];
-        out += kDigits[byte & 0x0f];
-    }
-    return out;
-}
-
-std::string Unhex(std::string_view hex) {
-    PAYLEDGER_ASSERT(hex.size() % 2 == 0);
-    const auto value = [](char c) {
-        if (c >= '0' && c <= '9') return c - '0';
-        PAYLEDGER_ASSERT(c >= 'a' && c <= 'f');
-        return c - 'a' + 10;
-    };
-    std::string out;
-    out.reserve(hex.size() / 2);
-    for (std::size_t i = 0; i < hex.size(); i += 2) {
-        out += static_cast<char>(value(hex[i]) * 16 + value(hex[i + 1]));
-    }
-    return out;
-}
-
-projections::TimeMicros NowMicros() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 PrivateCopy::PrivateCopy() {
     std::string pattern =

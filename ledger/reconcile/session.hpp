@@ -22,12 +22,6 @@ extern const SessionSettings kSession;
 // Rows of reconcile_differences, as a JSON array of objects ($1).
 extern const char* const kInsertDifferences;
 
-// Lower-case hex of `bytes`, and back (`hex` as Hex wrote it).
-[[nodiscard]] std::string Hex(std::string_view bytes);
-[[nodiscard]] std::string Unhex(std::string_view hex);
-
-[[nodiscard]] projections::TimeMicros NowMicros();
-
 // A file of our own that holds the bill's bytes as they were read, removed when it goes.
 class PrivateCopy {
 public:

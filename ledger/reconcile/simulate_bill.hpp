@@ -9,10 +9,12 @@
 namespace payledger::ledger::reconcile {
 
 // `payledger simulate-bill <wechat|alipay> --date D [--out FILE] [--drop N] [--alter N]`
-// (SPEC §8): the statement the platform would send for the ledger's payments and refunds of
-// that Asia/Shanghai day from the platform's channels (LedgerSources), in providers.md §8's
-// format, with the first `drop` rows (in time order) left out and the `alter` rows after
-// them one fen higher. Its summary agrees with the rows it has, as the platform's would.
+// (docs/reconciliation.md#simulated-statements): the statement the platform would send for the
+// ledger's payments and refunds of that Asia/Shanghai day from the platform's channels
+// (LedgerSources), in its format (docs/reconciliation.md#wechat-pay-trade-bill,
+// docs/reconciliation.md#alipay-business-detail-bill), with the first `drop` rows (in time order)
+// left out and the `alter` rows after them one fen higher. Its summary agrees with the rows it has,
+// as the platform's would.
 struct SimulateBillOptions {
     Platform platform = Platform::kWechat;
     std::string date{};      // YYYY-MM-DD.

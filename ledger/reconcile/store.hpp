@@ -10,7 +10,7 @@
 
 namespace payledger::ledger::reconcile {
 
-// One stored run of `reconcile` (SPEC §10 "Record"), as auditors read it.
+// One stored run of `reconcile` (docs/reconciliation.md#the-record), as auditors read it.
 struct ReconciliationRow {
     std::int64_t id = 0;
     std::string platform{};

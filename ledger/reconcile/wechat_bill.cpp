@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "ledger/bytes.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 
@@ -39,7 +40,8 @@ std::vector<std::string_view> SplitOn(std::string_view text, std::string_view se
     }
 }
 
-// A row or summary line: every field starts with a backtick (providers.md §8.1).
+// A row or summary line: every field starts with a backtick
+// (docs/reconciliation.md#wechat-pay-trade-bill).
 std::optional<std::vector<std::string_view>> SplitBackticked(std::string_view line) {
     if (line.empty() || line.front() != '`') return std::nullopt;
     return SplitOn(line.substr(1), ",`");
@@ -83,7 +85,7 @@ std::int64_t Yuan(std::string_view text, std::string_view field, std::int64_t li
     const std::optional<std::int64_t> fen = ParseYuanOrZero(text);
     if (!fen) {
         throw BillError(At(line_number) + std::string(field) + " \"" + std::string(text) +
-                        "\" is not an amount in yuan with at most two decimals (SPEC §1)");
+                        "\" is not an amount in yuan with at most two decimals");
     }
     return *fen;
 }
@@ -146,15 +148,15 @@ public:
             .raw_line = raw};
         if (!projections::IsValidKey(entry.out_trade_no)) {
             throw BillError(At(line_number) + "商户订单号 \"" + entry.out_trade_no +
-                            "\" is not a valid out_trade_no (SPEC §1)");
+                            "\" is not a valid out_trade_no");
         }
-        if (!IsPlatformId(entry.platform_id)) {
+        if (!projections::IsValidPlatformId(entry.platform_id)) {
             throw BillError(At(line_number) + (refund ? "微信退款单号" : "微信订单号") +
-                            " must be 1-64 characters of printable ASCII without spaces");
+                            " must be " + projections::kPlatformIdRuleText);
         }
-        if (!IsPlatformId(entry.payment_id)) {
-            throw BillError(At(line_number) +
-                            "微信订单号 must be 1-64 characters of printable ASCII without spaces");
+        if (!projections::IsValidPlatformId(entry.payment_id)) {
+            throw BillError(At(line_number) + "微信订单号 must be " +
+                            projections::kPlatformIdRuleText);
         }
         if (!projections::IsValidAmount(entry.amount)) {
             throw BillError(At(line_number) + (refund ? "申请退款金额" : "订单金额") +

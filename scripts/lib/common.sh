@@ -29,7 +29,7 @@ payledger_install_deps() {
 # build/ (scripts/run, scripts/test) is CMake's Release type, -O3, as a packager builds it, so
 # that CI builds and tests the Release type with warnings as errors; with line tables only
 # (-g1): enough for backtraces and perf, and a quarter less compile time than -g for the
-# Beast-heavy files (api/server.cpp: 47.7 s with -O2 -g, 35.9 s with -O2 -g1, measured here).
+# Beast-heavy files (api/http/server.cpp: 47.7 s with -O2 -g, 35.9 s with -O2 -g1, measured here).
 # The sanitizer trees of scripts/test are RelWithDebInfo with flags of their own. Later -D
 # arguments override these.
 PAYLEDGER_RELEASE_FLAGS="-O3 -g1 -DNDEBUG"

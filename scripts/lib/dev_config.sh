@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Prints a development config (SPEC §9) with fresh random tokens, secrets and test keys for
-# every platform, so that `payledger simulate` works right away. $1 is the folder for the key
-# files (.data/, never committed): it writes fresh RSA key pairs under $1/keys/ — the WeChat
+# Prints a development config (README.md#configuration) with fresh random tokens, secrets and test
+# keys for every platform, so that `payledger simulate` works right away. $1 is the folder for the
+# key files (.data/, never committed): it writes fresh RSA key pairs under $1/keys/ — the WeChat
 # Pay v3 platform key and the Alipay key, whose private halves only `simulate` uses
 # (wechat_v3.simulate_private_key, alipay.simulate_private_key), and the Ed25519 key that
 # signs checkpoints (audit.signing_key). The database URL comes from
@@ -24,7 +24,7 @@ keypair() {
 
 keypair wechat_v3_platform
 keypair alipay
-# The checkpoint signing key (SPEC §11 audit.signing_key): Ed25519.
+# The checkpoint signing key (audit.signing_key, docs/design.md#checkpoints): Ed25519.
 (umask 077 && openssl genpkey -algorithm ed25519 -out "$KEY_DIR/audit_signing_key.pem")
 # A certificate serial as WeChat Pay sends it in Wechatpay-Serial: upper-case hex.
 V3_SERIAL="$(openssl rand -hex 20 | tr 'a-f' 'A-F')"

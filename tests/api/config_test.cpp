@@ -1,6 +1,6 @@
-// Tests of api/config.hpp ParseConfig against SPEC §8-§9: a full config is read field by field,
-// PAYLEDGER_DATABASE_URL and PAYLEDGER_LISTEN (passed explicitly, never read from the real
-// environment) win over the file, and every invalid config throws ConfigError whose what()
+// Tests of api/config.hpp ParseConfig against README.md#configuration: a full config is read field
+// by field, PAYLEDGER_DATABASE_URL and PAYLEDGER_LISTEN (passed explicitly, never read from the
+// real environment) win over the file, and every invalid config throws ConfigError whose what()
 // names the field at fault. Each invalid case changes one field of an otherwise valid config,
 // so the error can only come from that field.
 
@@ -114,7 +114,8 @@ TEST(ParseConfig, InvalidDatabaseUrlNamesTheField) {
 }
 
 TEST(ParseConfig, SeveralHostsWithoutTargetSessionAttrsAskForReadWrite) {
-    // SPEC §13: payledger asks for the primary itself; the full rules: tests/ledger/conninfo.
+    // payledger asks for the primary itself (docs/design.md#failover); the full rules:
+    // tests/ledger/conninfo_test.cpp.
     const Config config = ParseConfig(R"({"database_url": "postgresql://h1,h2/payledger"})",
                                       std::nullopt, std::nullopt);
     EXPECT_EQ(config.database_url, "postgresql://h1,h2/payledger?target_session_attrs=read-write");
@@ -321,8 +322,8 @@ TEST(ParseConfig, InvalidLimitsAndScopedTokensNameTheField) {
                  "tokens.merchant[].accounts");
 }
 
-// SPEC §9: a config file other users may read or write is refused, naming it and its mode;
-// scripts/run writes the development config with mode 0600 from its first byte.
+// A config file other users may read or write is refused (docs/design.md#configuration), naming it
+// and its mode; scripts/run writes the development config with mode 0600 from its first byte.
 TEST(LoadConfig, RefusesAConfigFileOthersMayReadOrWrite) {
     namespace fs = std::filesystem;
     const fs::path path = fs::temp_directory_path() /

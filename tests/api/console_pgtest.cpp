@@ -1,4 +1,4 @@
-// The console through the whole server (issue 15 points 1 and 2): the static files are
+// The console through the whole server: the static files are
 // answered on the real HTTP path (/console, /console/, a file, a query string, an unknown file,
 // a path that only starts like the console), and a GET of /v1/admin/verify tells an admin
 // token (405) from the others (403, 401) without running verify, which is how the console

@@ -1,4 +1,4 @@
-// Reading the feeds backwards (issue 15 point 3, SPEC §5 before=): /v1/events, /v1/receipts
+// Reading the feeds backwards (before=, docs/design.md#feeds-and-paging): /v1/events, /v1/receipts
 // (with and without an outcome) and an order's receipts answer the at most `limit` positions
 // just below `before`, in ascending order, with prev_before (the first position, or `before`
 // itself for an empty page) instead of next_after. Every page is compared with what
@@ -23,7 +23,7 @@ using testing::kAuditorToken;
 using testing::TestDatabase;
 using testing::TestService;
 
-constexpr const char* kNewest = "9223372036854775807";  // INT64_MAX: SPEC §5's newest page.
+constexpr const char* kNewest = "9223372036854775807";  // INT64_MAX: the newest page.
 
 class FeedBeforePgTest : public ::testing::Test {
 protected:

@@ -1,4 +1,4 @@
-// Tests of api/generic_channel.hpp against SPEC §1, §5 and §6 `generic`, without a database:
+// Tests of api/channels/generic_channel.hpp against docs/platforms.md#generic, without a database:
 // each test builds an api::Incoming with a raw body, a Payledger-Signature header made by
 // GenericChannel::Sign and received_at = the current time (whole seconds, in microseconds),
 // then checks the verdict, the event handed to the ledger and the receipt kept as evidence.
@@ -99,7 +99,7 @@ TEST_F(GenericChannelTest, OmittedCurrencyIsCnyAndOmittedOccurredAtIsTheTimeOfRe
 }
 
 TEST_F(GenericChannelTest, RefundWithoutCurrencyLeavesItForTheOrderToSupply) {
-    // SPEC §2: the ledger gives a currency-less refund its order's currency; the channel cannot
+    // The ledger gives a currency-less refund its order's currency; the channel cannot
     // know it, and must not guess CNY for a USD order.
     const std::string body =
         R"({"event_type":"REFUND_SUCCEEDED","out_trade_no":"ORD-3","transaction_id":"RF-1",)"
@@ -261,7 +261,7 @@ TEST_F(GenericChannelTest, MalformedBodiesAreRefusedBeforeTheLedger) {
          R"({"event_type":"PAYMENT_CLOSED","out_trade_no":"ORD-1","occurred_at":1795941000})"},
         {"invalid UTF-8",
          "{\"event_type\":\"PAYMENT_CLOSED\",\"out_trade_no\":\"ORD-1\",\"x\":\"\xFF\"}"},
-        // SPEC §6: a duplicate key is malformed, not last-wins.
+        // A duplicate key is malformed, not last-wins.
         {"amount given twice",
          R"({"event_type":"PAYMENT_SUCCEEDED","out_trade_no":"ORD-1","transaction_id":"TX-1","amount":1,"amount":1999})"},
         {"out_trade_no given twice",
@@ -345,7 +345,7 @@ TEST(GenericChannelAnswer, FailuresAnswerTheSpecErrorBodyWithTheirStatus) {
         EXPECT_EQ(body.at("outcome"), c.name) << response.body();
         EXPECT_EQ(body.at("message"), std::string("why: ") + c.name) << response.body();
         if (c.seq != 0) {
-            EXPECT_EQ(body.at("seq"), c.seq) << response.body();  // SPEC §5: names the event.
+            EXPECT_EQ(body.at("seq"), c.seq) << response.body();  // Names the event.
         } else {
             EXPECT_FALSE(body.contains("seq")) << response.body();
         }
@@ -367,7 +367,7 @@ TEST(GenericChannelAnswer, InternalErrorAnswers500WithAnErrorBody) {
 }
 
 TEST(GenericChannelSign, MatchesThePublishedStripeStyleVector) {
-    // providers.md §4.1: HMAC-SHA256(secret, "<t>.<raw body>"), lower-case hex.
+    // docs/platforms.md#test-vectors: HMAC-SHA256(secret, "<t>.<raw body>"), lower-case hex.
     EXPECT_EQ(GenericChannel::Sign("whsec_test_secret", 1700000000,
                                    R"({"id":"evt_1","type":"payment_intent.succeeded"})"),
               "t=1700000000,v1=22d8dc182f5c588077683bd378368e29765bfe5df2560112b4f28fef120f0e31");

@@ -1,4 +1,4 @@
-// The HTTP API end to end (issue 2 points 9-11, 14): every SPEC §5 outcome with its status
+// The HTTP API end to end: every outcome (docs/design.md#outcomes) with its status
 // and body, authentication, the 64 KiB limit, raw bodies returned byte for byte, reads,
 // feeds, health, metrics, and recovery after the database drops the service's sessions.
 // The whole service runs in-process on a free port against the real PostgreSQL.
@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "api/http/json_output.hpp"
+#include "ledger/bytes.hpp"
 #include "ledger/checkpoint.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
@@ -190,7 +191,7 @@ TEST_F(HttpApiPgTest, ClosePaymentAndRefundThroughGeneric) {
     const json events = Audit("/v1/orders/ORD-1/events").Json()["events"];
     ASSERT_EQ(events.size(), 4u);
     EXPECT_EQ(events[2]["event_type"], "REFUND_SUCCEEDED");
-    EXPECT_EQ(events[2]["currency"], "CNY");  // Taken from the order (SPEC §2).
+    EXPECT_EQ(events[2]["currency"], "CNY");  // Taken from the order.
     EXPECT_EQ(events[2]["occurred_at"], "2026-11-29T00:30:00Z");
     EXPECT_TRUE(events[3]["amount"].is_null());
     for (const char* key :
@@ -220,7 +221,7 @@ TEST_F(HttpApiPgTest, ReceiptsReturnRawBodiesByteForByte) {
     const json malformed = Audit("/v1/receipts?outcome=malformed").Json()["receipts"];
     ASSERT_EQ(malformed.size(), 1u);
     EXPECT_FALSE(malformed[0].contains("body"));
-    EXPECT_EQ(malformed[0]["body_base64"], Base64Encode(binary));
+    EXPECT_EQ(malformed[0]["body_base64"], ledger::Base64Encode(binary));
     EXPECT_TRUE(malformed[0]["seq"].is_null());
     EXPECT_TRUE(malformed[0]["out_trade_no"].is_null());
     for (const char* key : {"id", "source", "received_at", "outcome", "seq", "out_trade_no"}) {
@@ -357,7 +358,8 @@ TEST_F(HttpApiPgTest, RecoversByItselfWhenTheDatabaseDropsItsSessions) {
     EXPECT_EQ(client_->Get("/readyz").status, 200);
 }
 
-// SPEC §9: a merchant token given as an object registers orders for its accounts only.
+// A merchant token given as an object registers orders for its accounts only
+// (docs/security.md#tenants).
 TEST(HttpApiScopedTokenTest, AScopedMerchantTokenRegistersOrdersOnlyForItsAccounts) {
     TestDatabase db;
     PAYLEDGER_REQUIRE_DATABASE(db);
@@ -384,7 +386,7 @@ TEST(HttpApiScopedTokenTest, AScopedMerchantTokenRegistersOrdersOnlyForItsAccoun
     EXPECT_EQ(create(kMerchantToken, "ORD-2", "shop-2").status, 201);
 }
 
-// SPEC §5: an order's receipts are paged like the feeds; no response grows with the history
+// An order's receipts are paged like the feeds; no response grows with the history
 // that strangers can add to an order beyond one page.
 TEST_F(HttpApiPgTest, AnOrdersReceiptsArePaged) {
     ASSERT_EQ(service_->CreateOrder(*client_, "ORD-1", "acct", 100).status, 201);
@@ -418,8 +420,8 @@ TEST_F(HttpApiPgTest, AnOrdersReceiptsArePaged) {
     EXPECT_EQ(Audit("/v1/orders/NO-SUCH/receipts").status, 404);
 }
 
-// Issue 11 point 4: POST /v1/admin/verify runs one at a time; a second call while one runs
-// gets 429. The first is held inside its snapshot by a lock the test takes on ledger_events.
+// POST /v1/admin/verify runs one at a time (it reads the whole ledger); a second call while one
+// runs gets 429. The first is held inside its snapshot by a lock the test takes on ledger_events.
 TEST_F(HttpApiPgTest, AdminVerifyRunsOneAtATime) {
     ASSERT_EQ(service_->CreateOrder(*client_, "ORD-1", "acct", 100).status, 201);
     auto holder = db_.Connect();
@@ -462,7 +464,7 @@ TEST(HttpApiNoDatabaseTest, EveryChannelAnswers503WhileTheDatabaseIsDown) {
     EXPECT_EQ(callback.status, 503);
     const HttpResult ready = client.Get("/readyz");
     EXPECT_EQ(ready.status, 503);
-    // SPEC §5: that it is unreachable, never the driver's text (host, port, user).
+    // That it is unreachable, never the driver's text (host, port, user).
     EXPECT_EQ(ready.Json()["message"], "the database is unreachable") << ready.body;
     EXPECT_EQ(ready.body.find("nonexistent"), std::string::npos) << ready.body;
     EXPECT_EQ(ready.body.find("nobody"), std::string::npos) << ready.body;

@@ -1,4 +1,4 @@
-// Callback storms through HTTP (issue 2 point 14): many copies of one callback at once over
+// Callback storms through HTTP: many copies of one callback at once over
 // many keep-alive connections take effect exactly once, and a thousand orders paid and
 // refunded with every callback delivered three times, interleaved, leave every balance equal
 // to the sum this test computes itself.

@@ -1,10 +1,9 @@
-// Tests of api/json_input.hpp against SPEC §1 and §5: AmountFromJson takes only a JSON integer
+// Tests of api/channels/json_input.hpp: AmountFromJson takes only a JSON integer
 // in 1 ... 10^13 (values are parsed from JSON text, as a request body would give them, so
 // nlohmann's signed/unsigned/float kinds are the real ones); ParseJsonObject refuses invalid
-// UTF-8, non-objects, truncated text, nesting past kJsonDepthMax and (SPEC §6) a key repeated
-// in any object at any depth, while equal keys in different objects are fine; IsValidUtf8 is
-// checked against a table of well-formed and ill-formed byte sequences (overlong forms, surrogates,
-// truncations, stray continuation bytes, code points past U+10FFFF).
+// UTF-8, non-objects, truncated text, nesting past kJsonDepthMax and a key repeated
+// in any object at any depth, while equal keys in different objects are fine. (The UTF-8
+// check itself is ledger/bytes.hpp's, tested in tests/ledger/bytes_test.cpp.)
 
 #include "api/channels/json_input.hpp"
 
@@ -111,7 +110,7 @@ TEST(ParseJsonObject, RefusesNestingDeeperThanTheMaximum) {
     EXPECT_EQ(ParseJsonObject(arrays), std::nullopt);
 }
 
-// SPEC §6: nlohmann would keep the last of two equal keys; a platform or gateway that sent
+// nlohmann would keep the last of two equal keys; a platform or gateway that sent
 // two means something else than what a last-wins reading records.
 TEST(ParseJsonObject, RefusesAKeyRepeatedInAnyObjectAtAnyDepth) {
     for (const char* body : {
@@ -140,63 +139,6 @@ TEST(ParseJsonObject, BracketsInsideStringsAreNotNesting) {
     const std::optional<json> object = ParseJsonObject(body);
     ASSERT_TRUE(object.has_value()) << body;
     EXPECT_EQ(object->at("b"), 1);
-}
-
-TEST(IsValidUtf8, AcceptsWellFormedText) {
-    const std::vector<std::string> valid{
-        "",
-        "plain ASCII",
-        std::string("nul\0inside", 10),
-        "\x7F",
-        "\xC2\x80",                  // U+0080, the smallest two-byte form.
-        "caf\xC3\xA9",               // café
-        "\xE6\xB5\x8B\xE8\xAF\x95",  // 测试
-        "测试",
-        "\xE0\xA0\x80",      // U+0800, the smallest three-byte form.
-        "\xED\x9F\xBF",      // U+D7FF, just below the surrogates.
-        "\xEE\x80\x80",      // U+E000, just above them.
-        "\xEF\xBF\xBF",      // U+FFFF
-        "\xF0\x90\x80\x80",  // U+10000, the smallest four-byte form.
-        "\xF0\x9F\x98\x80",  // U+1F600
-        "\xF4\x8F\xBF\xBF",  // U+10FFFF, the largest code point.
-    };
-    for (const std::string& text : valid) {
-        EXPECT_TRUE(IsValidUtf8(text)) << text;
-    }
-}
-
-TEST(IsValidUtf8, RefusesIllFormedSequences) {
-    const struct {
-        const char* name;
-        std::string bytes;
-    } cases[] = {
-        {"overlong NUL", "\xC0\x80"},
-        {"overlong slash, 2 bytes", "\xC0\xAF"},
-        {"overlong U+007F", "\xC1\xBF"},
-        {"overlong slash, 3 bytes", "\xE0\x80\xAF"},
-        {"overlong U+07FF", "\xE0\x9F\xBF"},
-        {"overlong slash, 4 bytes", "\xF0\x80\x80\xAF"},
-        {"overlong U+FFFF", "\xF0\x8F\xBF\xBF"},
-        {"high surrogate U+D800", "\xED\xA0\x80"},
-        {"low surrogate U+DFFF", "\xED\xBF\xBF"},
-        {"surrogate pair encoded as CESU-8", "\xED\xA0\xBD\xED\xB8\x80"},
-        {"past U+10FFFF", "\xF4\x90\x80\x80"},
-        {"F5 lead byte", "\xF5\x80\x80\x80"},
-        {"five-byte lead", "\xF8\x88\x80\x80\x80"},
-        {"FE", "\xFE"},
-        {"FF", "\xFF"},
-        {"lone continuation byte", "\x80"},
-        {"continuation after ASCII", "a\xBF"},
-        {"truncated two-byte", "\xC3"},
-        {"truncated three-byte (first two bytes of 测)", "\xE6\xB5"},
-        {"truncated four-byte", "\xF0\x9F\x98"},
-        {"truncated at the end of text", "\xE6\xB5\x8B\xE8\xAF"},
-        {"ASCII where a continuation belongs", "\xC3("},
-        {"lead byte where a continuation belongs", "\xE6\xB5\xE6"},
-    };
-    for (const auto& c : cases) {
-        EXPECT_FALSE(IsValidUtf8(c.bytes)) << c.name;
-    }
 }
 
 }  // namespace

@@ -1,21 +1,21 @@
-// The WeChat Pay v2, WeChat Pay v3 and Alipay callbacks end to end (SPEC §5, §6, issue 3):
+// The WeChat Pay v2, WeChat Pay v3 and Alipay callbacks end to end (docs/platforms.md):
 // the whole service runs in-process on a free port against the real PostgreSQL, with the
 // three platform sections of tests/api/platform_fixtures.hpp; notices are built and signed by
 // api::BuildNotice (what `payledger simulate` posts) with test-only keys. Each channel is run
 // through the same table: valid → appended with its exact success answer, resend → duplicate
 // with the same answer, wrong amount / excessive refund / other merchant → 422, forged →
 // 401 with the receipt still recorded, unknown order → 404, each failure in the platform's
-// format. Alipay's TRADE_FINISHED after TRADE_SUCCESS must land as a duplicate. SPEC §6
-// cross-checks: a refund naming another order total or payment is 422, and the ECB
-// block-splicing attack on two stored WeChat v2 refund notices ends in mismatch.
+// format. Alipay's TRADE_FINISHED after TRADE_SUCCESS must land as a duplicate. Cross-checks
+// (docs/platforms.md#cross-checks): a refund naming another order total or payment is 422, and the
+// ECB block-splicing attack on two stored WeChat v2 refund notices ends in mismatch.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "api/channels/alipay_form.hpp"
-#include "api/http/json_output.hpp"
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
+#include "ledger/bytes.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
 #include "tests/api/platform_fixtures.hpp"
@@ -71,7 +71,7 @@ protected:
 
     json Audit(const std::string& target) { return client_->Get(target, kAuditorToken).Json(); }
 
-    // The exact success answer of the channel under test (providers.md §1.4, §2.8, §3.6).
+    // The exact success answer of the channel under test (docs/platforms.md#answers).
     void ExpectSuccess(const HttpResult& result) const {
         if (GetParam() == "wechat_v2") {
             EXPECT_EQ(result.status, 200);
@@ -148,7 +148,7 @@ TEST_P(PlatformCallbacksPgTest, RefundWithinTheOrderAppendsAndALargerOneIsMismat
     EXPECT_EQ(Audit("/v1/orders/ORD-3/events")["events"][2]["currency"], "CNY");
 }
 
-// SPEC §6 cross-checks over HTTP: a refund notice that names another order total, or another
+// The cross-checks over HTTP: a refund notice that names another order total, or another
 // payment than the stored one, is 422 and appends nothing; one that names the right ones
 // appends.
 TEST_P(PlatformCallbacksPgTest, RefundNamingAnotherTotalOrPaymentIsMismatch) {
@@ -203,7 +203,7 @@ TEST_P(PlatformCallbacksPgTest, BadSignatureIs401AndTheReceiptIsKept) {
     EXPECT_TRUE(forged[0]["seq"].is_null());
     const json receipts = Audit("/v1/orders/ORD-5/receipts")["receipts"];
     if (GetParam() == "wechat_v3") {
-        // SPEC §6: v3 decrypts nothing before the signature holds, and the order number is
+        // v3 decrypts nothing before the signature holds, and the order number is
         // inside the encrypted resource: the forged receipt names no order.
         EXPECT_TRUE(forged[0]["out_trade_no"].is_null());
         EXPECT_EQ(receipts.size(), 1u);
@@ -230,7 +230,8 @@ protected:
     TestDatabase db_;
 };
 
-// providers.md §3.3: the same paid trade is announced again months later as TRADE_FINISHED.
+// The same paid trade is announced again months later as TRADE_FINISHED
+// (docs/platforms.md#trade-statuses).
 TEST_F(PlatformOnlyPgTest, AlipayTradeFinishedAfterTradeSuccessIsADuplicate) {
     TestService service{testing::WithPlatforms(testing::TestConfig(db_.url()))};
     HttpClient client{service.port()};
@@ -244,8 +245,8 @@ TEST_F(PlatformOnlyPgTest, AlipayTradeFinishedAfterTradeSuccessIsADuplicate) {
                              {"gmt_payment", "2024-05-01 10:30:15"},
                              {"sign_type", "RSA2"}};
     const auto post = [&](PlatformFields notice) {
-        notice["sign"] =
-            Base64Encode(RsaSha256Sign(testing::TestPlatformKey(2), AlipaySignContent(notice)));
+        notice["sign"] = ledger::Base64Encode(
+            RsaSha256Sign(testing::TestPlatformKey(2), AlipaySignContent(notice)));
         return client.Post("/v1/callbacks/alipay", EncodeForm(notice),
                            {{"Content-Type", "application/x-www-form-urlencoded"}});
     };
@@ -269,7 +270,7 @@ TEST_F(PlatformOnlyPgTest, AlipayTradeFinishedAfterTradeSuccessIsADuplicate) {
     EXPECT_EQ(order["refunded_amount"], 8880);
 }
 
-// issue 11: the ECB block-splicing attack on WeChat v2 refund notices, end to end. An auditor
+// The ECB block-splicing attack on WeChat v2 refund notices, end to end. An auditor
 // (or anyone who reads the receipts) holds two encrypted refund notices of the merchant:
 // ORD-A's refund that failed (REFUNDCLOSE, ignored) and ORD-B's that succeeded. Splicing the
 // blocks up to ORD-A's out_trade_no with ORD-B's remaining blocks gives a req_info that
@@ -303,7 +304,7 @@ TEST_F(PlatformOnlyPgTest, WechatV2SplicedRefundBlocksAreMismatchNeverAppended) 
                                  {"appid", testing::kV2AppId},
                                  {"mch_id", testing::kV2MchId},
                                  {"nonce_str", "n1"},
-                                 {"req_info", Base64Encode(Aes256EcbEncrypt(
+                                 {"req_info", ledger::Base64Encode(Aes256EcbEncrypt(
                                                   Md5HexLower(testing::kV2ApiKey), plaintext))}},
                                 "xml")};
     };
@@ -335,7 +336,7 @@ TEST_F(PlatformOnlyPgTest, WechatV2SplicedRefundBlocksAreMismatchNeverAppended) 
         const Checked<PlatformFields> fields =
             ParseFlatXml(receipts.back()["body"].get<std::string>(), "xml");
         EXPECT_TRUE(fields.ok());
-        return Base64Decode(fields->at("req_info")).value_or("");
+        return ledger::Base64Decode(fields->at("req_info")).value_or("");
     };
     const std::string sealed_a = sealed_of("ORD-A");
     const std::string sealed_b = sealed_of("ORD-B");
@@ -343,8 +344,8 @@ TEST_F(PlatformOnlyPgTest, WechatV2SplicedRefundBlocksAreMismatchNeverAppended) 
     ASSERT_GT(sealed_a.size(), boundary);
     const std::string spliced = sealed_a.substr(0, boundary) + sealed_b.substr(boundary);
     SimulatedNotice forged = notice_b;
-    const std::string original = Base64Encode(sealed_b);
-    forged.body.replace(forged.body.find(original), original.size(), Base64Encode(spliced));
+    const std::string original = ledger::Base64Encode(sealed_b);
+    forged.body.replace(forged.body.find(original), original.size(), ledger::Base64Encode(spliced));
 
     const HttpResult result = post(forged);
     EXPECT_EQ(result.status, 422) << result.body;

@@ -1,14 +1,14 @@
-// Tests of the WeChat Pay v2, WeChat Pay v3 and Alipay channels (SPEC §6, providers.md §1-§3)
-// without a database: notices come from api::BuildNotice (the `payledger simulate` builder,
-// signed with test-only keys generated in the process) or are built and signed by hand for
-// the cases simulate never sends; Verify() is checked for the verdict, the event handed to the
-// ledger and the receipt, and Answer() for the exact platform answers. Refusals are tables:
-// tampered bodies, wrong keys, stale timestamps, unknown serials, other merchants, truncated
-// XML, XXE, entity expansion, text outside the root, invalid base64, bad percent-encoding, a
-// third decimal. Strict parsing (SPEC §6): references to control characters, repeated XML
-// elements and form fields, duplicate JSON keys, v3's signature before anything is parsed.
-// Cross-checks: the claims each refund hands the ledger, Alipay's seller_id, and the ECB
-// block splice of two v2 refund notices. Last, RunSimulate's URL for an IPv6 listen address.
+// Tests of the WeChat Pay v2, WeChat Pay v3 and Alipay channels (docs/platforms.md) without a
+// database: notices come from api::BuildNotice (the `payledger simulate` builder, signed with
+// test-only keys generated in the process) or are built and signed by hand for the cases simulate
+// never sends; Verify() is checked for the verdict, the event handed to the ledger and the receipt,
+// and Answer() for the exact platform answers. Refusals are tables: tampered bodies, wrong keys,
+// stale timestamps, unknown serials, other merchants, truncated XML, XXE, entity expansion, text
+// outside the root, invalid base64, bad percent-encoding, a third decimal. Strict parsing:
+// references to control characters, repeated XML elements and form fields, duplicate JSON keys,
+// v3's signature before anything is parsed. Cross-checks: the claims each refund hands the ledger,
+// Alipay's seller_id, and the ECB block splice of two v2 refund notices. Last, RunSimulate's URL
+// for an IPv6 listen address.
 
 #include <gtest/gtest.h>
 
@@ -20,10 +20,10 @@
 
 #include "api/channels/alipay_channel.hpp"
 #include "api/channels/alipay_form.hpp"
-#include "api/http/json_output.hpp"
 #include "api/channels/wechat_v2_channel.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
+#include "ledger/bytes.hpp"
 #include "projections/decide.hpp"
 #include "projections/validate.hpp"
 #include "tests/api/platform_fixtures.hpp"
@@ -117,7 +117,7 @@ TEST_F(PlatformChannelTest, WechatV2ReadsTheProvidersExampleLayout) {
     std::string body = WechatV2Xml(fields, "xml");
     for (std::size_t at = body.find("><"); at != std::string::npos; at = body.find("><", at + 3)) {
         if (body.compare(at, 3, "><!") != 0 && body.compare(at, 3, "></") != 0) {
-            body.insert(at + 1, "\n");  // Newlines between fields, as in providers.md §1.7.
+            body.insert(at + 1, "\n");  // Newlines between fields, as WeChat writes.
         }
     }
     const ledger::Delivery delivery = Deliver(v2_, V2Xml(body));
@@ -174,7 +174,7 @@ TEST_F(PlatformChannelTest, WechatV2FailuresAreIgnored) {
     ExpectVerdict(Deliver(v2_, V2Signed(communication)), Outcome::kIgnored);
 }
 
-// SPEC §5: a missing signature is bad_signature; an unsigned body that says return_code FAIL
+// A missing signature is bad_signature; an unsigned body that says return_code FAIL
 // must not be acknowledged as a platform notice it cannot prove to be.
 TEST_F(PlatformChannelTest, WechatV2UnsignedFailIsBadSignature) {
     ExpectVerdict(Deliver(v2_, V2Xml("<xml><return_code><![CDATA[FAIL]]></return_code>"
@@ -191,15 +191,14 @@ TEST_F(PlatformChannelTest, WechatV2UnsignedFailIsBadSignature) {
     ExpectVerdict(Deliver(v2_, refund("QUFBQQ==")), Outcome::kBadSignature);
     const std::string inner =
         "<root><out_trade_no>ORD-1</out_trade_no><refund_status>SUCCESS</refund_status></root>";
-    ExpectVerdict(
-        Deliver(v2_,
-                refund(Base64Encode(Aes256EcbEncrypt(Md5HexLower(testing::kV2ApiKey), inner)))),
-        Outcome::kIgnored);
+    ExpectVerdict(Deliver(v2_, refund(ledger::Base64Encode(
+                                   Aes256EcbEncrypt(Md5HexLower(testing::kV2ApiKey), inner)))),
+                  Outcome::kIgnored);
 }
 
-// providers.md §1.3: WeChat signs the values it wrote; the parser must hand back exactly those
-// bytes: a "\r\n" inside CDATA (XML end-of-line handling would make it "\n") and a value of
-// spaces written without CDATA (dropped as formatting whitespace by default) both verify.
+// WeChat signs the values it wrote (docs/platforms.md#apiv2-signature); the parser must hand back
+// exactly those bytes: a "\r\n" inside CDATA (XML end-of-line handling would make it "\n") and a
+// value of spaces written without CDATA (dropped as formatting whitespace by default) both verify.
 TEST_F(PlatformChannelTest, WechatV2VerifiesTheValuesExactlyAsWritten) {
     PlatformFields crlf = V2Payment();
     crlf["attach"] = "line 1\r\nline 2\r";
@@ -292,15 +291,15 @@ TEST_F(PlatformChannelTest, WechatV2RefundThatDoesNotDecryptIsBadSignature) {
     const std::string other_key = Md5HexLower("another-api-key");
     for (const std::string& req_info :
          {std::string("not base64!"), std::string("QUFBQQ=="),
-          Base64Encode(Aes256EcbEncrypt(other_key, inner)),
-          Base64Encode(Aes256EcbEncrypt(Md5HexLower(testing::kV2ApiKey), "not xml"))}) {
+          ledger::Base64Encode(Aes256EcbEncrypt(other_key, inner)),
+          ledger::Base64Encode(Aes256EcbEncrypt(Md5HexLower(testing::kV2ApiKey), "not xml"))}) {
         ExpectVerdict(Deliver(v2_, refund(req_info)), Outcome::kBadSignature);
     }
     const std::string key = Md5HexLower(testing::kV2ApiKey);
     for (const char* status : {"CHANGE", "REFUNDCLOSE"}) {
         const std::string closed = "<root><out_trade_no>ORD-1</out_trade_no><refund_status>" +
                                    std::string(status) + "</refund_status></root>";
-        ExpectVerdict(Deliver(v2_, refund(Base64Encode(Aes256EcbEncrypt(key, closed)))),
+        ExpectVerdict(Deliver(v2_, refund(ledger::Base64Encode(Aes256EcbEncrypt(key, closed)))),
                       Outcome::kIgnored);
     }
 }
@@ -324,18 +323,18 @@ TEST_F(PlatformChannelTest, WechatV2AnswersInItsXml) {
     EXPECT_NE(internal.body().find("FAIL"), std::string::npos);
 }
 
-// ---- Strict parsing and cross-checks in WeChat Pay v2 (SPEC §6) ---------------------------
+// ---- Strict parsing and cross-checks in WeChat Pay v2 ----------------------------------------
 
 // A refund notice of the merchant whose req_info is `plaintext` under AES-256-ECB with the
-// MD5 of the API key (providers.md §1.6).
+// MD5 of the API key (docs/platforms.md#apiv2-refund-notices).
 SimulatedNotice V2Refund(const std::string& plaintext) {
-    return V2Xml(WechatV2Xml(
-        {{"return_code", "SUCCESS"},
-         {"appid", testing::kV2AppId},
-         {"mch_id", testing::kV2MchId},
-         {"nonce_str", "n1"},
-         {"req_info", Base64Encode(Aes256EcbEncrypt(Md5HexLower(testing::kV2ApiKey), plaintext))}},
-        "xml"));
+    return V2Xml(WechatV2Xml({{"return_code", "SUCCESS"},
+                              {"appid", testing::kV2AppId},
+                              {"mch_id", testing::kV2MchId},
+                              {"nonce_str", "n1"},
+                              {"req_info", ledger::Base64Encode(Aes256EcbEncrypt(
+                                               Md5HexLower(testing::kV2ApiKey), plaintext))}},
+                             "xml"));
 }
 
 PlatformFields V2RefundFields() {
@@ -398,7 +397,7 @@ TEST_F(PlatformChannelTest, WechatV2DecodesReferencesToXmlCharacters) {
     EXPECT_EQ(cdata->at("attach"), "&#0;");
 }
 
-// SPEC §6: a field given twice is malformed, in the notice and in a refund's plaintext alike
+// A field given twice is malformed, in the notice and in a refund's plaintext alike
 // (never first-wins or last-wins).
 TEST_F(PlatformChannelTest, WechatV2RepeatedFieldsAreMalformed) {
     const ledger::Delivery payment = Deliver(
@@ -410,7 +409,7 @@ TEST_F(PlatformChannelTest, WechatV2RepeatedFieldsAreMalformed) {
                   Outcome::kMalformed);
 }
 
-// SPEC §6: the refund's total_fee and transaction_id go to the ledger as claims about the order
+// The refund's total_fee and transaction_id go to the ledger as claims about the order
 // and its payment; without them a spliced plaintext could not be checked, so both are required.
 TEST_F(PlatformChannelTest, WechatV2RefundNamesItsOrderTotalAndPaymentForTheLedger) {
     const ledger::Delivery delivery = Deliver(v2_, V2Refund(WechatV2Xml(V2RefundFields(), "root")));
@@ -435,9 +434,9 @@ TEST_F(PlatformChannelTest, WechatV2RefundNamesItsOrderTotalAndPaymentForTheLedg
     }
 }
 
-// issue 11 / SPEC §6: AES-ECB encrypts each 16-byte block alone, so blocks of two refund
-// notices of one merchant can be spliced: here the order number of ORD-A's failed refund with
-// the refund, total and payment of ORD-B's. The channel cannot tell (it decrypts and parses);
+// AES-ECB encrypts each 16-byte block alone (docs/platforms.md#cross-checks), so blocks of two
+// refund notices of one merchant can be spliced: here the order number of ORD-A's failed refund
+// with the refund, total and payment of ORD-B's. The channel cannot tell (it decrypts and parses);
 // the claims it hands over are B's, and the ledger's cross-checks refuse them for ORD-A.
 TEST_F(PlatformChannelTest, WechatV2SplicedRefundBlocksCarryClaimsTheLedgerRefuses) {
     PlatformFields a = V2RefundFields();
@@ -465,8 +464,8 @@ TEST_F(PlatformChannelTest, WechatV2SplicedRefundBlocksCarryClaimsTheLedgerRefus
     ASSERT_EQ(Aes256EcbDecrypt(key, spliced), expected);  // The splice decrypts cleanly.
 
     SimulatedNotice notice = V2Refund(plain_b);
-    const std::string req_info = Base64Encode(sealed_b);
-    notice.body.replace(notice.body.find(req_info), req_info.size(), Base64Encode(spliced));
+    const std::string req_info = ledger::Base64Encode(sealed_b);
+    notice.body.replace(notice.body.find(req_info), req_info.size(), ledger::Base64Encode(spliced));
     const ledger::Delivery delivery = Deliver(v2_, notice);
     ExpectVerdict(delivery, Outcome::kAppended);
     ASSERT_TRUE(delivery.event);
@@ -507,7 +506,7 @@ SimulatedNotice V3Signed(std::string body, std::int64_t unix_seconds,
         {"Wechatpay-Timestamp", timestamp},
         {"Wechatpay-Nonce", "9f2c1a7e5b3d4c6a"},
         {"Wechatpay-Signature",
-         Base64Encode(RsaSha256Sign(
+         ledger::Base64Encode(RsaSha256Sign(
              key, WechatV3SignatureMessage(timestamp, "9f2c1a7e5b3d4c6a", notice.body)))}};
     return notice;
 }
@@ -522,7 +521,7 @@ json V3Envelope(const std::string& event_type, const std::string& plaintext,
             {"resource_type", "encrypt-resource"},
             {"resource",
              {{"algorithm", "AEAD_AES_256_GCM"},
-              {"ciphertext", Base64Encode(sealed)},
+              {"ciphertext", ledger::Base64Encode(sealed)},
               {"associated_data", "transaction"},
               {"nonce", "n0nce12chars"}}}};
 }
@@ -595,7 +594,7 @@ TEST_F(PlatformChannelTest, WechatV3RefusesForgedNoticesCleanly) {
     tampered.body.insert(tampered.body.size() - 1, " ");
     const ledger::Delivery delivery = Deliver(v3_, tampered);
     ExpectVerdict(delivery, Outcome::kBadSignature);
-    // SPEC §6: nothing is decrypted before the signature holds, so the order inside the
+    // Nothing is decrypted before the signature holds, so the order inside the
     // resource is never read: the receipt names none.
     EXPECT_FALSE(delivery.receipt.out_trade_no.has_value());
     ExpectVerdict(Deliver(v3_, V3Notice("TRANSACTION.SUCCESS", V3Transaction(), now_,
@@ -673,7 +672,7 @@ TEST_F(PlatformChannelTest, WechatV3RefusesMalformedResources) {
     SimulatedNotice signed_junk = Notice("wechat_v3");
     signed_junk.body = "not json";
     SetHeader(signed_junk, "Wechatpay-Signature",
-              Base64Encode(RsaSha256Sign(
+              ledger::Base64Encode(RsaSha256Sign(
                   testing::TestPlatformKey(0),
                   WechatV3SignatureMessage(std::to_string(now_), "n", signed_junk.body))));
     SetHeader(signed_junk, "Wechatpay-Timestamp", std::to_string(now_));
@@ -681,7 +680,7 @@ TEST_F(PlatformChannelTest, WechatV3RefusesMalformedResources) {
     ExpectVerdict(Deliver(v3_, signed_junk), Outcome::kMalformed);
 }
 
-// SPEC §6: WeChat v3 verifies the signature over the raw bytes before it parses or decrypts
+// WeChat v3 verifies the signature over the raw bytes before it parses or decrypts
 // anything. A body that would be malformed is bad_signature when its signature fails, and
 // malformed only once signed; a forged notice's resource is never opened (its receipt names
 // no order, while a signed one names the order inside the resource).
@@ -723,7 +722,7 @@ json V3Refund() {
             {"amount", {{"total", 1999}, {"refund", 500}}}};
 }
 
-// SPEC §6: amount.total and transaction_id of a refund go to the ledger as claims; where the
+// amount.total and transaction_id of a refund go to the ledger as claims; where the
 // notice leaves one out there is nothing to check, where it names one it must be valid.
 TEST_F(PlatformChannelTest, WechatV3RefundNamesItsOrderTotalAndPaymentForTheLedger) {
     const ledger::Delivery delivery = Deliver(v3_, V3Notice("REFUND.SUCCESS", V3Refund(), now_));
@@ -784,7 +783,7 @@ PlatformFields AlipayPayment() {
 SimulatedNotice AlipaySigned(PlatformFields fields,
                              const PrivateKey& key = testing::TestPlatformKey(2)) {
     fields["sign_type"] = "RSA2";
-    fields["sign"] = Base64Encode(RsaSha256Sign(key, AlipaySignContent(fields)));
+    fields["sign"] = ledger::Base64Encode(RsaSha256Sign(key, AlipaySignContent(fields)));
     return {.target = "/v1/callbacks/alipay", .body = EncodeForm(fields)};
 }
 
@@ -940,7 +939,7 @@ TEST_F(PlatformChannelTest, AlipayRefusesMalformedNotices) {
     ExpectVerdict(Deliver(alipay_, AlipaySigned(refund)), Outcome::kMalformed);
 }
 
-// SPEC §6: a refund's total_amount and trade_no go to the ledger as claims about the order and
+// A refund's total_amount and trade_no go to the ledger as claims about the order and
 // its payment; a total_amount that is not an amount is malformed.
 TEST_F(PlatformChannelTest, AlipayRefundNamesItsOrderTotalAndTradeNoForTheLedger) {
     PlatformFields refund = AlipayPayment();
@@ -957,7 +956,7 @@ TEST_F(PlatformChannelTest, AlipayRefundNamesItsOrderTotalAndTradeNoForTheLedger
     ExpectVerdict(Deliver(alipay_, AlipaySigned(refund)), Outcome::kMalformed);
 }
 
-// SPEC §6, §9: with alipay.seller_id configured, a notice's seller_id must be it.
+// With alipay.seller_id configured, a notice's seller_id must be it.
 TEST_F(PlatformChannelTest, AlipaySellerIdIsCheckedWhenConfigured) {
     AlipayConfig config = *config_.alipay;
     config.seller_id = "2088102176044281";
@@ -979,7 +978,7 @@ TEST_F(PlatformChannelTest, AlipaySellerIdIsCheckedWhenConfigured) {
                   Outcome::kAppended);
 }
 
-// SPEC §6: a form field given twice is malformed even in a correctly signed notice, whichever
+// A form field given twice is malformed even in a correctly signed notice, whichever
 // copy the signature would cover.
 TEST_F(PlatformChannelTest, AlipayRepeatedFieldsAreMalformed) {
     const std::string signed_body = AlipaySigned(AlipayPayment()).body;

@@ -1,7 +1,7 @@
-// Tests of the SPEC §9 platform sections (api/platform_config.hpp through api::ParseConfig):
-// key files are written to a fresh temporary folder (test-only keys generated in the test),
-// referenced by absolute and by relative paths; every invalid section must stop the config
-// with a ConfigError whose message names the field.
+// Tests of the platform sections of the config (api/channels/platform_config.hpp through
+// api::ParseConfig): key files are written to a fresh temporary folder (test-only keys generated in
+// the test), referenced by absolute and by relative paths; every invalid section must stop the
+// config with a ConfigError whose message names the field.
 
 #include <gtest/gtest.h>
 
@@ -32,7 +32,7 @@ protected:
     }
     void TearDown() override { std::filesystem::remove_all(dir_); }
 
-    // Owner read and write only, whatever the umask: SPEC §9 refuses keys others can read.
+    // Owner read and write only, whatever the umask: keys others can read are refused.
     void Write(const std::string& name, const std::string& text) const {
         std::ofstream{dir_ / name, std::ios::binary} << text;
         std::filesystem::permissions(dir_ / name, std::filesystem::perms::owner_read |
@@ -116,7 +116,7 @@ TEST_F(PlatformConfigTest, SignTypeIsMd5OrHmacSha256) {
     ExpectError([](json& r) { r["wechat_v2"]["sign_type"] = "md5"; }, "wechat_v2.sign_type");
 }
 
-// SPEC §9: alipay.seller_id is optional (then no notice's seller_id is checked); when given it
+// alipay.seller_id is optional (then no notice's seller_id is checked); when given it
 // must be an Alipay user id, "2088" and twelve more digits.
 TEST_F(PlatformConfigTest, AlipaySellerIdIsOptionalAndMustBeAnAlipayUserId) {
     EXPECT_EQ(Parse(Valid()).alipay->seller_id, "");
@@ -171,7 +171,7 @@ TEST_F(PlatformConfigTest, InvalidSectionsNameTheField) {
 }
 
 }  // namespace
-// SPEC §9: a private key that other users may read or write, and a public key that they may
+// A private key that other users may read or write, and a public key that they may
 // write, stop the process at start, with the file and its mode named.
 TEST_F(PlatformConfigTest, KeyFilesOthersMayReadOrWriteAreRefusedWithTheirMode) {
     namespace fs = std::filesystem;

@@ -16,12 +16,14 @@
 
 namespace payledger::testing {
 
+// The shared test configuration (docs/platforms.md#test-vectors); the API keys are those of the
+// published vectors.
 inline constexpr const char* kV2AppId = "wx0000000000000001";
 inline constexpr const char* kV2MchId = "1900000001";
-inline constexpr const char* kV2ApiKey = "192006250b4c09247ec02edce69f6a2d";  // providers.md
+inline constexpr const char* kV2ApiKey = "192006250b4c09247ec02edce69f6a2d";
 inline constexpr const char* kV3AppId = "wx0000000000000002";
 inline constexpr const char* kV3MchId = "1900000002";
-inline constexpr const char* kV3ApiKey = "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb";  // providers.md
+inline constexpr const char* kV3ApiKey = "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb";
 inline constexpr const char* kV3Serial = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1";
 inline constexpr const char* kV3PublicKeyId = "PUB_KEY_ID_0114232004152025010600000000000001";
 inline constexpr const char* kAlipayAppId = "2021000000000001";
@@ -70,11 +72,12 @@ inline api::Incoming ToIncoming(const api::SimulatedNotice& notice, std::int64_t
 
 inline constexpr std::size_t kAesBlockBytes = 16;
 
-// For the ECB block-splicing attack on WeChat v2 refunds (SPEC §6): the refund plaintext of
-// `fields` as WeChat writes it, its out_refund_no padded so that the out_trade_no element
-// ends on an AES block boundary, which is returned in `boundary`. Two such plaintexts whose
-// out_trade_no values have one length share the boundary: the blocks before it of one notice
-// and the blocks after it of the other decrypt to one order's number with the other's refund.
+// For the ECB block-splicing attack on WeChat v2 refunds (docs/platforms.md#cross-checks): the
+// refund plaintext of `fields` as WeChat writes it, its out_refund_no padded so that the
+// out_trade_no element ends on an AES block boundary, which is returned in `boundary`. Two such
+// plaintexts whose out_trade_no values have one length share the boundary: the blocks before it of
+// one notice and the blocks after it of the other decrypt to one order's number with the other's
+// refund.
 inline std::string AlignedRefundPlaintext(api::PlatformFields fields, std::size_t& boundary) {
     const std::string end_tag = "</out_trade_no>";
     fields["out_refund_no"] = "RF";

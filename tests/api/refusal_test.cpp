@@ -1,4 +1,4 @@
-// The checks every write path shares (STYLE §13, issue 11 point 8): the one integer parser,
+// The checks every write path shares (one way to say no): the one integer parser,
 // the key, currency and amount rules, the signature window, and the orders channel, the
 // fifth channel, which refuses through them like the others. Unit: no database.
 #include "api/channels/refusal.hpp"

@@ -1,8 +1,8 @@
-// The request boundary (issue 10 point 2) against the real PostgreSQL: an exception on a
-// request's path is answered at most once and never ends the process. App::Handle runs on an
-// Asio thread pool, as the server runs it, where an exception that escapes is std::terminate.
-// The throw is injected where a test reaches without a seam, in the Respond the server hands
-// in: on the committer's thread after the commit, and on the worker itself (a stopped
+// The request boundary (docs/design.md#failures-and-retries) against the real PostgreSQL: an
+// exception on a request's path is answered at most once and never ends the process. App::Handle
+// runs on an Asio thread pool, as the server runs it, where an exception that escapes is
+// std::terminate. The throw is injected where a test reaches without a seam, in the Respond the
+// server hands in: on the committer's thread after the commit, and on the worker itself (a stopped
 // committer answers at once, inside Handle). The same App and workers then go on answering.
 #include <gtest/gtest.h>
 

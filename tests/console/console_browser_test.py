@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The auditor console in a real browser (issue 15, SPEC §12).
+"""The auditor console in a real browser (docs/design.md#the-auditor-console).
 
 Starts `payledger serve` (the binary of this build tree) on a database of its own on the test
 PostgreSQL (PAYLEDGER_TEST_DATABASE_URL), seeds it through the HTTP API — orders, callbacks
@@ -332,7 +332,7 @@ class ConsoleBrowserTest(unittest.TestCase):
         cls.form_body = "a=1&name=" + urllib.parse.quote(XSS_SVG) + "&sign=x%2By"
         expect(cls.post_generic(cls.form_body), 400)
         # The platform's statement of the day, one amount altered: a reconciliation that
-        # records an amount_mismatch (SPEC §10).
+        # records an amount_mismatch (docs/reconciliation.md#matching).
         day = paid_at.strftime("%Y-%m-%d")
         bill = os.path.join(cls.tmp, "bill.csv")
         made = cls.serve.cli("simulate-bill", "wechat", "--date", day, "--out", bill, "--alter", "1")

@@ -1,9 +1,9 @@
-// Fuzzes the Alipay notices (SPEC §6 `alipay`, providers.md §3) with the whole input as the
+// Fuzzes the Alipay notices (docs/platforms.md#alipay) with the whole input as the
 // form body: DecodeForm directly, ParseAlipayTime on the input and on every decoded value,
 // then AlipayChannel::Verify on the raw body. When the form decodes and its `sign` is SIGN,
 // the harness signs the decoded fields RSA2 with the test key, writes them back with
 // EncodeForm and runs Verify again, reaching the mapping behind the signature. Checks:
-// fuzz_channel.hpp's contracts; a field name given twice is refused (SPEC §6), every refusal
+// fuzz_channel.hpp's contracts; a field name given twice is refused, every refusal
 // of the form is malformed; DecodeForm(EncodeForm(f)) == f; ParseAlipayTime is
 // ParseShanghaiDashed plus at most six fraction digits; a correctly signed RSA2 notice is
 // never refused as bad_signature.
@@ -14,8 +14,8 @@
 
 #include "api/channels/alipay_channel.hpp"
 #include "api/channels/alipay_form.hpp"
-#include "api/http/json_output.hpp"
 #include "api/channels/platform_crypto.hpp"
+#include "ledger/bytes.hpp"
 #include "tests/api/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 
@@ -55,8 +55,8 @@ void CheckAlipayTime(std::string_view text) {
     FUZZ_CHECK(time == *whole + std::stoll(six));
 }
 
-// SPEC §6, judged apart from DecodeForm: a body in which two pairs have byte-equal names
-// (before decoding) repeats a field and must be refused.
+// Strict parsing (docs/platforms.md#strict-parsing), judged apart from DecodeForm: a body in which
+// two pairs have byte-equal names (before decoding) repeats a field and must be refused.
 bool RepeatsARawName(std::string_view body) {
     std::set<std::string_view> names;
     std::size_t start = 0;
@@ -82,7 +82,7 @@ ledger::Delivery VerifyBody(const std::string& body) {
 void VerifyResigned(api::PlatformFields fields) {
     const auto sign = fields.find("sign");
     if (sign == fields.end() || sign->second != kSignPlaceholder) return;
-    sign->second = api::Base64Encode(api::RsaSha256Sign(Key(), api::AlipaySignContent(fields)));
+    sign->second = ledger::Base64Encode(api::RsaSha256Sign(Key(), api::AlipaySignContent(fields)));
     const ledger::Delivery delivery = VerifyBody(api::EncodeForm(fields));
     const std::string_view sign_type = api::FieldOr(fields, "sign_type");
     if (sign_type.empty() || sign_type == "RSA2") {

@@ -154,7 +154,7 @@ std::optional<TimeMicros> ReferenceShanghai(std::string_view text, std::string_v
 }
 
 bool ReferenceKey(std::string_view text) {
-    if (text.empty() || text.size() > projections::kKeyLengthMax) return false;
+    if (text.empty() || text.size() > projections::kKeyBytesMax) return false;
     for (const char c : text) {
         const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || IsDigit(c) ||
                         std::string_view("_-|*.").find(c) != std::string_view::npos;

@@ -3,7 +3,8 @@
 // Shared by the fuzz targets (tests/fuzz/README.md): the input layout "<header lines>\n\n
 // <body>", requests parsed by Beast with the server's limits (so a header holds only what
 // the wire can carry), a fixed clock, and the checks every delivery must pass: what
-// Verify() hands the writer has to be storable (SPEC §3 columns, libpq text) and consistent.
+// Verify() hands the writer has to be storable (the columns of schema/0001_ledger.sql, libpq text)
+// and consistent.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -21,11 +22,11 @@
 
 namespace payledger::fuzz {
 
-// The server's clock for every delivery: providers.md §2.10's Wechatpay-Timestamp, so that
-// seeds can carry a fresh timestamp.
+// The server's clock for every delivery, 2024-05-01T02:30:15Z: the Wechatpay-Timestamp of the v3
+// seeds, so that seeds can carry a fresh timestamp.
 inline constexpr std::int64_t kNowSeconds = 1714530615;
 inline constexpr projections::TimeMicros kNowMicros = kNowSeconds * 1'000'000;
-inline constexpr std::uint32_t kHeaderBytesMax = 16 * 1024;  // As api/server.cpp.
+inline constexpr std::uint32_t kHeaderBytesMax = 16 * 1024;  // As api/http/server.cpp.
 
 // Seeds write this for a signature that the harness computes (body and headers as parsed).
 inline constexpr std::string_view kSignPlaceholder = "SIGN";
@@ -109,7 +110,7 @@ inline bool StorableJsonObject(const std::string& raw) {
     return true;
 }
 
-// The contract of Channel::Verify (api/channel.hpp) and what the SPEC §3 columns accept.
+// The contract of Channel::Verify (api/channels/channel.hpp) and what the ledger's columns accept.
 inline void CheckDelivery(const ledger::Delivery& delivery, projections::Source source,
                           std::string_view body) {
     using projections::EventType;
@@ -136,8 +137,8 @@ inline void CheckDelivery(const ledger::Delivery& delivery, projections::Source 
         return;
     }
     FUZZ_CHECK(projections::IsValidAmount(event.amount));
-    FUZZ_CHECK(event.transaction_id && api::IsValidPlatformId(*event.transaction_id));
-    // A refund may leave the currency to its order (SPEC §2); a payment always names one.
+    FUZZ_CHECK(event.transaction_id && projections::IsValidPlatformId(*event.transaction_id));
+    // A refund may leave the currency to its order; a payment always names one.
     FUZZ_CHECK(projections::IsValidCurrency(event.currency) ||
                (event.currency.empty() && event.event_type == EventType::kRefundSucceeded));
 }

@@ -1,4 +1,4 @@
-// Fuzzes api::ParseConfig (SPEC §9) with the whole input as the config text and no
+// Fuzzes api::ParseConfig (README.md#configuration) with the whole input as the config text and no
 // environment overrides. Key file paths are read from a private folder of test keys made at
 // start-up, $TMPDIR/payledger-fuzz-config-<pid> (wechat.pem: PEM public key, alipay.txt:
 // Alipay's bare base64 DER, private.pem: PEM private key, junk.pem: none); the folders of
@@ -64,7 +64,7 @@ void Write(const std::string& name, const std::string& text) {
 
 // True when a key file path that ParseConfig would read holds '/': a file outside the key
 // folder. The paths are wechat_v3.platform_public_keys.*, wechat_v3.simulate_private_key,
-// alipay.alipay_public_key and alipay.simulate_private_key (api/platform_config.cpp).
+// alipay.alipay_public_key and alipay.simulate_private_key (api/channels/platform_config.cpp).
 bool NamesOtherFiles(std::string_view text) {
     using nlohmann::json;
     const json root = json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -1,10 +1,10 @@
-// Fuzzes GenericChannel::Verify (SPEC §6 `generic`). Input: header lines, a blank line, the
+// Fuzzes GenericChannel::Verify (docs/platforms.md#generic). Input: header lines, a blank line, the
 // body (tests/fuzz/README.md); Beast parses them as the server would. The header
 // `Payledger-Signature: SIGN` is replaced by the correct signature of the body at the
 // harness clock, so the fuzzer reaches the JSON checks behind the signature; any other
 // value is verified as given. Checks: fuzz_channel.hpp's delivery and answer contracts, a
 // correctly signed body is never refused as bad_signature, and one that repeats a JSON key
-// (fuzz_json_keys.hpp) is malformed (SPEC §6).
+// (fuzz_json_keys.hpp) is malformed.
 
 #include <cstdint>
 #include <string>
@@ -15,7 +15,7 @@
 
 namespace {
 
-constexpr const char* kSecret = "fuzz-generic-secret-0123456789";  // 16+ bytes (SPEC §9).
+constexpr const char* kSecret = "fuzz-generic-secret-0123456789";  // generic.secret: 16+ bytes.
 constexpr const char* kSignatureHeader = "Payledger-Signature";
 
 }  // namespace
@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::CheckDelivery(delivery, projections::Source::kGeneric, body);
     fuzz::CheckAnswers(channel, delivery);
     if (signed_here) FUZZ_CHECK(delivery.verdict != projections::Outcome::kBadSignature);
-    // SPEC §6: a signed body that repeats a key is malformed, never last-wins.
+    // A signed body that repeats a key is malformed, never last-wins.
     if (signed_here && fuzz::HasRepeatedKey(body)) {
         FUZZ_CHECK(delivery.verdict == projections::Outcome::kMalformed);
     }

@@ -1,8 +1,8 @@
-// Fuzzes api/json_input.hpp with the whole input as a request body: ParseJsonObject, then
+// Fuzzes api/channels/json_input.hpp with the whole input as a request body: ParseJsonObject, then
 // AmountFromJson and StringMember on every member at every depth. Checks: IsValidUtf8 agrees
 // with a table-driven reference (RFC 3629 §4, Unicode Table 3-7); what ParseJsonObject
 // accepts is an object nested at most kJsonDepthMax deep with no raw NUL byte, and what it
-// refuses is not a valid UTF-8 object within that depth without a repeated key (SPEC §6), and
+// refuses is not a valid UTF-8 object within that depth without a repeated key, and
 // what it accepts repeats no key, both judged by counting the keys nlohmann's SAX parser
 // reads against the members of the parsed objects; an accepted object dumps and parses back
 // to itself; AmountFromJson gives exactly the JSON integers in 1 ... 10^13.
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "api/channels/json_input.hpp"
+#include "ledger/bytes.hpp"
 #include "projections/event.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 #include "tests/fuzz/fuzz_json_keys.hpp"
@@ -115,7 +116,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     using namespace payledger;
     using nlohmann::json;
     const std::string_view text = fuzz::AsText(data, size);
-    const bool utf8 = api::IsValidUtf8(text);
+    const bool utf8 = ledger::IsValidUtf8(text);
     FUZZ_CHECK(utf8 == fuzz::ReferenceUtf8(text));
 
     const std::optional<json> object = api::ParseJsonObject(text);
@@ -137,7 +138,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(text.find('\0') == std::string_view::npos);
     FUZZ_CHECK(object->is_object());
     FUZZ_CHECK(fuzz::Depth(*object) <= api::kJsonDepthMax);
-    FUZZ_CHECK(!fuzz::HasRepeatedKey(text, *object));  // SPEC §6: no key given twice.
+    FUZZ_CHECK(!fuzz::HasRepeatedKey(text, *object));  // No key given twice.
     fuzz::CheckMembers(*object);
     const std::optional<json> again = api::ParseJsonObject(object->dump());
     FUZZ_CHECK(again && *again == *object);

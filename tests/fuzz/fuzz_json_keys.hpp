@@ -1,9 +1,9 @@
 #pragma once
 
-// SPEC §6 for the fuzz targets, judged apart from api/json_input.cpp: whether a JSON text
-// repeats a key in one of its objects. nlohmann's SAX parser reports every key it reads; the
-// DOM keeps one member per distinct key (the last), so the text repeats a key exactly when it
-// reads more keys than its parsed objects hold members.
+// Strict parsing (docs/platforms.md#strict-parsing) for the fuzz targets, judged apart from
+// api/channels/json_input.cpp: whether a JSON text repeats a key in one of its objects. nlohmann's
+// SAX parser reports every key it reads; the DOM keeps one member per distinct key (the last), so
+// the text repeats a key exactly when it reads more keys than its parsed objects hold members.
 
 #include <cstddef>
 #include <nlohmann/json.hpp>

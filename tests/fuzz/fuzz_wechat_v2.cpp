@@ -1,4 +1,4 @@
-// Fuzzes the WeChat Pay v2 notices (SPEC §6 `wechat_v2`, providers.md §1) with the whole
+// Fuzzes the WeChat Pay v2 notices (docs/platforms.md#wechat-pay-apiv2) with the whole
 // input as the XML body: ParseFlatXml directly (roots <xml> and <root>), then
 // WechatV2Channel::Verify on the raw body. An MD5 over arbitrary fields cannot be guessed,
 // so when the body parses the harness also re-signs it: `sign` SIGN is replaced by the
@@ -8,17 +8,17 @@
 // runs on that body, reaching the payment and refund checks behind the signature.
 // Checks: fuzz_channel.hpp's contracts; parsed fields survive WechatV2Xml and a second
 // parse exactly (values are the text as written, "\r\n" and spaces included, references
-// decoded); a reference to a control character (SPEC §6) outside CDATA is always refused,
+// decoded); a reference to a control character outside CDATA is always refused,
 // every refusal is malformed, and no parsed value holds a NUL; a correctly signed payment
 // notice is never refused as bad_signature.
 
 #include <cstdint>
 #include <string>
 
-#include "api/http/json_output.hpp"
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v2_channel.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
+#include "ledger/bytes.hpp"
 #include "tests/api/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 
@@ -44,12 +44,12 @@ bool IsMalformedRefusal(const api::Refusal& refusal) {
     return refusal.outcome == projections::Outcome::kMalformed && !refusal.message.empty();
 }
 
-// SPEC §6, independently of the parser: a character reference "&#N;" / "&#xN;" to
-// U+0000-U+001F other than tab, LF and CR (with any number of leading zeros), or past
-// U+10FFFF (which pugixml's unsigned arithmetic wrapped, "&#4294967296;" to a NUL). Judged only in
-// text without CDATA, comments, processing instructions and attributes (no '='), where every
-// "&#" stands in a text node: inside a field it breaks the reference rule, outside the fields
-// it is text the flat XML refuses, so such a body is always refused.
+// Strict parsing (docs/platforms.md#strict-parsing), independently of the parser: a character
+// reference "&#N;" / "&#xN;" to U+0000-U+001F other than tab, LF and CR (with any number of leading
+// zeros), or past U+10FFFF (which pugixml's unsigned arithmetic wrapped, "&#4294967296;" to a NUL).
+// Judged only in text without CDATA, comments, processing instructions and attributes (no '='),
+// where every "&#" stands in a text node: inside a field it breaks the reference rule, outside the
+// fields it is text the flat XML refuses, so such a body is always refused.
 bool HasForbiddenReference(std::string_view text) {
     if (text.find("<!") != std::string_view::npos || text.find("<?") != std::string_view::npos ||
         text.find('=') != std::string_view::npos) {
@@ -85,11 +85,11 @@ void VerifyResigned(api::PlatformFields fields) {
     static const api::WechatV2Channel hmac{Config(api::WechatV2SignType::kHmacSha256)};
     const auto req_info = fields.find("req_info");
     const bool sealed = req_info != fields.end() && req_info->second.starts_with('<');
-    // A <root> plaintext that decrypts but breaks a parsing rule is malformed (SPEC §6).
+    // A <root> plaintext that decrypts but breaks a parsing rule is malformed.
     const bool forbidden_inside =
         sealed && req_info->second.starts_with("<root>") && HasForbiddenReference(req_info->second);
     if (sealed) {
-        req_info->second = api::Base64Encode(
+        req_info->second = ledger::Base64Encode(
             api::Aes256EcbEncrypt(api::Md5HexLower(testing::kV2ApiKey), req_info->second));
     }
     const auto sign = fields.find("sign");

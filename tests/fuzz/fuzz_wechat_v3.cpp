@@ -1,4 +1,4 @@
-// Fuzzes WechatV3Channel::Verify (SPEC §6 `wechat_v3`, providers.md §2). Input: header
+// Fuzzes WechatV3Channel::Verify (docs/platforms.md#wechat-pay-apiv3). Input: header
 // lines, a blank line, the JSON envelope (tests/fuzz/README.md); Beast parses them as the
 // server would. Two directives let the fuzzer past the cryptography: a string
 // `resource.plaintext` is sealed into `resource.ciphertext` (AES-256-GCM under the APIv3
@@ -6,7 +6,7 @@
 // is replaced by the SHA256withRSA signature of the parsed timestamp, nonce and body under
 // the test key that Wechatpay-Serial names. Checks: fuzz_channel.hpp's contracts; what the
 // harness signed or sealed never fails verification or decryption; a bad_signature receipt
-// names no order (nothing is decrypted before the signature holds, SPEC §6); a signed
+// names no order (nothing is decrypted before the signature holds); a signed
 // envelope that repeats a JSON key is not accepted.
 
 #include <cstdint>
@@ -14,9 +14,9 @@
 #include <string>
 
 #include "api/channels/json_input.hpp"
-#include "api/http/json_output.hpp"
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
+#include "ledger/bytes.hpp"
 #include "tests/api/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 #include "tests/fuzz/fuzz_json_keys.hpp"
@@ -61,7 +61,7 @@ std::optional<std::string> Seal(std::string_view body) {
         api::Aes256GcmEncrypt(testing::kV3ApiKey, nonce->get<std::string>(),
                               aad == resource->end() ? std::string{} : aad->get<std::string>(),
                               plaintext->get<std::string>());
-    (*resource)["ciphertext"] = api::Base64Encode(sealed);
+    (*resource)["ciphertext"] = ledger::Base64Encode(sealed);
     resource->erase("plaintext");
     return envelope->dump();
 }
@@ -94,7 +94,7 @@ bool Sign(api::Incoming& incoming) {
                                       Header(incoming, "Wechatpay-Nonce"), incoming.request.body());
     const int key = Header(incoming, "Wechatpay-Serial") == testing::kV3PublicKeyId ? 1 : 0;
     incoming.request.set(kSignatureHeader,
-                         api::Base64Encode(api::RsaSha256Sign(Key(key), message)));
+                         ledger::Base64Encode(api::RsaSha256Sign(Key(key), message)));
     return true;
 }
 
@@ -119,7 +119,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_CHECK(!delivery.message.starts_with("Wechatpay-Signature does not verify"));
     }
     if (sealed) FUZZ_CHECK(delivery.message != "resource does not decrypt with the APIv3 key");
-    // SPEC §6: the signature is verified before the body is parsed or decrypted, so a
+    // The signature is verified before the body is parsed or decrypted, so a
     // delivery refused for its signature has read no order number from the resource.
     if (delivery.verdict == projections::Outcome::kBadSignature) {
         FUZZ_CHECK(!delivery.receipt.out_trade_no.has_value());

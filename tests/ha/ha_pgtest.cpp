@@ -1,6 +1,6 @@
-// High availability and read replicas (SPEC §13, issue 16), against clusters of the tests' own
-// (support/own_cluster.hpp: initdb, pg_basebackup -R, streaming replication) and a real
-// `payledger serve`:
+// High availability and read replicas (docs/design.md#failover, docs/design.md#read-replicas),
+// against clusters of the tests' own (support/own_cluster.hpp: initdb, pg_basebackup -R, streaming
+// replication) and a real `payledger serve`:
 // - a callback storm while the primary is stopped with -m immediate and its synchronous standby
 //   promoted: every acknowledged delivery is on the promoted node, none twice, verify exits 0,
 //   and the same process answers again within 20 s;
@@ -154,7 +154,7 @@ TEST(FailoverPgTest, AStormAcrossAPromotionLosesNoAcknowledgedDeliveryAndTheSame
     std::printf("[ha] %ld of %d payments acknowledged when the primary died\n",
                 static_cast<long>(acknowledged_before), kOrders);
     ASSERT_LT(acknowledged_before, kOrders) << "the storm ended before the failover";
-    // No primary answers now: the standby is read-only, so not ready (SPEC §13).
+    // No primary answers now: the standby is read-only, so not ready.
     EXPECT_EQ(probe.Get("/readyz").status, 503);
     cluster.PromoteStandby();
     const auto promoted_at = steady_clock::now();
@@ -237,7 +237,7 @@ TEST(FailoverPgTest, ASessionOnAStandbyAnswers503ForWritesAndReadiness) {
     }
 }
 
-// A config file for the command line, as serve would read it (SPEC §9: mode 0600), in a
+// A config file for the command line, as serve would read it (mode 0600), in a
 // folder of its own that goes with it.
 class ConfigFile {
 public:

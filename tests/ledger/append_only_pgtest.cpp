@@ -1,4 +1,4 @@
-// SPEC §3 invariant 2 (issue 2 points 5 and 15): the schema itself refuses UPDATE, DELETE and
+// Invariant 2 (docs/design.md#invariants): the schema itself refuses UPDATE, DELETE and
 // TRUNCATE on ledger_events and callback_receipts, whoever asks; the projections stay
 // writable (rebuild needs them). Also the CHECK constraints on money columns.
 #include <gtest/gtest.h>
@@ -125,8 +125,8 @@ TEST_F(AppendOnlyPgTest, MoneyColumnsRefuseWhatSpecSection1Forbids) {
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), "1");
 }
 
-// SPEC §1: a key is 1 to 64 of A-Z a-z 0-9 _ | * . - (schema/0006 checks it without the
-// regular expression of 0001, and must refuse and accept exactly what that one did).
+// A key is 1 to 64 of A-Z a-z 0-9 _ | * . - (docs/design.md#money-keys-and-time; schema/0006 checks
+// it without the regular expression of 0001, and must refuse and accept exactly what that one did).
 TEST_F(AppendOnlyPgTest, KeysRefuseWhatSpecSection1Forbids) {
     const std::string longest(64, 'k');
     const std::vector<std::string> refused = {

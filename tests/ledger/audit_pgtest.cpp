@@ -1,5 +1,5 @@
-// PostgreSQL tests of `payledger audit` (ledger/audit.hpp, SPEC §11): a ledger written by the
-// writer audits OK and its head is the last receipt's chain, recomputed here from the
+// PostgreSQL tests of `payledger audit` (ledger/audit.hpp, docs/design.md#audit): a ledger written
+// by the writer audits OK and its head is the last receipt's chain, recomputed here from the
 // receipts' lines; then each kind of tampering, done as the tables' owner with the
 // append-only triggers disabled, is caught: an event's field, a receipt's body or field, a
 // row deleted in the middle, an event without its receipt, a receipt naming another event.
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ledger/audit.hpp"
+#include "ledger/bytes.hpp"
 #include "ledger/chain.hpp"
 #include "ledger/checkpoint.hpp"
 #include "ledger/reads.hpp"
@@ -179,13 +180,13 @@ TEST_F(AuditPgTest, AnUntouchedLedgerIsOkAndItsHeadIsRecomputedFromTheLines) {
             event = EventFromRow(row);
         }
         chain = NextChain(chain, ReceiptLine(receipt, event ? &*event : nullptr));
-        EXPECT_EQ(receipt.chain, ChainHex(chain)) << receipt.id;
+        EXPECT_EQ(receipt.chain, HexLower(chain)) << receipt.id;
         last = receipt.id;
     }
     EXPECT_EQ(report.head_id, last);
     EXPECT_EQ(report.head, chain);
     EXPECT_EQ(FormatAuditReport(report), "audit receipts=7 events=5 head=" + std::to_string(last) +
-                                             ":" + ChainHex(chain) + " OK\n");
+                                             ":" + HexLower(chain) + " OK\n");
 }
 
 TEST_F(AuditPgTest, AChangedEventAmountIsCaught) {
@@ -222,7 +223,7 @@ TEST_F(AuditPgTest, InlineAndStoredBodiesAuditAlike) {
     EXPECT_TRUE(report.ok()) << FormatAuditReport(report);
     EXPECT_EQ(report.receipts, 11);
     EXPECT_EQ(report.head_id, first + 3);
-    EXPECT_EQ(ChainHex(report.head),
+    EXPECT_EQ(HexLower(report.head),
               db_.Scalar("SELECT encode(chain, 'hex') FROM callback_receipts WHERE id = " +
                          std::to_string(first + 3)));
 }

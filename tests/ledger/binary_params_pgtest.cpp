@@ -1,7 +1,7 @@
-// The writer's binary parameters and its write-then-COMMIT round trip (issue 10 point 4,
-// ledger/binary_params.hpp), against the real server: every element type it binds reads back
-// as PostgreSQL's own text of the value, and each way the round trip can end gives the
-// exception libpqxx would have given, with nothing committed unless it returned.
+// The writer's binary parameters and its write-then-COMMIT round trip (ledger/binary_params.hpp),
+// against the real server: every element type it binds reads back as PostgreSQL's own text of the
+// value, and each way the round trip can end gives the exception libpqxx would have given, with
+// nothing committed unless it returned.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
@@ -191,7 +191,8 @@ TEST_F(BinaryParamsPgTest,
     // The statement waits for an advisory lock held here; meanwhile the client's end of the
     // session is shut. The statement and COMMIT were already sent, so once the lock is free
     // the server commits them, while the client saw only a lost session: in doubt, which the
-    // committer never retries (SPEC §13: answered 503, the platform's retry is exact).
+    // committer never retries (answered 503, the platform's retry is exact;
+    // docs/design.md#in-doubt-commits).
     connection_->prepare("wait_then_keep",
                          "INSERT INTO kept (id) SELECT $1::bigint "
                          "FROM (SELECT pg_advisory_xact_lock(4242)) AS locked");

@@ -1,14 +1,14 @@
-// The committer's effects (issue 10 point 2) against the real PostgreSQL: a batch is answered
+// The committer's effects against the real PostgreSQL: a batch is answered
 // only after its transaction, outside the retries. An answer (`done`) that throws after the
 // commit must neither write the batch again (one receipt per delivery) nor answer any delivery
 // twice, and the other deliveries of its batch are answered as usual. The batch is made
 // deterministic by holding the writer lock while it queues; the throw comes from the `done`
 // callback itself, the committer's own injection point. A throw from the full-queue and the
-// stopping answers, which run on the caller's thread, stays in the committer too. The byte
-// budget (issue 11 point 2): with the committer held at the writer lock, 64 KiB deliveries
-// queue until the next would pass queue_bytes_max; that one is answered unavailable at once,
-// on the caller's thread, and nothing of it is stored; the queued ones are written after.
-// Answers run on the answer thread: a slow one does not hold up the next batch's write.
+// stopping answers, which run on the caller's thread, stays in the committer too. The byte budget:
+// with the committer held at the writer lock, 64 KiB deliveries queue until the next would pass
+// queue_bytes_max; that one is answered unavailable at once, on the caller's thread, and nothing of
+// it is stored; the queued ones are written after. Answers run on the answer thread: a slow one
+// does not hold up the next batch's write.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -214,7 +214,7 @@ TEST_F(CommitterPgTest, DeliveryOverTheByteBudgetIsAnsweredUnavailableAtOnce) {
 }
 
 TEST_F(CommitterPgTest, ASlowAnswerDoesNotHoldUpTheNextBatchAndAnswersKeepCommitOrder) {
-    // Answers run on the committer's answer thread, one task per batch (issue 10): while the
+    // Answers run on the committer's answer thread, one task per batch: while the
     // first batch's answer is still running, the next batch is written and committed.
     Committer committer{{.url = db_.url(), .session = testing::PatientSession(db_.name())}};
     std::mutex mutex;

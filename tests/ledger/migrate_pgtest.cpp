@@ -1,4 +1,4 @@
-// Migrations (issue 2 point 4): each applied once and recorded; several processes migrating
+// Migrations: each applied once and recorded; several processes migrating
 // one database at once is safe. Against the real PostgreSQL, one fresh database per test.
 #include <gtest/gtest.h>
 

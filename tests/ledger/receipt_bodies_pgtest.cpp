@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "ledger/bytes.hpp"
 #include "ledger/chain.hpp"
 #include "ledger/reads.hpp"
 #include "ledger/writer.hpp"

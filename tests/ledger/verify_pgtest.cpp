@@ -1,10 +1,10 @@
-// verify and rebuild (issue 4): digests equal to the SHA-256 of the canonical text that this
-// test writes out by hand from its own inputs; tampering detected and named; rebuild repairs,
-// catches up with events appended during its build phase, runs while deliveries keep flowing,
-// and leaves the live projections untouched when it fails; the incremental live path equals
-// the from-scratch fold over random histories delivered in random batches with duplicates.
+// verify and rebuild (docs/design.md#verify, docs/design.md#rebuild): digests equal to the SHA-256
+// of the canonical text that this test writes out by hand from its own inputs; tampering detected
+// and named; rebuild repairs, catches up with events appended during its build phase, runs while
+// deliveries keep flowing, and leaves the live projections untouched when it fails; the incremental
+// live path equals the from-scratch fold over random histories delivered in random batches with
+// duplicates.
 #include <gtest/gtest.h>
-#include <openssl/sha.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "ledger/bytes.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/rebuild.hpp"
 #include "ledger/verify.hpp"
@@ -30,18 +31,6 @@ using projections::Outcome;
 using testing::TestDatabase;
 
 constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
-
-std::string Sha256Hex(const std::string& text) {
-    unsigned char digest[SHA256_DIGEST_LENGTH];
-    SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string hex;
-    for (const unsigned char byte : digest) {
-        hex += kDigits[byte >> 4];
-        hex += kDigits[byte & 0x0f];
-    }
-    return hex;
-}
 
 Delivery Deliver(const std::string& out_trade_no, EventType type, std::int64_t amount,
                  std::string currency, std::optional<std::string> transaction_id,
@@ -75,7 +64,7 @@ Delivery Close(const std::string& key) {
     return Deliver(key, EventType::kPaymentClosed, 0, "", std::nullopt);
 }
 
-// The canonical text of the history Seed() writes, by hand (SPEC §4).
+// The canonical text of the history Seed() writes, by hand (docs/design.md#canonical-digests).
 const std::string kOrdersText =
     "ORD-1\tacct-1\tCNY\t1999\tPAID\tTX-ORD-1\t1999\t0\t\n"
     "ORD-2\tacct-1\tCNY\t500\tWAIT_PAY\t\t0\t0\t\n"
@@ -298,7 +287,7 @@ TEST_F(VerifyPgTest, CommandsPrintSpecLinesExitCodesAndProgressOnlyOnATerminal) 
     EXPECT_EQ(status, 2) << out;
 }
 
-// SPEC §8 for `audit` (SPEC §11): quiet off a terminal; on one, the progress line ends before
+// Progress for `audit`: quiet off a terminal; on one, the progress line ends before
 // the result lines start.
 TEST_F(VerifyPgTest, AuditShowsProgressOnlyOnATerminal) {
     Seed();
@@ -315,7 +304,8 @@ TEST_F(VerifyPgTest, AuditShowsProgressOnlyOnATerminal) {
     EXPECT_NE(out.find("\naudit receipts=11 events=11 head="), std::string::npos) << out;
 }
 
-// SPEC §8 "2 on error": a wrong command line too, whatever CLI11's own codes; --help is 0.
+// "2 on error" (docs/design.md#the-command-line): a wrong command line too, whatever CLI11's own
+// codes; --help is 0.
 TEST_F(VerifyPgTest, AWrongCommandLineExitsTwoAndHelpZero) {
     const std::string binary = std::string("'") + PAYLEDGER_BINARY_PATH + "'";
     int status = -1;

@@ -1,4 +1,4 @@
-// Plan-proof SQL (issue 10 point 3) against the real PostgreSQL: on a database that was never
+// Plan-proof SQL against the real PostgreSQL: on a database that was never
 // analyzed, the write path must not scan `ledger_events`, `orders`, `balances` or
 // `callback_receipts` sequentially. A fresh service's session prepares its statements while
 // the tables are empty and runs them a few times (PostgreSQL then settles on a generic plan,
@@ -29,8 +29,8 @@ using testing::TestDatabase;
 
 constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
 constexpr int kWarmUpBatches = 10;  // More than the plan cache's 5 custom plans.
-// The issue's workload had 20 000 orders; SPEC-size tests want 50 000. Both are checked: a
-// plan that is fine at one size can turn into a scan at the other.
+// Two sizes, 20 000 and 50 000 orders, are checked: a plan that is fine at one size can turn into a
+// scan at the other.
 constexpr int kStageOrders[] = {20'000, 50'000};
 // Per stage: small batches, and batches as large as 64 keep-alive connections make.
 constexpr int kSmallBatches = 50;

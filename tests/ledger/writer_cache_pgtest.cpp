@@ -1,4 +1,4 @@
-// Issue 10: batches planned from the writer's memory of its own last batch (WriterCache), in
+// Batches planned from the writer's memory of its own last batch (WriterCache), in
 // one round trip. The cache must never decide differently from a read under the writer lock:
 // random batches give the same answers and the same rows as on a database written without
 // one; another writer in between (a second payledger on the same database) is noticed, by the

@@ -1,4 +1,4 @@
-// The write path (issue 2 points 6-8, issue 6 point 1): WriteBatch and the group-commit
+// The write path (docs/design.md#group-commit): WriteBatch and the group-commit
 // Committer against the real PostgreSQL. Covers appended/duplicate/conflict/unknown_order/
 // mismatch, copies of one callback in one batch, rejected deliveries that only write a
 // receipt, the conditional projection update as a second line of defence, the writer lock
@@ -219,7 +219,7 @@ TEST_F(WriterPgTest, NulBytesFromTheWireCannotMakeAReceiptUnstorable) {
 }
 
 TEST_F(WriterPgTest, TextsThatNeedEscapesAreStoredAsGivenPreparedOrNot) {
-    // The writer makes its texts storable itself (issue 10: bound as binary parameters), ahead
+    // The writer makes its texts storable itself (bound as binary parameters), ahead
     // of the batch (PrepareForWrite, as the committer does) or in it: both must store the same
     // texts, and quotes, backslashes and invalid UTF-8 must not break the parameters.
     const std::string quoted = "a \"quoted\" \\ back\tslash 'single' \u00e9t\u00e9 \x01";
@@ -285,7 +285,7 @@ TEST_F(WriterPgTest, PaymentCreditIsRefusedWhenTheRowAlreadyHasOne) {
 
 TEST_F(WriterPgTest, EventAppendedBehindTheWritersBackAbortsTheBatch) {
     (void)Write({Order("ORD-1", 500)});
-    // A session that ignores the writer lock (SPEC §7) appends ORD-1's payment and has not
+    // A session that ignores the writer lock appends ORD-1's payment and has not
     // committed yet: the writer's read cannot see it, so its plan appends one too, and its
     // insert waits on the intruder's row. Replica mode skips the receipt reference checks.
     auto intruder_connection = db_.Connect();
@@ -324,7 +324,7 @@ TEST_F(WriterPgTest, EventAppendedBehindTheWritersBackAbortsTheBatch) {
 }
 
 TEST_F(WriterPgTest, EveryWriteWaitsForTheWriterLock) {
-    // Another session holds the ledger's writer lock (SPEC §7).
+    // Another session holds the ledger's writer lock.
     auto holder = db_.Connect();
     pqxx::work hold{*holder};
     hold.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "api/channels/platform_crypto.hpp"
+#include "ledger/bytes.hpp"
 #include "support/http_client.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"
@@ -72,7 +73,8 @@ void WriteFile(const std::string& path, const std::string& text, mode_t mode) {
 }
 
 std::string Decoded(const json& line, const char* field) {
-    const std::optional<std::string> bytes = Base64Decode(line.at(field).get<std::string>());
+    const std::optional<std::string> bytes =
+        ledger::Base64Decode(line.at(field).get<std::string>());
     EXPECT_TRUE(bytes.has_value()) << field << " is not base64";
     return bytes.value_or("");
 }

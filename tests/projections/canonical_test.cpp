@@ -1,7 +1,7 @@
-// SPEC §4 canonical form, written out by hand: tab-separated fields in the SPEC's order, null
-// as the empty string, anomalies joined with ",", one "\n" per row; and the property that the
-// fold is a function of the set of events: thousands of random event sets, each folded in
-// many random orders, give one canonical line.
+// The canonical form (docs/design.md#canonical-digests), written out by hand: tab-separated fields
+// in its order, null as the empty string, anomalies joined with ",", one "\n" per row; and the
+// property that the fold is a function of the set of events: thousands of random event sets, each
+// folded in many random orders, give one canonical line.
 #include "projections/canonical.hpp"
 
 #include <gtest/gtest.h>

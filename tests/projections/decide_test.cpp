@@ -1,9 +1,9 @@
-// Tests of projections/decide.hpp: Decide() against SPEC §2 (same event or conflict, by
-// fingerprint) and SPEC §6 (the mismatch checks against the order). Each test builds the stored
-// events of one order by hand, delivers one event and checks the outcome, the seq named (the
-// stored event's for duplicate and conflict, 0 otherwise) and the completed event. Fingerprint
-// edges are tables: one row per field that differs; so are the claims a refund notice makes
-// about its order and payment (the SPEC §6 cross-checks).
+// Tests of projections/decide.hpp: Decide() against docs/design.md#same-event-or-conflict (same
+// event or conflict, by fingerprint, and the mismatch checks against the order). Each test builds
+// the stored events of one order by hand, delivers one event and checks the outcome, the seq named
+// (the stored event's for duplicate and conflict, 0 otherwise) and the completed event. Fingerprint
+// edges are tables: one row per field that differs; so are the claims a refund notice makes about
+// its order and payment (docs/platforms.md#cross-checks).
 
 #include "projections/decide.hpp"
 
@@ -309,7 +309,7 @@ TEST(Decide, RefundBeforeAnyPaymentIsAppendedForTheProjectionToFlag) {
     EXPECT_EQ(Decide(stored, Refund()).outcome, Outcome::kAppended);
 }
 
-// SPEC §6 cross-checks: what a refund notice names about its order (the total) and its
+// The cross-checks: what a refund notice names about its order (the total) and its
 // payment (the transaction id) must be the ledger's. A table, one row per claim.
 TEST(Decide, RefundClaimsThatDisagreeWithTheOrderOrItsPaymentAreMismatch) {
     const struct {
@@ -369,7 +369,7 @@ TEST(Decide, ClaimsAreCheckedForRefundsOnlyAfterTheRefundsOwnRules) {
     EXPECT_EQ(Decide(created, Payment(), {.order_amount = 1}).outcome, Outcome::kAppended);
 }
 
-// A resend of a recorded refund stays a duplicate: the fingerprint decides first (SPEC §2).
+// A resend of a recorded refund stays a duplicate: the fingerprint decides first.
 TEST(Decide, StoredRefundIsJudgedByFingerprintBeforeClaims) {
     const std::vector<Event> stored{Created(1), Stored(Payment(), 2), Stored(Refund(), 3)};
     EXPECT_EQ(Decide(stored, Refund(), {.order_amount = 1}).outcome, Outcome::kDuplicate);

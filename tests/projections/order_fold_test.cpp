@@ -1,9 +1,9 @@
-// Tests of projections/order_fold.hpp: FoldOrder, BalanceContribution and AddToBalances
-// against SPEC §4. The space is small, so it is tested whole: every subset of
-// {PAYMENT_SUCCEEDED, PAYMENT_CLOSED, REFUND_SUCCEEDED} with ORDER_CREATED is a row of one
-// table holding the expected status, amounts, anomalies and balance contribution, and every
-// ordering of every subset (all 24 of the full set, by std::next_permutation) must fold to that
-// same row. Sets that break the fold's REQUIRES must throw InvariantError.
+// Tests of projections/order_fold.hpp: FoldOrder, BalanceContribution and AddToBalances against
+// docs/design.md#projections. The space is small, so it is tested whole: every subset of
+// {PAYMENT_SUCCEEDED, PAYMENT_CLOSED, REFUND_SUCCEEDED} with ORDER_CREATED is a row of one table
+// holding the expected status, amounts, anomalies and balance contribution, and every ordering of
+// every subset (all 24 of the full set, by std::next_permutation) must fold to that same row. Sets
+// that break the fold's REQUIRES must throw InvariantError.
 
 #include "projections/order_fold.hpp"
 
@@ -87,7 +87,7 @@ struct SetCase {
     std::int64_t balance_contribution = 0;
 };
 
-// SPEC §4, one row per subset of the three non-creating events.
+// One row per subset of the three non-creating events.
 const std::vector<SetCase>& SetCases() {
     static const std::vector<SetCase> cases{
         {.name = "created only", .status = "WAIT_PAY"},

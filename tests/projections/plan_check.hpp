@@ -38,8 +38,8 @@ inline std::vector<projections::PlanInput> Inputs(std::span<const PlanCase> case
     return inputs;
 }
 
-// The balances the orders of `events` give, folded from scratch (SPEC §4): one row per
-// account and currency with an order.
+// The balances the orders of `events` give, folded from scratch (docs/design.md#balances): one row
+// per account and currency with an order.
 inline std::map<projections::BalanceKey, std::int64_t> BalancesFromScratch(
     const std::map<std::string, std::vector<projections::Event>>& events) {
     std::map<projections::BalanceKey, std::int64_t> balances;

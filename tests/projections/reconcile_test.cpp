@@ -1,5 +1,5 @@
-// The pure matcher of SPEC §10: every category a bill entry can end in, the §6 checks that
-// decide whether --apply may append it, and the output line's format.
+// The pure matcher (docs/reconciliation.md#matching): every category a bill entry can end in, the
+// checks that decide whether --apply may append it, and the output line's format.
 #include "projections/reconcile.hpp"
 
 #include <gtest/gtest.h>

@@ -1,8 +1,8 @@
-// Tests of projections/validate.hpp against SPEC §1: the key alphabet and length, currency
-// codes, the amount range, minor-unit and major-unit amount strings, RFC 3339 and the two
-// Asia/Shanghai local layouts, and FormatRfc3339. Edges are tables of (input, expected); the
-// expected instants are independent constants (from `date -u -d ... +%s`), not values computed
-// by the code under test.
+// Tests of projections/validate.hpp against docs/design.md#money-keys-and-time: the key alphabet
+// and length, currency codes, the amount range, minor-unit and major-unit amount strings, RFC 3339
+// and the two Asia/Shanghai local layouts, and FormatRfc3339. Edges are tables of (input,
+// expected); the expected instants are independent constants (from `date -u -d ... +%s`), not
+// values computed by the code under test.
 
 #include "projections/validate.hpp"
 
@@ -41,7 +41,7 @@ TEST(IsValidKey, AcceptsTheSpecAlphabetFromOneToSixtyFourCharacters) {
     };
     for (const std::string& key : accepted) {
         // The alphabet string above is 67 characters: it checks the alphabet, not the length.
-        if (key.size() > kKeyLengthMax) {
+        if (key.size() > kKeyBytesMax) {
             EXPECT_FALSE(IsValidKey(key)) << key;
             EXPECT_TRUE(IsValidKey(key.substr(0, 64))) << key;
             EXPECT_TRUE(IsValidKey(key.substr(64))) << key;
@@ -75,6 +75,22 @@ TEST(IsValidKey, RefusesEmptyTooLongAndCharactersOutsideTheAlphabet) {
     };
     for (const std::string& key : refused) {
         EXPECT_FALSE(IsValidKey(key)) << "size " << key.size() << ": " << key;
+    }
+}
+
+TEST(IsValidPlatformId, AcceptsOneTo128VisibleAsciiCharacters) {
+    EXPECT_EQ(kPlatformIdBytesMax, 128u);
+    for (const std::string& id :
+         {std::string("4200002360202611301150650780"), std::string("2026113022001458860515315453"),
+          std::string("x"), std::string("!~\"#{}"), std::string(64, '9'), std::string(128, '9')}) {
+        EXPECT_TRUE(IsValidPlatformId(id)) << id;
+    }
+    for (const std::string& id :
+         {std::string(), std::string(129, '9'), std::string("4200 0023"), std::string(" 42"),
+          std::string("42\t"), std::string("42\n"), std::string("42\x7f"),
+          std::string("\xE8\xAE\xA2\xE5\x8D\x95"),  // 订单
+          std::string("caf\xC3\xA9"), std::string{'4', '\0', '2'}}) {
+        EXPECT_FALSE(IsValidPlatformId(id)) << id;
     }
 }
 
@@ -144,7 +160,7 @@ TEST(ParseMinorUnits, AcceptsPlainDigitsInRangeAndRefusesEverythingElse) {
 
 TEST(ParseMajorUnits, ConvertsUpToTwoDecimalsExactlyAndRefusesEverythingElse) {
     const std::vector<AmountCase> cases{
-        // Accepted (SPEC §1).
+        // Accepted.
         {"0.01", 1},
         {"0.1", 10},
         {"0.10", 10},

@@ -1,4 +1,4 @@
-// Reliability (issue 7): what production does to a ledger. The server runs as a real process
+// Reliability: what production does to a ledger. The server runs as a real process
 // (`payledger serve`) that is killed with SIGKILL mid-storm, or whose PostgreSQL (a cluster of
 // the test's own) is stopped under load; two processes share one database; every endpoint is
 // fed hostile input; slow clients trickle their headers. After each: every acknowledged
@@ -509,8 +509,9 @@ double CpuSeconds(pid_t pid) {
     return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// Issue 11 points 1-7 against the running server, each rule broken from a peer address of
-// its own (a fresh unverified budget), each refused with its status, nothing appended.
+// The hostile-sender rules (docs/security.md) against the running server, each rule broken from a
+// peer address of its own (a fresh unverified budget), each refused with its status, nothing
+// appended.
 void BreakEveryIssue11Rule(const ServeProcess& server, TestDatabase& db, const std::string& dir,
                            const json& sections) {
     const Config signing = SigningConfig(dir, sections, true);
@@ -666,7 +667,7 @@ void BreakEveryIssue11Rule(const ServeProcess& server, TestDatabase& db, const s
     }
 }
 
-// Issue 11 point 1: a peer flooding 64 KiB deliveries without a valid signature is limited to
+// A peer flooding 64 KiB deliveries without a valid signature is limited to
 // limits.unverified_per_peer_per_minute stored receipts (then 429, counted, never stored),
 // while valid callbacks from another address stay fast; a delivery that verifies is never
 // limited, even from the limited address.
@@ -752,7 +753,7 @@ TEST(ReliabilityPgTest, AnUnverifiedFloodFromOnePeerIsLimitedAndValidCallbacksSt
               std::to_string(kLimit + 2));
 }
 
-// Issue 11 point 2: the committer's queue is bounded in bytes. With the writer lock held by
+// The committer's queue is bounded in bytes. With the writer lock held by
 // the test, ~1 000 signed 64 KiB deliveries fill a 48 MiB write queue; the ones beyond it are
 // answered 503 at once (while the lock is still held) and stored nowhere, and the serve
 // process's peak RSS (VmHWM) stays at most 256 MiB through the fill and the writes. (Not the
@@ -883,7 +884,7 @@ TEST(PeerLimitsTest, UnverifiedLimiterIsASlidingWindowOfSixtySecondsPerAddress) 
     EXPECT_TRUE(limiter.Admit("a", t0 + seconds{70}));
 }
 
-// SPEC §5 counts receipts stored: a delivery the database did not commit is uncounted.
+// The limit counts receipts stored: a delivery the database did not commit is uncounted.
 TEST(PeerLimitsTest, AnUnverifiedDeliveryThatWasNotStoredIsUncounted) {
     UnverifiedLimiter limiter{2};
     const auto t0 = UnverifiedLimiter::Clock::time_point{} + std::chrono::hours{1};
@@ -899,7 +900,7 @@ TEST(PeerLimitsTest, AnUnverifiedDeliveryThatWasNotStoredIsUncounted) {
     EXPECT_FALSE(limiter.Admit("a", t0 + seconds{5}));
 }
 
-// Issue 11 point 3: limits.connections_per_peer closes a peer's extra connections at accept;
+// limits.connections_per_peer closes a peer's extra connections at accept;
 // other peers are served, and the peer gets a slot back when one of its connections ends.
 TEST(ReliabilityPgTest, ConnectionsBeyondThePerPeerLimitAreClosedAtAccept) {
     TestDatabase db;
@@ -944,7 +945,7 @@ TEST(ReliabilityPgTest, ConnectionsBeyondThePerPeerLimitAreClosedAtAccept) {
     for (const int fd : held) close(fd);
 }
 
-// Issue 11 point 3: out of file descriptors, accept backs off instead of spinning. serve runs
+// Out of file descriptors, accept backs off instead of spinning. serve runs
 // with a limit of 64 open files, soft and hard (it raises the soft limit to the hard one, so
 // both are set), and gets more connections than it can hold; its CPU time while they wait
 // stays near zero, and it serves again once they are gone.
@@ -984,10 +985,9 @@ TEST(ReliabilityPgTest, AcceptOutOfFileDescriptorsBacksOffInsteadOfSpinning) {
     EXPECT_EQ(status, 200);
 }
 
-// Issue 11 point 7 (SPEC §8): serve started while its database is down waits for it, then
-// serves, instead of exiting.
-// SPEC §8: serve started while its database is down listens at once and waits for it:
-// /healthz 200, /readyz and every write 503 (in each channel's own form), then ready.
+// serve started while its database is down waits for it, then serves, instead of exiting
+// (docs/design.md#the-command-line). It listens at once and, while it waits: /healthz 200, /readyz
+// and every write 503 (in each channel's own form), then ready.
 TEST(ReliabilityPgTest, ServeStartedWhileTheDatabaseIsDownWaitsForIt) {
     testing::OwnPostgres pg;
     {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/run as a new user meets it (issue 12): a checkout in a private (0700) folder, as
+# scripts/run as a new user meets it: a checkout in a private (0700) folder, as
 # root in CI, with the binary already built (PAYLEDGER_BIN: nothing is rebuilt). Each way of
 # stopping it must leave no `payledger serve` and no PostgreSQL of that checkout running and
 # the port free:

@@ -13,17 +13,17 @@
 #include <string>
 #include <vector>
 
-#include "api/http/json_output.hpp"
 #include "api/subscriptions/webhook_signature.hpp"
+#include "ledger/bytes.hpp"
 
 namespace {
 
 using nlohmann::json;
-using payledger::api::Base64Encode;
 using payledger::api::Checked;
 using payledger::api::ParseWebhookSecret;
 using payledger::api::SignWebhook;
 using payledger::api::WebhookSecret;
+using payledger::ledger::Base64Encode;
 
 // A whsec_ text of `size` bytes, each `seed` plus its index.
 std::string SecretText(std::size_t size, unsigned char seed) {

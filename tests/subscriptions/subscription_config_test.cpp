@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "api/config.hpp"
-#include "api/http/json_output.hpp"
+#include "ledger/bytes.hpp"
 
 namespace payledger::api {
 namespace {
@@ -55,8 +55,8 @@ TEST(ParseSubscriptions, ReadsEveryFieldOfAFullEntry) {
     EXPECT_EQ(full.name, "fulfilment");
     EXPECT_EQ(full.url, "https://hooks.example.com/payledger?team=2");
     ASSERT_EQ(full.secrets.size(), 2U);
-    EXPECT_EQ(Base64Encode(full.secrets[0].bytes()), kSubscriptionSecretA.substr(6));
-    EXPECT_EQ(Base64Encode(full.secrets[1].bytes()), kSubscriptionSecretB.substr(6));
+    EXPECT_EQ(ledger::Base64Encode(full.secrets[0].bytes()), kSubscriptionSecretA.substr(6));
+    EXPECT_EQ(ledger::Base64Encode(full.secrets[1].bytes()), kSubscriptionSecretB.substr(6));
     EXPECT_EQ(full.event_types,
               (std::set<EventType>{EventType::kPaymentSucceeded, EventType::kRefundSucceeded}));
     EXPECT_EQ(full.accounts, (std::set<std::string>{"shop-1", "shop.2"}));
@@ -101,8 +101,8 @@ struct InvalidSubscription {
 };
 
 TEST(ParseSubscriptions, EveryRefusalNamesItsField) {
-    const std::string base64_of_23 = Base64Encode(std::string(23, 's'));
-    const std::string base64_of_65 = Base64Encode(std::string(65, 's'));
+    const std::string base64_of_23 = ledger::Base64Encode(std::string(23, 's'));
+    const std::string base64_of_65 = ledger::Base64Encode(std::string(65, 's'));
     const std::string secret_rule =
         "must be \"whsec_\" followed by standard base64 of 24 to 64 bytes";
     const std::string key_rule = "must be 1-64 characters of A-Z a-z 0-9 _ - | * .";

@@ -17,7 +17,7 @@
 #include <fstream>
 #include <string>
 
-#include "api/http/json_output.hpp"
+#include "ledger/bytes.hpp"
 #include "tests/subscriptions/webhook_receiver.hpp"
 
 namespace payledger::api {
@@ -216,7 +216,7 @@ TEST(PostWebhook, UserInfoIsSentAsBasicCredentials) {
     EXPECT_EQ(result.status, 200);
     ASSERT_EQ(receiver.Requests().size(), 1U);
     EXPECT_EQ(receiver.Requests()[0].headers.at("authorization"),
-              "Basic " + Base64Encode("alice:p@ss"));
+              "Basic " + ledger::Base64Encode("alice:p@ss"));
     EXPECT_EQ(receiver.Requests()[0].headers.at("host"),
               "127.0.0.1:" + std::to_string(receiver.port()));
 }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "api/http/json_output.hpp"
+#include "ledger/bytes.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::api {
@@ -59,7 +59,8 @@ TEST(SignWebhook, ChangingAnySignedPartChangesTheSignature) {
 TEST(SignWebhook, SignsWithEverySecretInOrderSpaceSeparated) {
     const WebhookSecret first = WebhookSecretOf("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
     const WebhookSecret second = WebhookSecretOf("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD");
-    const WebhookSecret third = WebhookSecretOf("whsec_" + Base64Encode(std::string(64, '\x07')));
+    const WebhookSecret third =
+        WebhookSecretOf("whsec_" + ledger::Base64Encode(std::string(64, '\x07')));
     const std::string id = "fulfilment:1-3";
     const std::string body = R"({"type":"ledger.events"})";
     const std::string one = SignWebhook({first}, id, 1700000000, body);
@@ -79,22 +80,23 @@ TEST(ParseWebhookSecret, AcceptsTwentyFourToSixtyFourBytes) {
     for (const std::size_t size :
          {std::size_t{24}, std::size_t{25}, std::size_t{32}, std::size_t{63}, std::size_t{64}}) {
         const std::string bytes(size, '\xa5');
-        const Checked<WebhookSecret> secret = ParseWebhookSecret("whsec_" + Base64Encode(bytes));
+        const Checked<WebhookSecret> secret =
+            ParseWebhookSecret("whsec_" + ledger::Base64Encode(bytes));
         ASSERT_TRUE(secret.ok()) << size;
         EXPECT_EQ(secret->bytes(), bytes);
     }
 }
 
 TEST(ParseWebhookSecret, RefusesMalformedSecretsWithoutRepeatingThem) {
-    const std::string valid_body = Base64Encode(std::string(32, 'k'));
+    const std::string valid_body = ledger::Base64Encode(std::string(32, 'k'));
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"no prefix", valid_body},
         {"another prefix", "whsk_" + valid_body},
         {"prefix in upper case", "WHSEC_" + valid_body},
         {"prefix only", "whsec_"},
         {"empty", ""},
-        {"23 bytes", "whsec_" + Base64Encode(std::string(23, 'k'))},
-        {"65 bytes", "whsec_" + Base64Encode(std::string(65, 'k'))},
+        {"23 bytes", "whsec_" + ledger::Base64Encode(std::string(23, 'k'))},
+        {"65 bytes", "whsec_" + ledger::Base64Encode(std::string(65, 'k'))},
         {"not base64", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLa!w"},
         {"URL-safe alphabet", "whsec_" + std::string(31, 'A') + "-"},
         {"length not a multiple of 4", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS"},

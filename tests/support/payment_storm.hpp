@@ -9,7 +9,7 @@
 
 namespace payledger::testing {
 
-// A platform's callback storm against a `payledger serve` (issue 7, issue 16): orders R-0 ...
+// A platform's callback storm against a `payledger serve`: orders R-0 ...
 // R-<count-1> created directly in the ledger, their generic payments sent from kStormClients
 // connections until each is acknowledged, and the checks that follow a crash or a failover.
 

@@ -114,7 +114,7 @@ ServeProcess::ServeProcess(const std::string& database_url, const nlohmann::json
         {"generic", {{"secret", kGenericSecret}}}};
     config.update(extra);
     {
-        // SPEC §9: serve refuses a config file that other users may read.
+        // serve refuses a config file that other users may read.
         const int fd = open(config_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         fchmod(fd, 0600);  // A file left by an earlier run keeps its mode through O_TRUNC.
         const std::string text = config.dump(2);
@@ -152,7 +152,7 @@ void ServeProcess::Start() {
         FAIL() << "payledger serve did not start on port " << port_ << "; its log:\n" << text;
     }
     if (await_ == Await::kListening) return;
-    // SPEC §8: serve listens before its database is reached and migrated; ready is /readyz.
+    // serve listens before its database is reached and migrated; ready is /readyz.
     HttpClient client{port_};
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
     while (client.Get("/readyz").status != 200) {

@@ -12,7 +12,7 @@ namespace payledger::testing {
 class ServeProcess {
 public:
     // What Start() waits for: /readyz 200 (its database reached and migrated), or only that
-    // it accepts connections (serve started while its database is down, SPEC §8).
+    // it accepts connections (serve started while its database is down).
     enum class Await { kReady, kListening };
 
     // Writes the config (plus the sections of `extra`) and starts the server; returns once

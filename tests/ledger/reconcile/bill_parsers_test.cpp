@@ -1,6 +1,6 @@
-// The statement readers of SPEC §10 on providers.md §8's sample rows (copied byte for byte:
-// the WeChat backticks, Alipay's tab-then-comma separators) and on broken bills: no summary,
-// totals that disagree, bad amounts, another merchant or day, a CSV that is not GBK, a
+// The statement readers (docs/reconciliation.md) on sample rows in the platforms' layouts (byte
+// for byte: the WeChat backticks, Alipay's tab-then-comma separators) and on broken bills: no
+// summary, totals that disagree, bad amounts, another merchant or day, a CSV that is not GBK, a
 // truncated gzip stream and a truncated zip archive. Lines are fed through LineReader in
 // small pieces, so a line split across reads is covered too.
 #include <gmock/gmock.h>
@@ -56,7 +56,7 @@ const std::string kWechatHeader =
     "交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,交易状态,"
     "付款银行,货币种类,应结订单金额,代金券金额,微信退款单号,商户退款单号,退款金额,充值券退款金额,"
     "退款类型,退款状态,商品名称,商户数据包,手续费,费率,订单金额,申请退款金额,费率备注";
-// providers.md §8.1, verbatim.
+// Rows in the layout of docs/reconciliation.md#wechat-pay-trade-bill, backticks and all.
 const std::string kWechatPayment =
     "`2026-11-30 10:06:33,`wx8888888888888888,`1900000109,`0,`,`4200002360202611301150650780,"
     "`ORD-20261130-0001,`oUpF8uMuAJO_M2pxb1Q9zNjWeS6o,`JSAPI,`SUCCESS,`OTHERS,`CNY,`60.00,`0.00,"
@@ -117,7 +117,7 @@ TEST(WechatBill, ProvidersSampleRowsGiveAPaymentAndARefund) {
         EXPECT_EQ(entries[1].event_type, EventType::kRefundSucceeded);
         EXPECT_EQ(entries[1].out_trade_no, "ORD-20261125-0042");
         EXPECT_EQ(entries[1].platform_id, "50302709992026113091956632208");
-        // The refund's payment, for SPEC §6's cross-check before --apply.
+        // The refund's payment, for the cross-check before --apply.
         EXPECT_EQ(entries[1].payment_id, "4200002166202611250324636876");
         EXPECT_EQ(entries[0].payment_id, "4200002360202611301150650780");
         EXPECT_EQ(entries[1].amount, 5000);
@@ -192,6 +192,23 @@ TEST(WechatBill, TwoEntriesForOneKeyAreBothGiven) {
     EXPECT_EQ(entries[1].line_number, 3);
 }
 
+// An id as long as a callback may store (projections::kPlatformIdBytesMax) is reconciled:
+// the bill parsers take every id the ledger can hold.
+TEST(WechatBill, AnIdOfAHundredCharactersIsRead) {
+    const std::string id(100, '7');
+    const std::string refund_id = "RF" + std::string(98, '8');
+    const std::vector<BillEntry> entries = ParseWechat(WechatBill(
+        {Replace(kWechatPayment, "`4200002360202611301150650780,", "`" + id + ","),
+         Replace(Replace(kWechatRefund, "`4200002166202611250324636876,", "`" + id + ","),
+                 "`50302709992026113091956632208,", "`" + refund_id + ",")},
+        "`2,`60.00,`50.00,`0.00,`0.05000,`60.00,`50.00"));
+    ASSERT_EQ(entries.size(), 2u);
+    EXPECT_EQ(entries[0].platform_id, id);
+    EXPECT_EQ(entries[0].payment_id, id);
+    EXPECT_EQ(entries[1].platform_id, refund_id);
+    EXPECT_EQ(entries[1].payment_id, id);
+}
+
 // Each broken bill breaks exactly one rule, and the message says which.
 TEST(WechatBill, BrokenBillsAreRefused) {
     const std::string good = "`2,`60.00,`50.00,`0.00,`0.05000,`60.00,`50.00";
@@ -232,30 +249,31 @@ TEST(WechatBill, BrokenBillsAreRefused) {
          "商户订单号 \"ORD 1\" is not a valid out_trade_no", "bad out_trade_no"},
         {WechatBill({payment_with("`CNY,", "`cny,"), kWechatRefund}, good),
          "货币种类 \"cny\" is not an ISO 4217 code", "bad currency"},
-        {WechatBill({payment_with("`2026-11-30 10:06:33,", "`2026-11-31 10:06:33,"),
-                     kWechatRefund},
+        {WechatBill({payment_with("`2026-11-30 10:06:33,", "`2026-11-31 10:06:33,"), kWechatRefund},
                     good),
          "交易时间 \"2026-11-31 10:06:33\"", "bad time"},
         {WechatBill({payment_with(",`0.54%,", ","), kWechatRefund}, good),
          "has 26 fields, the header 27", "a field short"},
         {WechatBill({payment_with("`SUCCESS,", "`PAID,"), kWechatRefund}, good),
          "unknown 交易状态 PAID", "unknown status"},
-        {WechatBill({payment_with("`4200002360202611301150650780,", "`42000023602026113011506507８,"),
-                     kWechatRefund},
+        {WechatBill(
+             {payment_with("`4200002360202611301150650780,", "`42000023602026113011506507８,"),
+              kWechatRefund},
+             good),
+         "微信订单号 must be 1-128 visible ASCII characters", "a non-ASCII payment id"},
+        {WechatBill(
+             {payment_with("`4200002360202611301150650780,", "`" + std::string(129, '4') + ","),
+              kWechatRefund},
+             good),
+         "微信订单号 must be 1-128 visible ASCII characters", "a payment id of 129 characters"},
+        {WechatBill({kWechatPayment,
+                     Replace(kWechatRefund, "`50302709992026113091956632208,", "`5030 2709,")},
                     good),
-         "微信订单号 must be 1-64 characters of printable ASCII", "a non-ASCII payment id"},
-        {WechatBill({payment_with("`4200002360202611301150650780,", "`" + std::string(65, '4') + ","),
-                     kWechatRefund},
-                    good),
-         "微信订单号 must be 1-64 characters", "a payment id of 65 characters"},
-        {WechatBill({kWechatPayment, Replace(kWechatRefund, "`50302709992026113091956632208,",
-                                             "`5030 2709,")},
-                    good),
-         "微信退款单号 must be 1-64 characters", "a refund id with a space"},
-        {WechatBill({kWechatPayment, Replace(kWechatRefund, "`4200002166202611250324636876,",
-                                             "`,")},
-                    good),
-         "微信订单号 must be 1-64 characters", "a refund row without its payment"},
+         "微信退款单号 must be 1-128 visible ASCII characters", "a refund id with a space"},
+        {WechatBill(
+             {kWechatPayment, Replace(kWechatRefund, "`4200002166202611250324636876,", "`,")},
+             good),
+         "微信订单号 must be 1-128 visible ASCII characters", "a refund row without its payment"},
         // 0xFF is never UTF-8; the field is one no rule reads.
         {WechatBill({payment_with("`T-shirt,", "`T-\xff,"), kWechatRefund}, good),
          "line 2: is not UTF-8 text", "invalid UTF-8"},
@@ -330,7 +348,8 @@ TEST(WechatBill, AGzipBombStopsAtTheDecompressedLimit) {
     std::filesystem::remove(path);
 }
 
-// providers.md §8.2, verbatim (the separators are tab-then-comma), as UTF-8.
+// The sample of docs/reconciliation.md#alipay-business-detail-bill, whole (the separators are
+// tab-then-comma), as UTF-8.
 const std::vector<std::string> kAlipayLines = {
     "#支付宝业务明细查询",
     "#账号：[20881234567890120156]",
@@ -453,25 +472,26 @@ TEST(AlipayBill, BrokenBillsAreRefused) {
          "has 24 fields, the header 25", "a field short"},
         {AlipayCsv(footer_first), "a row after the footer", "a row after the footer"},
         // 0xFF never starts a GBK character; the field is one no rule reads.
-        {Replace(AlipayCsv(kAlipayLines), "T-shirt", "T-\xff"),
-         "line 6: is not GBK text", "not GBK"},
-        {AlipayCsv({"#支付宝业务明细查询", "#起始日期：[2026年11月30日 00:00:00]   终止日期：[2026年12月01日 00:00:00]",
-                    kAlipayLines[4], Replace(kAlipayLines[5], "T-shirt", "T-\xff"),
-                    kAlipayLines[6], kAlipayLines[8]},
+        {Replace(AlipayCsv(kAlipayLines), "T-shirt", "T-\xff"), "line 6: is not GBK text",
+         "not GBK"},
+        {AlipayCsv({"#支付宝业务明细查询",
+                    "#起始日期：[2026年11月30日 00:00:00]   终止日期：[2026年12月01日 00:00:00]",
+                    kAlipayLines[4], Replace(kAlipayLines[5], "T-shirt", "T-\xff"), kAlipayLines[6],
+                    kAlipayLines[8]},
                    /*utf8_bom=*/true),
          "line 4: is not UTF-8 text", "a UTF-8 bill that is not UTF-8"},
         {with(5, Replace(kAlipayLines[5], "2026113022001458860515315453\t",
-                         "2026113022001458860515315453" + std::string(40, '9') + "\t")),
-         "支付宝交易号 must be 1-64 characters", "a trade number of 68 characters"},
+                         "2026113022001458860515315453" + std::string(101, '9') + "\t")),
+         "支付宝交易号 must be 1-128 visible ASCII characters", "a trade number of 129 characters"},
         {with(6, Replace(kAlipayLines[6], "RF-20261130-0002\t", "RF 2\t")),
-         "退款批次号/请求号 must be 1-64 characters", "a refund number with a space"},
+         "退款批次号/请求号 must be 1-128 visible ASCII characters",
+         "a refund number with a space"},
         // A monthly bill: it starts on --date but does not end the next day.
         {with(2, "#起始日期：[2026年11月30日 00:00:00]   终止日期：[2026年12月30日 00:00:00]"),
          "not a daily bill of 2026-11-30", "a month"},
         {with(2, "#起始日期：[2026年11月30日 08:00:00]   终止日期：[2026年12月01日 00:00:00]"),
          "not a daily bill of 2026-11-30", "a day starting at 08:00"},
-        {with(2, "#起始日期：[2026年11月30日 00:00:00]"), "the dates line is not",
-         "no end date"},
+        {with(2, "#起始日期：[2026年11月30日 00:00:00]"), "the dates line is not", "no end date"},
     };
     for (const Case& c : cases) {
         ExpectRefused([&] { static_cast<void>(ParseAlipay(c.text)); }, c.message, c.what);
@@ -623,26 +643,6 @@ TEST(LineReader, BlankLinesCountTowardTheLineLimit) {
     std::string line;
     for (int i = 0; i < 9; ++i) ASSERT_TRUE(lines.Next(line));
     ExpectRefused([&] { lines.Next(line); }, "more than 9 lines (blank ones included)", "limit");
-}
-
-TEST(IsPlatformId, PrintableAsciiWithoutSpacesOneTo64) {
-    EXPECT_TRUE(IsPlatformId("4200002360202611301150650780"));
-    EXPECT_TRUE(IsPlatformId(std::string(64, 'x')));
-    EXPECT_FALSE(IsPlatformId(std::string(65, 'x')));
-    EXPECT_FALSE(IsPlatformId(""));
-    EXPECT_FALSE(IsPlatformId("a b"));
-    EXPECT_FALSE(IsPlatformId("a\tb"));
-    EXPECT_FALSE(IsPlatformId("订单"));
-    EXPECT_FALSE(IsPlatformId("a\x7f"));
-}
-
-TEST(IsValidUtf8, RefusesWhatIsNotUtf8) {
-    EXPECT_TRUE(IsValidUtf8("交易 abc"));
-    EXPECT_FALSE(IsValidUtf8("\xff"));
-    EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // Overlong "/".
-    EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // A surrogate.
-    EXPECT_FALSE(IsValidUtf8("\xe4\xba"));          // Cut short.
-    EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // Past U+10FFFF.
 }
 
 }  // namespace

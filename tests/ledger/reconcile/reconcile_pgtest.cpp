@@ -1,4 +1,4 @@
-// `payledger reconcile` against the real PostgreSQL (SPEC §10, issue 13 points 1-3, 7): every
+// `payledger reconcile` against the real PostgreSQL (docs/reconciliation.md): every
 // category in one bill with the exact output, --apply through the callbacks' write path (a
 // receipt whose body is the bill's line, source wechat_bill, the projections), a second run
 // that applies nothing, the platform's later callback as a duplicate, verify after; §6
@@ -7,14 +7,14 @@
 // GET /v1/reconciliations[/{id}] through the HTTP service.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <openssl/sha.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ledger/bytes.hpp"
 #include "ledger/reads.hpp"
 #include "ledger/reconcile/reconciliation.hpp"
 #include "ledger/reconcile/simulate_bill.hpp"
@@ -50,7 +50,7 @@ const std::string kHeader =
 
 std::string Yuan(std::int64_t fen) { return FormatYuan(fen); }
 
-// One detail row in providers.md §8.1's 27-field layout.
+// One detail row in the 27-field layout (docs/reconciliation.md#wechat-pay-trade-bill).
 struct Row {
     EventType type = EventType::kPaymentSucceeded;
     std::string out_trade_no;
@@ -299,7 +299,7 @@ TEST_F(ReconcilePgTest, ApplyAppendsThroughTheWritePathOnceAndTheLateCallbackIsA
     EXPECT_TRUE(Verify(db_.url()).ok());
 }
 
-// SPEC §8: the command's progress display is told each phase, in order, with the counts.
+// The command's progress display is told each phase, in order, with the counts.
 TEST_F(ReconcilePgTest, ProgressIsReadingThenApplyingThenDone) {
     Order("G-1", 100);
     Order("G-2", 200);
@@ -363,14 +363,7 @@ TEST_F(ReconcilePgTest, TheTableIsAppendOnlyAndHoldsTheBillAsGiven) {
     WriteBill(text);
     const ReconcileReport report = Run(false);
     EXPECT_TRUE(report.ok);
-    unsigned char digest[SHA256_DIGEST_LENGTH];
-    SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
-    std::string hex;
-    for (const unsigned char byte : digest) {
-        static constexpr char kDigits[] = "0123456789abcdef";
-        hex += kDigits[byte >> 4];
-        hex += kDigits[byte & 0x0f];
-    }
+    const std::string hex = Sha256Hex(text);
     EXPECT_EQ(db_.Scalar("SELECT bill_sha256 FROM reconciliations"), hex);
     // The bytes are stored apart (reconciliation_bills), the record names them.
     EXPECT_EQ(db_.Scalar("SELECT encode(sha256(payledger_reconciliation_bill(r)), 'hex') "
@@ -524,7 +517,8 @@ TEST_F(ReconcilePgTest, AKeyTwiceInOneBillIsClassifiedEntryByEntryAndNeverApplie
     const nlohmann::json differences = Differences(report.id);
     ASSERT_EQ(differences.size(), 3u);
     EXPECT_EQ(differences[0]["bill"], "42P3b:1000");
-    // SPEC §10's difference object, exactly; why an entry was not applied is the run's log.
+    // The difference object (docs/reconciliation.md#the-record), exactly; why an entry was not
+    // applied is the run's log.
     for (const nlohmann::json& difference : differences) {
         EXPECT_EQ(difference.size(), 5u) << difference.dump();
         for (const char* key : {"category", "event_type", "out_trade_no", "bill", "ledger"}) {
@@ -535,7 +529,7 @@ TEST_F(ReconcilePgTest, AKeyTwiceInOneBillIsClassifiedEntryByEntryAndNeverApplie
                                           "has 2 entries for this event type and out_trade_no"));
 }
 
-// SPEC §6: a refund row names its payment; --apply passes it as the refund's claim, so a
+// A refund row names its payment; --apply passes it as the refund's claim, so a
 // refund of another payment is never appended.
 TEST_F(ReconcilePgTest, ApplyRefusesARefundThatNamesAnotherPayment) {
     Order("R-3", 5000);
@@ -552,7 +546,7 @@ TEST_F(ReconcilePgTest, ApplyRefusesARefundThatNamesAnotherPayment) {
     EXPECT_THAT(output, ::testing::HasSubstr(
                             "  missing_in_ledger REFUND_SUCCEEDED R-3 bill=50R3:1000 ledger=-\n"));
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events WHERE out_trade_no = 'R-3'"), "2");
-    // The write path kept a receipt of the refusal, as for a refund notice (SPEC §6).
+    // The write path kept a receipt of the refusal, as for a refund notice.
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"),
               std::to_string(std::stoll(receipts_before) + 1));
     EXPECT_EQ(db_.Scalar("SELECT outcome FROM callback_receipts WHERE out_trade_no = 'R-3' "
