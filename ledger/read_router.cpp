@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "ledger/durability.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::ledger {
@@ -224,6 +225,23 @@ ReadLease ReadRouter::Acquire() {
     return ReadLease{.connection = std::move(lease), .source = {}};
 }
 
+ReadLease ReadRouter::AcquirePrimary() {
+    ConnectionPool::Lease lease = primary_.Acquire();
+    ++primary_reads_;
+    return ReadLease{.connection = std::move(lease), .source = {}};
+}
+
+bool ReadRouter::ConfirmShown(pqxx::connection& connection, const ReadSource& source) {
+    if (!source.replica) {
+        (void)AwaitSynchronousStandbys(connection);
+        return true;
+    }
+    const std::optional<std::int64_t> streaming = StreamingTimeline(connection);
+    if (!streaming) return false;
+    ConnectionPool::Lease primary = primary_.Acquire();
+    return AwaitSynchronousStandbys(*primary) == *streaming;
+}
+
 ReadConnection ReadRouter::Connect() {
     if (const std::optional<double> lag = UseReplica()) {
         try {
@@ -235,6 +253,10 @@ ReadConnection ReadRouter::Connect() {
             Switch(Target::kPrimary, std::string("the replica is unreachable: ") + error.what());
         }
     }
+    return ConnectPrimary();
+}
+
+ReadConnection ReadRouter::ConnectPrimary() {
     auto connection = ledger::Connect(primary_url_);
     ++primary_reads_;
     return ReadConnection{.connection = std::move(connection), .source = {}};

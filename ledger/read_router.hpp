@@ -126,6 +126,18 @@ public:
     [[nodiscard]] ReadLease Acquire();
     // A connection of the caller's own (a streamed export), by the same rule.
     [[nodiscard]] ReadConnection Connect();
+    // A pooled connection to the primary, and one of the caller's own, whatever the rule says.
+    [[nodiscard]] ReadLease AcquirePrimary();
+    [[nodiscard]] ReadConnection ConnectPrimary();
+
+    // docs/design.md#what-a-reader-is-shown: after a read of the feeds on `connection`, from
+    // `source`, waits until what it saw is as durable as an acknowledged append (the
+    // synchronous standbys hold it: AwaitSynchronousStandbys, on the primary). Returns false,
+    // having waited for nothing, when the read came from a replica that does not stream the
+    // primary's timeline now (it may hold WAL the primary does not have): read again from the
+    // primary. Throws pqxx::in_doubt_error when the wait was cancelled or its session lost,
+    // and as ConnectionPool::Acquire does for the primary.
+    [[nodiscard]] bool ConfirmShown(pqxx::connection& connection, const ReadSource& source);
 
     [[nodiscard]] ReadStatus status() const;
 

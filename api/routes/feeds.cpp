@@ -43,12 +43,11 @@ private:
 // the export started. Owns its connection and one export slot; one page in memory at a time.
 class EventExport final : public BodyProducer {
 public:
+    // `last`: the last seq committed when the export started (LastSeq), confirmed shown.
     EventExport(std::unique_ptr<pqxx::connection> connection, std::int64_t after,
-                std::shared_ptr<std::atomic<int>> active)
-        : connection_(std::move(connection)), after_(after), active_(std::move(active)) {
-        pqxx::read_transaction tx{*connection_};
-        last_ = tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0].as<std::int64_t>();
-    }
+                std::int64_t last, std::shared_ptr<std::atomic<int>> active)
+        : connection_(std::move(connection)), after_(after), last_(last),
+          active_(std::move(active)) {}
     ~EventExport() override { --*active_; }
     EventExport(const EventExport&) = delete;
     EventExport& operator=(const EventExport&) = delete;
@@ -75,6 +74,11 @@ private:
     std::shared_ptr<std::atomic<int>> active_;
 };
 
+std::int64_t LastSeq(pqxx::connection& connection) {
+    pqxx::read_transaction tx{connection};
+    return tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0].as<std::int64_t>();
+}
+
 }  // namespace
 
 void App::HandleEventExport(Incoming incoming, Respond respond) {
@@ -96,8 +100,15 @@ void App::HandleEventExport(Incoming incoming, Respond respond) {
     // A failure to connect throws to App::Handle; the slot is given back on the way.
     // On the replica too (docs/design.md#read-replicas); its connection is the export's own.
     ledger::ReadConnection connection = reads_->Connect();
-    auto producer =
-        std::make_unique<EventExport>(std::move(connection.connection), after, exports_active_);
+    std::int64_t last = LastSeq(*connection.connection);
+    // docs/design.md#what-a-reader-is-shown: only what no failover can take back.
+    if (!reads_->ConfirmShown(*connection.connection, connection.source)) {
+        connection = reads_->ConnectPrimary();
+        last = LastSeq(*connection.connection);
+        (void)reads_->ConfirmShown(*connection.connection, connection.source);
+    }
+    auto producer = std::make_unique<EventExport>(std::move(connection.connection), after, last,
+                                                  exports_active_);
     slot.Release();  // The export gives it back when the stream ends.
     Response header{http::status::ok, 11};
     header.set(http::field::content_type, "application/x-ndjson");
@@ -109,8 +120,7 @@ Response App::HandleFeed(const Incoming& incoming, bool events) {
     std::variant<PageQuery, Response> query = ParsePageQuery(incoming, !events, true);
     if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
     const PageQuery& page = std::get<PageQuery>(query);
-    ledger::ReadLease lease = reads_->Acquire();  // The replica when it is fresh enough.
-    Response response = [&] {
+    const auto read_page = [&](ledger::ReadLease& lease) {
         pqxx::read_transaction tx{*lease.connection};
         if (events) {
             return PageResponse("events", page,
@@ -124,7 +134,20 @@ Response App::HandleFeed(const Incoming& incoming, bool events) {
             page.before ? ledger::ReadReceiptsBefore(tx, *page.before, page.limit, page.outcome)
                         : ledger::ReadReceiptsAfter(tx, page.after, page.limit, page.outcome),
             ReceiptJson, [](const ledger::Receipt& receipt) { return receipt.id; });
-    }();
+    };
+    // docs/design.md#what-a-reader-is-shown: a page is answered only once no failover can take
+    // back what it shows; from the primary when the replica cannot prove it follows it.
+    {
+        ledger::ReadLease lease = reads_->Acquire();  // The replica when it is fresh enough.
+        Response response = read_page(lease);
+        if (reads_->ConfirmShown(*lease.connection, lease.source)) {
+            SetReadFrom(response, lease.source);
+            return response;
+        }
+    }
+    ledger::ReadLease lease = reads_->AcquirePrimary();
+    Response response = read_page(lease);
+    (void)reads_->ConfirmShown(*lease.connection, lease.source);
     SetReadFrom(response, lease.source);
     return response;
 }

@@ -10,6 +10,7 @@
 #include "api/subscriptions/webhook_signature.hpp"
 #include "api/subscriptions/webhook_url.hpp"
 #include "ledger/clock.hpp"
+#include "ledger/durability.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 
@@ -229,6 +230,8 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
                 batch.scanned_to, ledger::FeedNotifier::Clock::now() + options_.idle_recheck);
             return std::chrono::milliseconds{0};
         }
+        // docs/design.md#what-a-reader-is-shown: never deliver what a failover could take back.
+        (void)ledger::AwaitSynchronousStandbys(connection);
         worker.pending = std::move(batch.events);
     }
 
