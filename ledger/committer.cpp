@@ -9,8 +9,8 @@
 namespace payledger::ledger {
 namespace {
 
-DeliveryResult InternalError(std::string message) {
-    DeliveryResult result = Unavailable(std::move(message));
+DeliveryResult InternalError(std::string message, std::string detail) {
+    DeliveryResult result = Unavailable(std::move(message), std::move(detail));
     result.internal_error = true;
     return result;
 }
@@ -21,9 +21,10 @@ constexpr std::size_t kDeliveryOverheadBytes = 2 * 1024;
 
 }  // namespace
 
-DeliveryResult Unavailable(std::string message) {
+DeliveryResult Unavailable(std::string message, std::string detail) {
     return DeliveryResult{.outcome = projections::Outcome::kUnavailable,
-                          .message = std::move(message)};
+                          .message = std::move(message),
+                          .detail = std::move(detail)};
 }
 
 std::size_t Committer::QueuedBytes(const Delivery& delivery) {
@@ -215,14 +216,14 @@ std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t
 }
 
 std::vector<DeliveryResult> Committer::WriteWithRetries(const Batch& batch) {
-    std::string failure;
+    Failure failure;
     for (int attempt = 1; attempt <= options_.transaction_attempts_max; ++attempt) {
         try {
             return WriteOnce(batch, 0, batch.deliveries.size());
         } catch (...) {
             Failure classified = ClassifyFailure(std::current_exception());
             if (classified.reconnect) connection_.reset();
-            failure = std::move(classified.message);
+            failure = classified;
             switch (classified.kind) {
                 case FailureKind::kRetryable:
                     if (classified.retry_now) continue;  // Nothing was committed: again.
@@ -237,7 +238,8 @@ std::vector<DeliveryResult> Committer::WriteWithRetries(const Batch& batch) {
         }
     }
     ++stats_.failures;
-    return std::vector<DeliveryResult>(batch.deliveries.size(), Unavailable(failure));
+    return std::vector<DeliveryResult>(batch.deliveries.size(),
+                                       Unavailable(failure.answer, failure.message));
 }
 
 std::vector<DeliveryResult> Committer::WriteOneByOne(const Batch& batch) {
@@ -253,8 +255,10 @@ std::vector<DeliveryResult> Committer::WriteOneByOne(const Batch& batch) {
             Failure classified = ClassifyFailure(std::current_exception());
             if (classified.reconnect) connection_.reset();
             result = classified.kind == FailureKind::kInvariantBroken
-                         ? InternalError(std::move(classified.message))
-                         : Unavailable(std::move(classified.message));
+                         ? InternalError(std::move(classified.answer),
+                                         std::move(classified.message))
+                         : Unavailable(std::move(classified.answer),
+                                       std::move(classified.message));
         }
         results.push_back(std::move(result));
     }

@@ -151,6 +151,6 @@ private:
 };
 
 // The result for a delivery whose transaction did not commit.
-[[nodiscard]] DeliveryResult Unavailable(std::string message);
+[[nodiscard]] DeliveryResult Unavailable(std::string message, std::string detail = {});
 
 }  // namespace payledger::ledger

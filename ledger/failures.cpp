@@ -20,11 +20,14 @@ bool IsTransient(const std::string& state) {
            state == "53300";  // too_many_connections.
 }
 
-Failure Make(FailureKind kind, std::string message, bool retry_now = false,
-             bool reconnect = false) {
+// `answer` for the client, `detail` (the driver's text) only for the operator's log.
+Failure Make(FailureKind kind, std::string answer, const std::string& detail,
+             bool retry_now = false, bool reconnect = false) {
+    std::string message = detail.empty() ? answer : answer + ": " + detail;
     return Failure{.kind = kind,
                    .retry_now = retry_now,
                    .reconnect = reconnect,
+                   .answer = std::move(answer),
                    .message = std::move(message)};
 }
 
@@ -37,39 +40,39 @@ Failure ClassifyFailure(const std::exception_ptr& error) noexcept {
         } catch (const pqxx::in_doubt_error& e) {
             // The commit may or may not have happened: never retry it (libpqxx transactor).
             // The platform's retry will find a duplicate or append.
-            return Make(FailureKind::kInDoubt, std::string("commit outcome unknown: ") + e.what(),
+            return Make(FailureKind::kInDoubt, "commit outcome unknown", e.what(),
                         false, true);
         } catch (const pqxx::broken_connection& e) {
             return Make(FailureKind::kRetryable,
-                        std::string("database connection lost: ") + e.what(), true, true);
+                        "database connection lost", e.what(), true, true);
         } catch (const pqxx::transaction_rollback& e) {
             return Make(FailureKind::kRetryable,
-                        std::string("transaction rolled back: ") + e.what(), true);
+                        "transaction rolled back", e.what(), true);
         } catch (const pqxx::sql_error& e) {
             if (e.sqlstate() == kReadOnlySqlTransaction) {
                 // docs/design.md#failover: this session is on a read-only server (a standby, or a
                 // primary that became one): nothing was written. Drop it; a new connection may find
                 // the primary (target_session_attrs=read-write, Connect's check).
                 return Make(FailureKind::kRetryable,
-                            std::string("the database server is read-only: ") + e.what(), true,
+                            "the database server is read-only", e.what(), true,
                             true);
             }
             if (IsTransient(e.sqlstate())) {
                 return Make(FailureKind::kRetryable,
-                            std::string("database unavailable: ") + e.what());
+                            "database unavailable", e.what());
             }
-            return Make(FailureKind::kInvariantBroken, e.what());
+            return Make(FailureKind::kInvariantBroken, "internal error", e.what());
         } catch (const pqxx::failure& e) {
-            return Make(FailureKind::kRetryable, std::string("database error: ") + e.what(), false,
+            return Make(FailureKind::kRetryable, "database error", e.what(), false,
                         true);
         } catch (const PoolExhausted& e) {
-            return Make(FailureKind::kRetryable, e.what());
+            return Make(FailureKind::kRetryable, e.what(), "");
         } catch (const InvariantError& e) {
-            return Make(FailureKind::kInvariantBroken, e.what());
+            return Make(FailureKind::kInvariantBroken, "internal error", e.what());
         } catch (const std::exception& e) {
-            return Make(FailureKind::kInvariantBroken, e.what());
+            return Make(FailureKind::kInvariantBroken, "internal error", e.what());
         } catch (...) {
-            return Make(FailureKind::kInvariantBroken, "unknown exception");
+            return Make(FailureKind::kInvariantBroken, "internal error", "unknown exception");
         }
     } catch (...) {
         // Building a message failed (out of memory): still a classification.

@@ -23,7 +23,10 @@ struct Failure {
     // connection, a serialization rollback), as libpqxx's transactor retries.
     bool retry_now = false;
     bool reconnect = false;  // The connection is unusable: drop it.
-    std::string message{};   // For the operator's log: may hold the driver's text.
+    // For the client: what failed, in our words. Never the driver's text, which names hosts,
+    // ports, sockets and SQL.
+    std::string answer{};
+    std::string message{};  // For the operator's log: the answer and the driver's text.
 };
 
 // Classifies `error` (from std::current_exception() in a catch (...)). Never throws.

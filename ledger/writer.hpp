@@ -53,7 +53,10 @@ void PrepareForWrite(Delivery& delivery);
 struct DeliveryResult {
     projections::Outcome outcome = projections::Outcome::kUnavailable;
     std::int64_t seq = 0;  // The appended or existing event (appended, duplicate, conflict).
-    std::string message{};
+    std::string message{};  // In the answer.
+    // A failure's full text, the database driver's included, for the operator's log only:
+    // never in an answer (it names hosts, ports, sockets and SQL).
+    std::string detail{};
     std::optional<projections::OrderRow> order{};  // The order after this delivery, if known.
     std::int64_t receipt_id = 0;
     bool internal_error = false;  // An invariant or a database rule failed: answer 500.

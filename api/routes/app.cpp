@@ -100,7 +100,7 @@ void LogDelivery(projections::Source source, const std::optional<std::string>& o
                            std::chrono::duration_cast<std::chrono::microseconds>(latency).count()) /
                            1000.0},
         {"peer", incoming.peer},
-        {"reason", result.message}};
+        {"reason", result.detail.empty() ? result.message : result.detail}};
     LogJson(result.internal_error ? "error" : "info", Dump(fields));
 }
 

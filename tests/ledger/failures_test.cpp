@@ -109,6 +109,22 @@ TEST(ClassifyFailure, EveryKindOfErrorGetsItsClassification) {
         EXPECT_EQ(failure.reconnect, c.reconnect) << c.what;
         EXPECT_NE(failure.message.find(c.message_part), std::string::npos)
             << c.what << ": " << failure.message;
+        // The driver's text is for the log only: the answer is our own words (the pool's
+        // message is ours too).
+        if (c.what != "no pooled connection to be had") {
+            EXPECT_EQ(failure.message.find(failure.answer), 0U) << c.what;
+            const std::string driver_text = [&] {
+                try {
+                    std::rethrow_exception(c.error());
+                } catch (const std::exception& e) {
+                    return std::string(e.what());
+                } catch (...) {
+                    return std::string("unknown exception");
+                }
+            }();
+            EXPECT_EQ(failure.answer.find(driver_text), std::string::npos)
+                << c.what << ": " << failure.answer;
+        }
         // Only a failure that committed nothing may be tried again at once.
         if (failure.kind != FailureKind::kRetryable) {
             EXPECT_FALSE(failure.retry_now) << c.what;
