@@ -204,7 +204,9 @@ bool AdvanceCursor(pqxx::connection& connection, const std::string& name, std::i
                    std::int64_t to, projections::TimeMicros attempt_at) {
     PAYLEDGER_ASSERT(from >= 0);
     PAYLEDGER_ASSERT(to > from);
-    pqxx::work tx{connection};
+    // One statement in a transaction of its own (one round trip, not three): it is the
+    // compare-and-set, atomic by itself.
+    pqxx::nontransaction tx{connection};
     const pqxx::result updated = tx.exec_params(
         "UPDATE subscriptions SET after = $3, consecutive_failures = 0, last_error = NULL, "
         "last_attempt_at = " +
@@ -213,7 +215,6 @@ bool AdvanceCursor(pqxx::connection& connection, const std::string& name, std::i
             "WHERE name = $1 AND after = $2 AND NOT disabled",
         name, from, to, attempt_at);
     PAYLEDGER_ASSERT(updated.affected_rows() <= 1);  // The name is the key.
-    tx.commit();
     return updated.affected_rows() == 1;
 }
 
@@ -506,6 +507,11 @@ bool SubscriptionLease::Alive() {
         DropLocked();
         return false;
     }
+}
+
+bool SubscriptionLease::Usable() const {
+    const std::lock_guard lock{mutex_};
+    return connection_ && !IdleSessionEnded(*connection_);
 }
 
 void SubscriptionLease::DropLocked() {

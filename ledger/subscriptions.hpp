@@ -252,6 +252,9 @@ public:
     // a new lease). Call it before each batch: a deliverer whose lease died must stop, since
     // another process may take the subscription over.
     [[nodiscard]] bool Alive();
+    // No round trip: false when the session is known to have ended (closed, or the server
+    // said something while it was idle). Alive() before a batch still decides.
+    [[nodiscard]] bool Usable() const;
 
 private:
     // Closes the connection after a failure: the server frees every lock.

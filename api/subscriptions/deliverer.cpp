@@ -134,7 +134,8 @@ const SubscriptionDeliverer::Counters* SubscriptionDeliverer::counters(
 
 std::shared_ptr<ledger::SubscriptionLease> SubscriptionDeliverer::Lease() {
     std::lock_guard lock{lease_mutex_};
-    if (lease_ == nullptr || !lease_->Alive()) {
+    // No round trip here: Step asks the lease with Alive() right before each POST.
+    if (lease_ == nullptr || !lease_->Usable()) {
         lease_.reset();  // Its locks are gone with its session.
         lease_ = std::make_shared<ledger::SubscriptionLease>(options_.database_url,
                                                              options_.session);
@@ -192,36 +193,39 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
         return options_.lease_retry;
     }
 
+    // The stored state and, when nothing is pending and an attempt is due, the next batch:
+    // one transaction.
+    const projections::TimeMicros now = ledger::NowMicros();
     std::optional<ledger::SubscriptionState> state;
+    std::optional<ledger::MatchingBatch> read;
     {
         pqxx::read_transaction tx{connection};
         state = ledger::ReadSubscription(tx, config.name);
+        PAYLEDGER_ASSERT(state.has_value());  // Ensured above, and never deleted.
+        if (!state->disabled && worker.known_after != state->after) {
+            // First look, or the cursor moved under this thread (a rewind, another process):
+            // read from where it is.
+            worker.pending.clear();
+            worker.known_after = state->after;
+            worker.scan_from = state->after;
+        }
+        const bool due = !state->next_attempt_at || *state->next_attempt_at <= now;
+        if (!state->disabled && due && worker.pending.empty()) {
+            read = ledger::ReadMatchingBatch(tx, worker.scan_from, worker.filter,
+                                             config.batch_max);
+        }
     }
-    PAYLEDGER_ASSERT(state.has_value());  // Ensured above, and never deleted.
     if (state->disabled) {
         worker.pending.clear();
         return options_.idle_recheck;  // Until an admin enables it.
     }
-    if (worker.known_after != state->after) {
-        // First look, or the cursor moved under this thread (a rewind, another process): read
-        // from where it is.
-        worker.pending.clear();
-        worker.known_after = state->after;
-        worker.scan_from = state->after;
-    }
-    const projections::TimeMicros now = ledger::NowMicros();
     if (state->next_attempt_at && *state->next_attempt_at > now) {
         return std::chrono::duration_cast<std::chrono::milliseconds>(
             std::chrono::microseconds{*state->next_attempt_at - now});
     }
 
-    if (worker.pending.empty()) {
-        ledger::MatchingBatch batch;
-        {
-            pqxx::read_transaction tx{connection};
-            batch = ledger::ReadMatchingBatch(tx, worker.scan_from, worker.filter,
-                                              config.batch_max);
-        }
+    if (read) {
+        ledger::MatchingBatch& batch = *read;
         if (batch.events.empty()) {
             worker.scan_from = batch.scanned_to;
             if (!batch.caught_up()) return std::chrono::milliseconds{0};
@@ -262,8 +266,13 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
             worker.scan_from = last;
         } else {
             worker.known_after = -1;  // Moved meanwhile: the stored cursor decides.
+            return std::chrono::milliseconds{0};
         }
-        return std::chrono::milliseconds{0};
+        // A batch short of batch_max: the next waits `linger` for events to gather, so that a
+        // steady stream goes in full batches rather than many small ones (each costs a POST
+        // and a few round trips). Poke and Stop end the wait early.
+        return std::cmp_less(delivered, config.batch_max) ? options_.linger
+                                                          : std::chrono::milliseconds{0};
     }
     ++worker.counters.failures;
     if (result.status == 410) {

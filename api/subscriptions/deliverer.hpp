@@ -54,6 +54,10 @@ public:
         // How long a thread waits for the feed before it reads its state again anyway (an
         // admin's enable or rewind by another process, a lease lost).
         std::chrono::milliseconds idle_recheck{1'000};
+        // After a batch short of batch_max was acknowledged, how long before the next is
+        // read, so that events gather into fuller batches under a steady stream (as Kafka's
+        // linger.ms): adds at most this to an event's delivery, 0 turns it off.
+        std::chrono::milliseconds linger{20};
         std::optional<std::string> ca_file_for_tests{};  // PostWebhook's; tests only.
     };
     using Log = std::function<void(const std::string& level, const std::string& json)>;
