@@ -81,9 +81,10 @@ std::vector<MerchantToken> ParseMerchantTokens(const json& tokens) {
         const auto prefix = entry.find("out_trade_no_prefix");
         if (token == entry.end()) throw ConfigError(field + "[].token: missing");
         if (accounts == entry.end() && prefix == entry.end()) {
-            throw ConfigError(field + "[].accounts: missing; a token object names accounts, "
-                                      "out_trade_no_prefix or both (a plain string may "
-                                      "register anything)");
+            throw ConfigError(field +
+                              "[].accounts: missing; a token object names accounts, "
+                              "out_trade_no_prefix or both (a plain string may "
+                              "register anything)");
         }
         MerchantToken scoped{.token = ParseToken(*token, field + "[].token")};
         if (accounts != entry.end()) {
@@ -219,9 +220,8 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
         config.limits.connections_max =
             ParseLimit(*limits, "connections_max", defaults.connections_max, 1'000'000);
         config.limits.unverified_bytes_per_minute =
-            ParseLimit(*limits, "unverified_bytes_per_minute",
-                       defaults.unverified_bytes_per_minute, std::size_t{1} << 40,
-                       kRequestBodyBytesMaxForLimits);
+            ParseLimit(*limits, "unverified_bytes_per_minute", defaults.unverified_bytes_per_minute,
+                       std::size_t{1} << 40, kRequestBodyBytesMaxForLimits);
         config.limits.write_queue_bytes_max =
             ParseLimit(*limits, "write_queue_bytes_max", defaults.write_queue_bytes_max,
                        std::size_t{1} << 40, kWriteQueueBytesMin);

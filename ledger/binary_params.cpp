@@ -119,7 +119,7 @@ private:
 // What the server answered to one statement of the pipeline.
 struct Answer {
     enum class Kind { kDone, kSkipped, kRefused, kLost } kind = Kind::kLost;
-    Result refusal{};  // kRefused: the server's error, with its SQLSTATE.
+    Result refusal{};                    // kRefused: the server's error, with its SQLSTATE.
     std::optional<std::string> first{};  // kDone: the first field of the first row.
 };
 
@@ -266,8 +266,7 @@ std::vector<std::optional<std::string>> ExecPipelineThenCommit(
                                          lengths.data(), formats.data(), 0) == 1;
         if (!sent) break;
     }
-    if (!sent ||
-        PQsendQueryParams(raw, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0) != 1 ||
+    if (!sent || PQsendQueryParams(raw, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0) != 1 ||
         PQpipelineSync(raw) != 1) {
         ThrowInDoubt(raw);  // Part of it may have gone out.
     }
@@ -283,10 +282,10 @@ std::vector<std::optional<std::string>> ExecPipelineThenCommit(
     Result sync{answers.back().kind == Answer::Kind::kLost ? nullptr : PQgetResult(raw)};
     const bool ended =
         sync && PQresultStatus(sync.get()) == PGRES_PIPELINE_SYNC && PQexitPipelineMode(raw) == 1;
-    const bool all_done =
-        answers.size() == statements.size() + 1 &&
-        std::all_of(answers.begin(), answers.end(),
-                    [](const Answer& answer) { return answer.kind == Answer::Kind::kDone; });
+    const bool all_done = answers.size() == statements.size() + 1 &&
+                          std::all_of(answers.begin(), answers.end(), [](const Answer& answer) {
+                              return answer.kind == Answer::Kind::kDone;
+                          });
     if (all_done) {
         // Committed. A session that did not end the pipeline cleanly is closed, so that the
         // committer replaces it before the next batch (IdleSessionEnded); the batch stands.
@@ -311,10 +310,10 @@ std::vector<std::optional<std::string>> ExecPipelineThenCommit(
         // Refused by the server: nothing committed, whatever became of the session after.
         warnings.Restore();
         if (!ended) connection.disconnect();  // The committer's classification reconnects too.
-        const std::string what = i < statements.size()
-                                     ? (statements[i].name.empty() ? statements[i].sql
-                                                                   : "EXECUTE " + statements[i].name)
-                                     : std::string("COMMIT");
+        const std::string what =
+            i < statements.size()
+                ? (statements[i].name.empty() ? statements[i].sql : "EXECUTE " + statements[i].name)
+                : std::string("COMMIT");
         ThrowRefusal(answers[i].refusal.get(), what);
     }
     // No answer to the COMMIT (the session lost, or out of step, before it): it may have

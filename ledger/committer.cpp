@@ -140,7 +140,8 @@ void Committer::TellCommitted(const std::vector<DeliveryResult>& results) noexce
     std::int64_t newest = 0;
     for (const DeliveryResult& result : results) {
         // An appended result exists only once its transaction committed.
-        if (result.outcome == projections::Outcome::kAppended) newest = std::max(newest, result.seq);
+        if (result.outcome == projections::Outcome::kAppended)
+            newest = std::max(newest, result.seq);
     }
     if (newest == 0) return;
     try {
@@ -199,8 +200,9 @@ std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t
         connection_ = Connect(options_.url, options_.session);
     }
     BatchStats batch_stats;
-    std::vector<DeliveryResult> results = WriteBatch(
-        *connection_, std::span(batch.deliveries).subspan(first, count), &batch_stats, cache_.get());
+    std::vector<DeliveryResult> results =
+        WriteBatch(*connection_, std::span(batch.deliveries).subspan(first, count), &batch_stats,
+                   cache_.get());
     const auto micros = [](std::chrono::steady_clock::duration duration) {
         return static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::microseconds>(duration).count());
@@ -254,11 +256,10 @@ std::vector<DeliveryResult> Committer::WriteOneByOne(const Batch& batch) {
         } catch (...) {
             Failure classified = ClassifyFailure(std::current_exception());
             if (classified.reconnect) connection_.reset();
-            result = classified.kind == FailureKind::kInvariantBroken
-                         ? InternalError(std::move(classified.answer),
-                                         std::move(classified.message))
-                         : Unavailable(std::move(classified.answer),
-                                       std::move(classified.message));
+            result =
+                classified.kind == FailureKind::kInvariantBroken
+                    ? InternalError(std::move(classified.answer), std::move(classified.message))
+                    : Unavailable(std::move(classified.answer), std::move(classified.message));
         }
         results.push_back(std::move(result));
     }

@@ -40,31 +40,25 @@ Failure ClassifyFailure(const std::exception_ptr& error) noexcept {
         } catch (const pqxx::in_doubt_error& e) {
             // The commit may or may not have happened: never retry it (libpqxx transactor).
             // The platform's retry will find a duplicate or append.
-            return Make(FailureKind::kInDoubt, "commit outcome unknown", e.what(),
-                        false, true);
+            return Make(FailureKind::kInDoubt, "commit outcome unknown", e.what(), false, true);
         } catch (const pqxx::broken_connection& e) {
-            return Make(FailureKind::kRetryable,
-                        "database connection lost", e.what(), true, true);
+            return Make(FailureKind::kRetryable, "database connection lost", e.what(), true, true);
         } catch (const pqxx::transaction_rollback& e) {
-            return Make(FailureKind::kRetryable,
-                        "transaction rolled back", e.what(), true);
+            return Make(FailureKind::kRetryable, "transaction rolled back", e.what(), true);
         } catch (const pqxx::sql_error& e) {
             if (e.sqlstate() == kReadOnlySqlTransaction) {
                 // docs/design.md#failover: this session is on a read-only server (a standby, or a
                 // primary that became one): nothing was written. Drop it; a new connection may find
                 // the primary (target_session_attrs=read-write, Connect's check).
-                return Make(FailureKind::kRetryable,
-                            "the database server is read-only", e.what(), true,
-                            true);
+                return Make(FailureKind::kRetryable, "the database server is read-only", e.what(),
+                            true, true);
             }
             if (IsTransient(e.sqlstate())) {
-                return Make(FailureKind::kRetryable,
-                            "database unavailable", e.what());
+                return Make(FailureKind::kRetryable, "database unavailable", e.what());
             }
             return Make(FailureKind::kInvariantBroken, "internal error", e.what());
         } catch (const pqxx::failure& e) {
-            return Make(FailureKind::kRetryable, "database error", e.what(), false,
-                        true);
+            return Make(FailureKind::kRetryable, "database error", e.what(), false, true);
         } catch (const PoolExhausted& e) {
             return Make(FailureKind::kRetryable, e.what(), "");
         } catch (const InvariantError& e) {

@@ -22,12 +22,20 @@ std::string ReceiptPage(const char* where, const char* direction, const char* li
                         const char* bytes_max) {
     return std::string("SELECT ") + kReceiptColumns +
            " FROM (SELECT p.*, row_number() OVER w AS n, sum(p.body_bytes) OVER w AS bytes_through"
-           " FROM (SELECT r.*, " + kReceiptBodyBytes + " AS body_bytes"
-           " FROM callback_receipts AS r WHERE " + where + " ORDER BY r.id " + direction +
-           " LIMIT " + limit + ") AS p"
-           " WINDOW w AS (ORDER BY p.id " + direction + " ROWS UNBOUNDED PRECEDING)) AS r"
-           " WHERE r.n = 1 OR r.bytes_through <= " + bytes_max + "::bigint"
-           " ORDER BY r.id " + direction;
+           " FROM (SELECT r.*, " +
+           kReceiptBodyBytes +
+           " AS body_bytes"
+           " FROM callback_receipts AS r WHERE " +
+           where + " ORDER BY r.id " + direction + " LIMIT " + limit +
+           ") AS p"
+           " WINDOW w AS (ORDER BY p.id " +
+           direction +
+           " ROWS UNBOUNDED PRECEDING)) AS r"
+           " WHERE r.n = 1 OR r.bytes_through <= " +
+           bytes_max +
+           "::bigint"
+           " ORDER BY r.id " +
+           direction;
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ struct Delivery {
     projections::Outcome verdict = projections::Outcome::kAppended;
     std::string message{};
     std::optional<projections::Event> event{};  // seq, receipt_id are filled in by the writer.
-    projections::Claims claims{};  // What a refund notice names about its order.
+    projections::Claims claims{};               // What a refund notice names about its order.
     // Set by PrepareForWrite, and then only valid while receipt and event stay as they were.
     std::optional<PreparedDelivery> prepared{};
 };
@@ -52,7 +52,7 @@ void PrepareForWrite(Delivery& delivery);
 // What became of one delivery, after the commit that holds it.
 struct DeliveryResult {
     projections::Outcome outcome = projections::Outcome::kUnavailable;
-    std::int64_t seq = 0;  // The appended or existing event (appended, duplicate, conflict).
+    std::int64_t seq = 0;   // The appended or existing event (appended, duplicate, conflict).
     std::string message{};  // In the answer.
     // A failure's full text, the database driver's included, for the operator's log only:
     // never in an answer (it names hosts, ports, sockets and SQL).

@@ -29,7 +29,7 @@ enum class Outcome {
     kConflict,
     kMismatch,
     kRateLimited,  // Never stored (docs/design.md#invariants, 3).
-    kUnavailable,   // Never stored.
+    kUnavailable,  // Never stored.
 };
 
 [[nodiscard]] std::string_view ToString(EventType type);

@@ -4,8 +4,8 @@
 #include <string_view>
 
 #include "api/channels/channel.hpp"
-#include "api/config.hpp"
 #include "api/channels/platform_channel.hpp"
+#include "api/config.hpp"
 
 namespace payledger::api {
 

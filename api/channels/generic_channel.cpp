@@ -106,7 +106,7 @@ Checked<projections::Event> BodyEvent(const nlohmann::json& body,
             event.currency = *currency;
         } else if (*type == EventType::kPaymentSucceeded) {
             event.currency = "CNY";  // CNY where a platform omits it.
-        }  // A refund without currency takes its order's, in the ledger.
+        }                            // A refund without currency takes its order's, in the ledger.
     }
     if (body.contains("occurred_at")) {
         const std::optional<std::string> text = StringMember(body, "occurred_at");

@@ -1,8 +1,8 @@
 #pragma once
 
 #include "api/channels/channel.hpp"
-#include "api/config.hpp"
 #include "api/channels/platform_channel.hpp"
+#include "api/config.hpp"
 
 namespace payledger::api {
 

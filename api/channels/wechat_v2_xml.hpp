@@ -4,9 +4,9 @@
 #include <string>
 #include <string_view>
 
-#include "api/config.hpp"
 #include "api/channels/platform_channel.hpp"
 #include "api/channels/refusal.hpp"
+#include "api/config.hpp"
 
 namespace payledger::api {
 

@@ -1,21 +1,21 @@
 // payledger: the command line (docs/design.md#the-command-line).
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <nlohmann/json.hpp>
-#include <atomic>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "api/cli/platform_audit.hpp"
 #include "api/cli/progress.hpp"
-#include "api/cli/simulate.hpp"
 #include "api/cli/reconcile_command.hpp"
+#include "api/cli/simulate.hpp"
 #include "api/cli/simulate_bill.hpp"
 #include "api/config.hpp"
 #include "api/http/json_output.hpp"
@@ -153,7 +153,8 @@ int Serve(const api::Config& config) {
         config.subscriptions,
         {.database_url = config.database_url,
          .session = ledger::SessionSettings{.application_name = "payledger_subscriptions"}},
-        notifier, [](const std::string& level, const std::string& line) {
+        notifier,
+        [](const std::string& level, const std::string& line) {
             api::LogJson(level.c_str(), line);
         }};
     app.SetSubscriptions(&deliverer, &notifier);
@@ -195,8 +196,8 @@ int Serve(const api::Config& config) {
                     ledger::SessionSettings{.application_name = "payledger_feed"});
             },
             [](const std::string& message) {
-                api::LogJson("warning", api::Dump(nlohmann::json{
-                                            {"msg", "the feed's poll failed"}, {"error", message}}));
+                api::LogJson("warning", api::Dump(nlohmann::json{{"msg", "the feed's poll failed"},
+                                                                 {"error", message}}));
             });
         deliverer.Start();
         api::LogJson("info", "{\"msg\":\"ready\"}");
@@ -228,7 +229,8 @@ std::int64_t EstimateRows(const api::Config& config, std::string_view table) {
 
 // docs/design.md#verify: exit 0 when everything matches, 1 when anything differs.
 int VerifyOrRebuild(const api::Config& config, bool rebuild) {
-    api::ProgressPrinter progress{rebuild ? "rebuild" : "verify", EstimateRows(config, "ledger_events")};
+    api::ProgressPrinter progress{rebuild ? "rebuild" : "verify",
+                                  EstimateRows(config, "ledger_events")};
     const ledger::VerifyReport report =
         rebuild ? ledger::Rebuild(config.database_url, progress.Callback())
                 : ledger::Verify(config.database_url, progress.Callback());
@@ -289,8 +291,7 @@ int RunAudit(const api::AuditSetup& setup, const std::string& checkpoint_path,
                      "in the config\n";
         return kExitError;
     }
-    api::ProgressPrinter progress{"audit", EstimateRows(config, "callback_receipts"),
-                                  "receipts"};
+    api::ProgressPrinter progress{"audit", EstimateRows(config, "callback_receipts"), "receipts"};
     const ledger::AuditReport report =
         ledger::Audit(config.database_url, &*checkpoint, &*key, progress.Callback(), check);
     progress.Finish();
@@ -346,14 +347,13 @@ int main(int argc, char** argv) {
     CLI::App* serve = cli.add_subcommand("serve", "migrate, then serve HTTP until SIGTERM");
     CLI::App* migrate = cli.add_subcommand("migrate", "apply the schema migrations");
     std::string grant_role;
-    migrate->add_option("--grant", grant_role,
-                        "then grant ROLE exactly what serve needs");
+    migrate->add_option("--grant", grant_role, "then grant ROLE exactly what serve needs");
     CLI::App* events = cli.add_subcommand("events", "the event history as NDJSON");
     CLI::App* verify =
         cli.add_subcommand("verify", "fold the events and compare with the projections");
     CLI::App* rebuild = cli.add_subcommand("rebuild", "rebuild the projections online");
-    CLI::App* audit = cli.add_subcommand(
-        "audit", "recompute the receipt chain and check every event against it");
+    CLI::App* audit =
+        cli.add_subcommand("audit", "recompute the receipt chain and check every event against it");
     std::string checkpoint_path;
     std::string public_key_path;
     audit->add_option("--checkpoint", checkpoint_path, "a checkpoint to check the ledger against");
@@ -373,8 +373,7 @@ int main(int argc, char** argv) {
     events->add_option("--after", after, "only events with seq > SEQ")
         ->check(CLI::NonNegativeNumber);
     events->add_option("--out-trade-no", out_trade_no, "only this order's events");
-    CLI::App* simulate =
-        cli.add_subcommand("simulate", "build, sign and post a test notification");
+    CLI::App* simulate = cli.add_subcommand("simulate", "build, sign and post a test notification");
     api::SimulateOptions simulate_options;
     std::string simulate_url;
     simulate->add_option("channel", simulate_options.channel, "the channel to simulate")

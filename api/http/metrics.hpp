@@ -19,7 +19,7 @@ namespace payledger::api {
 // Counters of the service, rendered in Prometheus text format. Thread-safe (atomics).
 class Metrics {
 public:
-    static constexpr std::size_t kChannelCount = 5;  // One per projections::Source.
+    static constexpr std::size_t kChannelCount = 5;   // One per projections::Source.
     static constexpr std::size_t kOutcomeCount = 10;  // One per projections::Outcome.
     static constexpr std::array<double, 12> kLatencyBucketsSeconds{
         0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0};

@@ -157,14 +157,14 @@ std::optional<boost::asio::ip::address> ForwardedClient(std::string_view last_fo
     const std::size_t comma = last_forwarded_for.rfind(',');
     std::string_view entry =
         comma == std::string_view::npos ? last_forwarded_for : last_forwarded_for.substr(comma + 1);
-    while (!entry.empty() && (entry.front() == ' ' || entry.front() == '\t')) entry.remove_prefix(1);
+    while (!entry.empty() && (entry.front() == ' ' || entry.front() == '\t'))
+        entry.remove_prefix(1);
     while (!entry.empty() && (entry.back() == ' ' || entry.back() == '\t')) entry.remove_suffix(1);
     if (entry.size() > 2 && entry.front() == '[' && entry.back() == ']') {
         entry = entry.substr(1, entry.size() - 2);
     }
     boost::system::error_code ec;
-    const boost::asio::ip::address address =
-        boost::asio::ip::make_address(std::string(entry), ec);
+    const boost::asio::ip::address address = boost::asio::ip::make_address(std::string(entry), ec);
     if (ec) return std::nullopt;
     return address;
 }

@@ -3,10 +3,9 @@
 namespace payledger::api {
 
 ChunkFramingBudget::ChunkFramingBudget()
-    : on_chunk_header_([this](std::uint64_t size, boost::beast::string_view extensions,
-                              boost::beast::error_code& ec) {
-          OnChunkHeader(size, extensions, ec);
-      }) {}
+    : on_chunk_header_(
+          [this](std::uint64_t size, boost::beast::string_view extensions,
+                 boost::beast::error_code& ec) { OnChunkHeader(size, extensions, ec); }) {}
 
 void ChunkFramingBudget::Apply(RequestParser& parser) {
     counted_ = 0;

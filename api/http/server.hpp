@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "api/routes/app.hpp"
 #include "api/http/peer_limits.hpp"
+#include "api/routes/app.hpp"
 
 namespace payledger::api {
 

@@ -381,8 +381,7 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
             response = channel.Answer(result);
         } catch (...) {
             // The delivery is stored as decided; only its answer failed.
-            response =
-                FailureResponse(ledger::ClassifyFailure(std::current_exception()), metrics_);
+            response = FailureResponse(ledger::ClassifyFailure(std::current_exception()), metrics_);
         }
         respond(std::move(response));
     };

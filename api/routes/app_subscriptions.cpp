@@ -58,12 +58,11 @@ void App::HandleEvents(Incoming incoming, Respond respond) {
     if (wait_seconds == 0 || page_query.before || notifier_ == nullptr || !EmptyPage(page)) {
         return respond(std::move(page));
     }
-    auto wait = std::make_shared<FeedWait>(
-        FeedWait{.incoming = std::move(incoming),
-                 .respond = std::move(respond),
-                 .after = page_query.after,
-                 .deadline = ledger::FeedNotifier::Clock::now() +
-                             std::chrono::seconds{wait_seconds}});
+    auto wait = std::make_shared<FeedWait>(FeedWait{
+        .incoming = std::move(incoming),
+        .respond = std::move(respond),
+        .after = page_query.after,
+        .deadline = ledger::FeedNotifier::Clock::now() + std::chrono::seconds{wait_seconds}});
     AwaitEvents(std::move(wait), page_query.after);
 }
 
@@ -73,8 +72,8 @@ void App::AwaitEvents(std::shared_ptr<FeedWait> wait, std::int64_t beyond) {
     if (beyond > wait->after) deadline = std::min(deadline, now + kReplicaPollInterval);
     // No thread waits: the notifier holds the continuation, and posts it once an event is
     // committed after `beyond` or the deadline passes.
-    const std::optional<ledger::FeedNotifier::WaiterId> id = notifier_->AddWaiter(
-        beyond, deadline, [this, wait](ledger::FeedNotifier::WaitEnd /*end*/) {
+    const std::optional<ledger::FeedNotifier::WaiterId> id =
+        notifier_->AddWaiter(beyond, deadline, [this, wait](ledger::FeedNotifier::WaitEnd /*end*/) {
             try {
                 Response page = HandleFeed(wait->incoming, true);
                 if (!EmptyPage(page) || ledger::FeedNotifier::Clock::now() >= wait->deadline) {
@@ -84,8 +83,8 @@ void App::AwaitEvents(std::shared_ptr<FeedWait> wait, std::int64_t beyond) {
                 // short poll ran out: wait again for what is left.
                 AwaitEvents(wait, std::max(wait->after, notifier_->Head()));
             } catch (...) {
-                wait->respond(FailureResponse(ledger::ClassifyFailure(std::current_exception()),
-                                              metrics_));
+                wait->respond(
+                    FailureResponse(ledger::ClassifyFailure(std::current_exception()), metrics_));
             }
         });
     if (!id) {

@@ -44,9 +44,11 @@ private:
 class EventExport final : public BodyProducer {
 public:
     // `last`: the last seq committed when the export started (LastSeq), confirmed shown.
-    EventExport(std::unique_ptr<pqxx::connection> connection, std::int64_t after,
-                std::int64_t last, std::shared_ptr<std::atomic<int>> active)
-        : connection_(std::move(connection)), after_(after), last_(last),
+    EventExport(std::unique_ptr<pqxx::connection> connection, std::int64_t after, std::int64_t last,
+                std::shared_ptr<std::atomic<int>> active)
+        : connection_(std::move(connection)),
+          after_(after),
+          last_(last),
           active_(std::move(active)) {}
     ~EventExport() override { --*active_; }
     EventExport(const EventExport&) = delete;

@@ -28,10 +28,10 @@ void App::HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respo
         !delivery.event->out_trade_no.starts_with(*token.out_trade_no_prefix)) {
         // A tenant's order numbers are its own: one that registered another tenant's number
         // would be credited with that tenant's payment.
-        return respond(ErrorResponse(http::status::forbidden,
-                                     projections::Outcome::kBadSignature,
+        return respond(ErrorResponse(http::status::forbidden, projections::Outcome::kBadSignature,
                                      "this token may register only order numbers that start "
-                                     "with " + *token.out_trade_no_prefix));
+                                     "with " +
+                                         *token.out_trade_no_prefix));
     }
     Deliver(orders_, std::move(delivery), std::move(incoming), std::move(respond));
 }

@@ -108,8 +108,8 @@ Response ControlSubscription(SubscriptionDeliverer& deliverer, ledger::Connectio
         std::int64_t head = 0;
         {
             pqxx::read_transaction tx{*connection};
-            head = tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0]
-                       .as<std::int64_t>();
+            head =
+                tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0].as<std::int64_t>();
         }
         // Forward within the feed skips events a receiver can never take; beyond the head it
         // would skip events that have not happened yet.

@@ -137,8 +137,8 @@ std::shared_ptr<ledger::SubscriptionLease> SubscriptionDeliverer::Lease() {
     // No round trip here: Step asks the lease with Alive() right before each POST.
     if (lease_ == nullptr || !lease_->Usable()) {
         lease_.reset();  // Its locks are gone with its session.
-        lease_ = std::make_shared<ledger::SubscriptionLease>(options_.database_url,
-                                                             options_.session);
+        lease_ =
+            std::make_shared<ledger::SubscriptionLease>(options_.database_url, options_.session);
     }
     return lease_;
 }
@@ -211,8 +211,7 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
         }
         const bool due = !state->next_attempt_at || *state->next_attempt_at <= now;
         if (!state->disabled && due && worker.pending.empty()) {
-            read = ledger::ReadMatchingBatch(tx, worker.scan_from, worker.filter,
-                                             config.batch_max);
+            read = ledger::ReadMatchingBatch(tx, worker.scan_from, worker.filter, config.batch_max);
         }
     }
     if (state->disabled) {
@@ -230,8 +229,8 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
             worker.scan_from = batch.scanned_to;
             if (!batch.caught_up()) return std::chrono::milliseconds{0};
             // Wait for the feed to grow past what was read; a wake-up is only a hint.
-            (void)notifier_.WaitBeyond(
-                batch.scanned_to, ledger::FeedNotifier::Clock::now() + options_.idle_recheck);
+            (void)notifier_.WaitBeyond(batch.scanned_to,
+                                       ledger::FeedNotifier::Clock::now() + options_.idle_recheck);
             return std::chrono::milliseconds{0};
         }
         // docs/design.md#what-a-reader-is-shown: never deliver what a failover could take back.
@@ -248,19 +247,18 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
     const projections::TimeMicros attempt_at = ledger::NowMicros();
     const std::int64_t timestamp = attempt_at / 1'000'000;
     const std::string body = DeliveryBody(config.name, worker.pending, attempt_at);
-    const WebhookResult result = PostWebhook(
-        config.url,
-        {{"content-type", "application/json"},
-         {"webhook-id", id},
-         {"webhook-timestamp", std::to_string(timestamp)},
-         {"webhook-signature", SignWebhook(config.secrets, id, timestamp, body)}},
-        body, config.timeout, options_.ca_file_for_tests);
+    const WebhookResult result =
+        PostWebhook(config.url,
+                    {{"content-type", "application/json"},
+                     {"webhook-id", id},
+                     {"webhook-timestamp", std::to_string(timestamp)},
+                     {"webhook-signature", SignWebhook(config.secrets, id, timestamp, body)}},
+                    body, config.timeout, options_.ca_file_for_tests);
 
     if (result.status >= 200 && result.status < 300) {
         const std::size_t delivered = worker.pending.size();
         worker.pending.clear();
-        if (ledger::AdvanceCursor(connection, config.name, worker.known_after, last,
-                                  attempt_at)) {
+        if (ledger::AdvanceCursor(connection, config.name, worker.known_after, last, attempt_at)) {
             worker.counters.delivered_events += delivered;
             worker.known_after = last;
             worker.scan_from = last;
@@ -286,15 +284,14 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
     }
     // Retry-After counts on a 429 or a 503 only, as Standard Webhooks says.
     const bool honour_retry_after = result.status == 429 || result.status == 503;
-    const std::chrono::milliseconds delay = RetryDelay(
-        state->consecutive_failures + 1,
-        honour_retry_after ? result.retry_after_seconds : std::nullopt,
-        std::uniform_real_distribution<double>{0.0, 1.0}(worker.random));
+    const std::chrono::milliseconds delay =
+        RetryDelay(state->consecutive_failures + 1,
+                   honour_retry_after ? result.retry_after_seconds : std::nullopt,
+                   std::uniform_real_distribution<double>{0.0, 1.0}(worker.random));
     const std::string why = FailureText(result);
-    if (!ledger::RecordFailure(connection, config.name, worker.known_after, why, attempt_at,
-                               attempt_at + std::chrono::duration_cast<std::chrono::microseconds>(
-                                                delay)
-                                                .count())) {
+    if (!ledger::RecordFailure(
+            connection, config.name, worker.known_after, why, attempt_at,
+            attempt_at + std::chrono::duration_cast<std::chrono::microseconds>(delay).count())) {
         worker.pending.clear();  // The cursor moved: the stored state decides.
         worker.known_after = -1;
         return std::chrono::milliseconds{0};

@@ -45,8 +45,7 @@ std::optional<projections::TimeMicros> BillTime(std::string_view text) {
     }
     const std::string dashed = std::string(text.substr(0, 4)) + "-" +
                                std::string(text.substr(7, 2)) + "-" +
-                               std::string(text.substr(12, 2)) + " " +
-                               std::string(text.substr(18));
+                               std::string(text.substr(12, 2)) + " " + std::string(text.substr(18));
     return projections::ParseShanghaiDashed(dashed);
 }
 
@@ -98,9 +97,9 @@ bool CheckAccount(std::string_view line, const std::string& seller_id, std::int6
     }
     const std::string_view account = line.substr(0, close);
     const bool digits = account.find_first_not_of("0123456789") == std::string_view::npos;
-    const bool ours = digits && account.substr(0, seller_id.size()) == seller_id &&
-                      (account.size() == seller_id.size() ||
-                       account.size() == seller_id.size() + 4);
+    const bool ours =
+        digits && account.substr(0, seller_id.size()) == seller_id &&
+        (account.size() == seller_id.size() || account.size() == seller_id.size() + 4);
     if (!ours) {
         throw BillError(At(line_number) + "the bill is account " +
                         std::string(account.substr(0, 64)) + "'s (#账号), not alipay.seller_id " +

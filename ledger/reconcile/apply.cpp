@@ -95,12 +95,11 @@ void RecordRound(pqxx::connection& connection, const std::vector<ApplyOutcome>& 
             removed.push_back({{"line_number", outcome.line_number}});
             continue;
         }
-        updates.push_back(
-            {{"line_number", outcome.line_number},
-             {"category_rank", static_cast<int>(*outcome.category)},
-             {"category", projections::ToString(*outcome.category)},
-             {"ledger", outcome.ledger ? json(*outcome.ledger) : json(nullptr)},
-             {"reason", outcome.reason ? json(*outcome.reason) : json(nullptr)}});
+        updates.push_back({{"line_number", outcome.line_number},
+                           {"category_rank", static_cast<int>(*outcome.category)},
+                           {"category", projections::ToString(*outcome.category)},
+                           {"ledger", outcome.ledger ? json(*outcome.ledger) : json(nullptr)},
+                           {"reason", outcome.reason ? json(*outcome.reason) : json(nullptr)}});
     }
     pqxx::work tx{connection};
     const pqxx::result updated = tx.exec_params(
@@ -154,8 +153,8 @@ ApplyOutcome Answered(pqxx::connection& connection, const pqxx::row& row,
             // another payment than the stored one).
             return {.line_number = line_number,
                     .category = Category::kMissingInLedger,
-                    .reason = std::string(projections::ToString(result.outcome)) + ": " +
-                              result.message};
+                    .reason =
+                        std::string(projections::ToString(result.outcome)) + ": " + result.message};
     }
     PAYLEDGER_ASSERT(false);
     return {};

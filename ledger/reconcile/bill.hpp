@@ -45,7 +45,7 @@ struct BillEntry {
     // --apply checks against the stored payment (docs/reconciliation.md#applying); for a payment,
     // platform_id.
     std::string payment_id{};
-    std::int64_t amount = 0;    // Fen.
+    std::int64_t amount = 0;  // Fen.
     std::string currency{};
     projections::TimeMicros occurred_at = 0;  // The row's time, Asia/Shanghai on the wire.
     bool pending = false;                     // A refund the bill lists as not yet successful.

@@ -52,8 +52,8 @@ public:
         }
         read_ += static_cast<std::uint64_t>(got);
         if (read_ > bytes_max_) {
-            throw BillError(path_ + ": the statement is larger than " +
-                            std::to_string(bytes_max_) + " bytes once decompressed");
+            throw BillError(path_ + ": the statement is larger than " + std::to_string(bytes_max_) +
+                            " bytes once decompressed");
         }
         return static_cast<std::size_t>(got);
     }
@@ -87,8 +87,8 @@ public:
         // The entry's stated size was checked at open; count what it really yields too.
         read_ += static_cast<std::uint64_t>(got);
         if (read_ > bytes_max_) {
-            throw BillError(path_ + ": the zip entry is larger than " +
-                            std::to_string(bytes_max_) + " bytes once decompressed");
+            throw BillError(path_ + ": the zip entry is larger than " + std::to_string(bytes_max_) +
+                            " bytes once decompressed");
         }
         return static_cast<std::size_t>(got);
     }

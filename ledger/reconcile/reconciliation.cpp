@@ -63,7 +63,6 @@ SELECT * FROM json_to_recordset($1::json) AS x(line_number bigint, event_type te
     pending boolean, raw text, payment_id text)
 )sql";
 
-
 // Every entry with what the ledger holds for its key: the order, and the event of its type
 // from any source on any day (`matched`, docs/reconciliation.md#matching).
 constexpr const char* kDeclareEntries = R"sql(
@@ -235,8 +234,7 @@ public:
                 Count(Category::kMissingInBill);
                 Add(std::nullopt, Category::kMissingInBill, row[0].as<std::string>(),
                     row[1].as<std::string>(), std::nullopt,
-                    row[2].as<std::string>() + ":" + row[3].as<std::string>(), false,
-                    std::nullopt);
+                    row[2].as<std::string>() + ":" + row[3].as<std::string>(), false, std::nullopt);
             }
             Flush();
         }
@@ -264,16 +262,17 @@ private:
         std::optional<std::string> refusal;
         if (apply_ && category == Category::kMissingInLedger) {
             const std::int64_t key_count = row[12].as<std::int64_t>();
-            refusal = key_count > 1 ? std::optional<std::string>(
-                                          "the bill has " + std::to_string(key_count) +
-                                          " entries for this event type and out_trade_no")
-                                    : projections::ApplyRefusal(*type, bill, *ledger.order);
+            refusal =
+                key_count > 1
+                    ? std::optional<std::string>("the bill has " + std::to_string(key_count) +
+                                                 " entries for this event type and out_trade_no")
+                    : projections::ApplyRefusal(*type, bill, *ledger.order);
         }
         const bool apply = apply_ && category == Category::kMissingInLedger && !refusal;
         Add(row[0].as<std::int64_t>(), category, row[1].as<std::string>(), row[2].as<std::string>(),
             projections::SideText(bill),
-            ledger.event ? std::optional(projections::SideText(ledger.event)) : std::nullopt,
-            apply, refusal);
+            ledger.event ? std::optional(projections::SideText(ledger.event)) : std::nullopt, apply,
+            refusal);
     }
 
     void Count(Category category) { ++report_.counts.at(static_cast<std::size_t>(category)); }
@@ -304,7 +303,6 @@ private:
     const bool apply_;
     json batch_ = json::array();
 };
-
 
 }  // namespace
 

@@ -31,8 +31,7 @@ struct ReconcileOptions {
     // Told how far the run is, now and then: the bill's entries read ("reading", total 0:
     // unknown), then with --apply the entries submitted of those to apply ("applying"), and
     // "done" just before the lines are printed. Empty: quiet.
-    std::function<void(std::string_view phase, std::int64_t done, std::int64_t total)>
-        progress{};
+    std::function<void(std::string_view phase, std::int64_t done, std::int64_t total)> progress{};
 };
 
 struct ReconcileReport {

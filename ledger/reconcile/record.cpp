@@ -149,8 +149,8 @@ std::optional<std::string> Record(pqxx::connection& connection, const std::strin
             }
             pqxx::work tx{connection};
             tx.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
-            const pqxx::result id = tx.exec_params(kRecordSql, platform, options.date,
-                                                   bill.sha256, options.apply, counts, report.ok);
+            const pqxx::result id = tx.exec_params(kRecordSql, platform, options.date, bill.sha256,
+                                                   options.apply, counts, report.ok);
             report.id = id[0][0].as<std::int64_t>();
             tx.commit();
             return std::nullopt;

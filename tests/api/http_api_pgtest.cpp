@@ -70,8 +70,8 @@ TEST_F(HttpApiPgTest, TheOpenApiDescriptionIsServedAsCompiledIn) {
     EXPECT_TRUE(description.body == expected) << "the served description differs from the file";
     const std::string etag = description.headers.at("ETag");
     ASSERT_EQ(etag.size(), 34u) << etag;  // A quoted strong tag of 32 hex digits.
-    const HttpResult again =
-        client_->Send(boost::beast::http::verb::get, "/v1/openapi.yaml", {}, {{"If-None-Match", etag}});
+    const HttpResult again = client_->Send(boost::beast::http::verb::get, "/v1/openapi.yaml", {},
+                                           {{"If-None-Match", etag}});
     EXPECT_EQ(again.status, 304);
     EXPECT_TRUE(again.body.empty());
     EXPECT_EQ(client_->Send(boost::beast::http::verb::post, "/v1/openapi.yaml").status, 405);
@@ -323,8 +323,7 @@ TEST_F(HttpApiPgTest, HealthReadinessAndMetrics) {
     }
     // The order's batch was committed: its two round trips took time, its plan at least
     // none (the counters sum microseconds).
-    for (const auto& [step, least] :
-         std::initializer_list<std::pair<const char*, double>>{
+    for (const auto& [step, least] : std::initializer_list<std::pair<const char*, double>>{
              {"read", 1e-6}, {"plan", 0}, {"write", 1e-6}}) {
         const std::string name =
             std::string("payledger_commit_step_seconds_total{step=\"") + step + "\"} ";

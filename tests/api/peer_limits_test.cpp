@@ -2,12 +2,13 @@
 // /64, IPv4-mapped as IPv4), address blocks for trusted_proxies, the X-Forwarded-For entry
 // that is believed, and the byte budget of unverified deliveries across all peers. Pure: no
 // server, no database.
+#include "api/http/peer_limits.hpp"
+
 #include <gtest/gtest.h>
 
 #include <boost/asio/ip/address.hpp>
 
 #include "api/config.hpp"
-#include "api/http/peer_limits.hpp"
 #include "api/http/request_framing.hpp"
 
 namespace payledger::api {
@@ -18,7 +19,8 @@ using boost::asio::ip::make_address;
 TEST(PeerKeyTest, AnIpv6AddressCountsByItsSlash64) {
     EXPECT_EQ(PeerKey(make_address("2001:db8:1:2:aaaa:bbbb:cccc:dddd")), "2001:db8:1:2::/64");
     // Rotating through the /64 stays one peer; the next /64 is another.
-    EXPECT_EQ(PeerKey(make_address("2001:db8:1:2::1")), PeerKey(make_address("2001:db8:1:2:ffff::")));
+    EXPECT_EQ(PeerKey(make_address("2001:db8:1:2::1")),
+              PeerKey(make_address("2001:db8:1:2:ffff::")));
     EXPECT_NE(PeerKey(make_address("2001:db8:1:2::1")), PeerKey(make_address("2001:db8:1:3::1")));
     EXPECT_EQ(PeerKey(make_address("::1")), "::/64");
 }
@@ -34,9 +36,9 @@ TEST(CidrTest, ParsesBlocksAndRefusesWhatIsNotOne) {
                              "2001:db8::/32", "::1/128", "::/0", "192.168.4.0/22"}) {
         EXPECT_TRUE(Cidr::Parse(good).has_value()) << good;
     }
-    for (const char* bad : {"", "10.0.0.1/8", "10.0.0.0/33", "2001:db8::1/32", "10.0.0.0/",
-                            "10.0.0.0/8x", "host.example/8", "10.0.0.0/-1", "::/129",
-                            "192.168.5.0/22"}) {
+    for (const char* bad :
+         {"", "10.0.0.1/8", "10.0.0.0/33", "2001:db8::1/32", "10.0.0.0/", "10.0.0.0/8x",
+          "host.example/8", "10.0.0.0/-1", "::/129", "192.168.5.0/22"}) {
         EXPECT_FALSE(Cidr::Parse(bad).has_value()) << bad;
     }
 }
@@ -77,7 +79,7 @@ TEST(UnverifiedBytesBudgetTest, IsASlidingWindowOfBytesOverAllPeers) {
     EXPECT_FALSE(budget.Admit(1, t0 + seconds{20}));    // 100 in the last 60 s.
     EXPECT_FALSE(budget.Admit(101, t0 + seconds{20}));  // Never fits.
     EXPECT_TRUE(budget.Admit(60, t0 + seconds{60}));    // The first 60 left the window.
-    budget.Forget(60, t0 + seconds{60});                 // Not stored after all.
+    budget.Forget(60, t0 + seconds{60});                // Not stored after all.
     EXPECT_TRUE(budget.Admit(60, t0 + seconds{61}));
     EXPECT_FALSE(budget.Admit(1, t0 + seconds{62}));
 }
@@ -121,20 +123,19 @@ TEST(ConfigLimitsTest, NewLimitsAndProxiesAreReadAndCheckedNamingTheField) {
 
 TEST(ConfigLimitsTest, AMerchantTokenMayCarryAnOrderNumberPrefix) {
     const auto parse = [](const std::string& token) {
-        return ParseConfig(R"({"database_url": "postgresql:///x", "tokens": {"merchant": [)" +
-                               token + "]}}",
-                           std::nullopt, std::nullopt);
+        return ParseConfig(
+            R"({"database_url": "postgresql:///x", "tokens": {"merchant": [)" + token + "]}}",
+            std::nullopt, std::nullopt);
     };
-    const Config config = parse(
-        R"({"token": "tenant-token-0123456789", "out_trade_no_prefix": "S1-"})");
+    const Config config =
+        parse(R"({"token": "tenant-token-0123456789", "out_trade_no_prefix": "S1-"})");
     ASSERT_EQ(config.merchant_tokens.size(), 1u);
     EXPECT_EQ(config.merchant_tokens[0].out_trade_no_prefix, "S1-");
     EXPECT_FALSE(config.merchant_tokens[0].accounts.has_value());  // Any account.
-    for (const char* bad :
-         {R"({"token": "tenant-token-0123456789", "out_trade_no_prefix": ""})",
-          R"({"token": "tenant-token-0123456789", "out_trade_no_prefix": "S 1"})",
-          R"({"token": "tenant-token-0123456789", "out_trade_no_prefix": 7})",
-          R"({"token": "tenant-token-0123456789"})"}) {
+    for (const char* bad : {R"({"token": "tenant-token-0123456789", "out_trade_no_prefix": ""})",
+                            R"({"token": "tenant-token-0123456789", "out_trade_no_prefix": "S 1"})",
+                            R"({"token": "tenant-token-0123456789", "out_trade_no_prefix": 7})",
+                            R"({"token": "tenant-token-0123456789"})"}) {
         EXPECT_THROW((void)parse(bad), ConfigError) << bad;
     }
 }

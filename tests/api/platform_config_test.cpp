@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "api/config.hpp"
 #include "api/channels/platform_crypto.hpp"
+#include "api/config.hpp"
 
 namespace payledger::api {
 namespace {
@@ -35,8 +35,8 @@ protected:
     // Owner read and write only, whatever the umask: keys others can read are refused.
     void Write(const std::string& name, const std::string& text) const {
         std::ofstream{dir_ / name, std::ios::binary} << text;
-        std::filesystem::permissions(dir_ / name, std::filesystem::perms::owner_read |
-                                                      std::filesystem::perms::owner_write);
+        std::filesystem::permissions(
+            dir_ / name, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     }
 
     json Valid() const {
@@ -195,8 +195,8 @@ TEST_F(PlatformConfigTest, KeyFilesOthersMayReadOrWriteAreRefusedWithTheirMode) 
     expect_refused("platform.key", perms::owner_read | perms::others_write, "0402");
     expect_refused("platform.pem", perms::owner_all | perms::group_write, "0720");
     expect_refused("platform.pem",
-                   perms::owner_read | perms::owner_write | perms::group_read |
-                       perms::others_read | perms::others_write,
+                   perms::owner_read | perms::owner_write | perms::group_read | perms::others_read |
+                       perms::others_write,
                    "0646");
     // A public key that everybody may read is fine.
     fs::permissions(dir_ / "platform.pem", perms::owner_read | perms::owner_write |

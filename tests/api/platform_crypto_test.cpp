@@ -130,8 +130,7 @@ TEST(PlatformCrypto, GcmNoncesUpToTheLimitRoundTripAndLongerAreRefused) {
     const std::string sealed = Aes256GcmEncrypt(kV3Key, longest, "aad", "message");
     EXPECT_EQ(Aes256GcmDecrypt(kV3Key, longest, "aad", sealed), "message");
     const std::string too_long = longest + "n";
-    EXPECT_THROW((void)Aes256GcmEncrypt(kV3Key, too_long, "aad", "message"),
-                 std::invalid_argument);
+    EXPECT_THROW((void)Aes256GcmEncrypt(kV3Key, too_long, "aad", "message"), std::invalid_argument);
     EXPECT_THROW((void)Aes256GcmEncrypt(kV3Key, "", "aad", "message"), std::invalid_argument);
     EXPECT_FALSE(Aes256GcmDecrypt(kV3Key, too_long, "aad", sealed));
 }

@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <string>
 
+#include "api/channels/platform_crypto.hpp"
+#include "api/channels/wechat_v2_xml.hpp"
+#include "api/cli/simulate.hpp"
 #include "api/config.hpp"
 #include "api/http/http.hpp"
-#include "api/channels/platform_crypto.hpp"
-#include "api/cli/simulate.hpp"
-#include "api/channels/wechat_v2_xml.hpp"
 
 namespace payledger::testing {
 

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "api/routes/app.hpp"
 #include "api/http/metrics.hpp"
+#include "api/routes/app.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
 #include "projections/assert.hpp"

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "api/channels/channel.hpp"
-#include "api/http/http.hpp"
 #include "api/channels/platform_channel.hpp"
+#include "api/http/http.hpp"
 #include "ledger/storable_text.hpp"
 #include "projections/validate.hpp"
 #include "tests/fuzz/fuzz_check.hpp"

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "api/config.hpp"
 #include "api/channels/platform_crypto.hpp"
+#include "api/config.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 namespace payledger::fuzz {

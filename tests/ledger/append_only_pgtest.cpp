@@ -130,8 +130,9 @@ TEST_F(AppendOnlyPgTest, MoneyColumnsRefuseWhatSpecSection1Forbids) {
 TEST_F(AppendOnlyPgTest, KeysRefuseWhatSpecSection1Forbids) {
     const std::string longest(64, 'k');
     const std::vector<std::string> refused = {
-        "''", "'" + longest + "k'", "'a b'", "'a,b'", "'a''b'", "'a\\b'", "'a/b'",
-        "'\u00fcber'", "E'a\\n'", "E'\\na'", "E'a\\t'", "'a+b'", "'(a)'"};
+        "''",    "'" + longest + "k'", "'a b'",   "'a,b'",   "'a''b'",  "'a\\b'",
+        "'a/b'", "'\u00fcber'",        "E'a\\n'", "E'\\na'", "E'a\\t'", "'a+b'",
+        "'(a)'"};
     const std::vector<std::string> accepted = {"'" + longest + "'", "'Az09_|*.-'", "'-'"};
     // Replica mode skips the reference triggers (schema/0004), not the CHECK constraints.
     const std::string receipt =

@@ -243,8 +243,9 @@ TEST_F(CommitterPgTest, ASlowAnswerDoesNotHoldUpTheNextBatchAndAnswersKeepCommit
     bool written = false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
     while (!written && std::chrono::steady_clock::now() < deadline) {
-        written = db_.Scalar("SELECT count(*) FROM callback_receipts WHERE out_trade_no = "
-                             "'ORD-NEXT'") == "1";
+        written = db_.Scalar(
+                      "SELECT count(*) FROM callback_receipts WHERE out_trade_no = "
+                      "'ORD-NEXT'") == "1";
         if (!written) std::this_thread::sleep_for(std::chrono::milliseconds{1});  // Poll pace.
     }
     std::size_t answered_while_blocked = 0;
@@ -265,9 +266,8 @@ TEST_F(CommitterPgTest, ACacheThatDropsGenerationsFreesThemAsideAndStillDecidesR
     // A cache of 4 orders (two generations of 2) over 12 orders: every second order drops a
     // generation, which the committer frees on a thread of its own (DisposeDropped) while it
     // writes the next batch; under ThreadSanitizer (thread_tests) that hand-over is checked.
-    Committer committer{{.url = db_.url(),
-                         .session = testing::PatientSession(db_.name()),
-                         .cache_orders_max = 4}};
+    Committer committer{
+        {.url = db_.url(), .session = testing::PatientSession(db_.name()), .cache_orders_max = 4}};
     const auto submit = [&](const std::string& out_trade_no) {
         auto answer = std::make_shared<std::promise<DeliveryResult>>();
         std::future<DeliveryResult> result = answer->get_future();

@@ -310,8 +310,8 @@ TEST_F(VerifyPgTest, AWrongCommandLineExitsTwoAndHelpZero) {
     const std::string binary = std::string("'") + PAYLEDGER_BINARY_PATH + "'";
     int status = -1;
     for (const char* arguments : {" verify --no-such-option", " reconcile wechat --date 2026-11-30",
-                                  " reconcile paypal --bill x --date 2026-11-30", " no-such-command",
-                                  " audit --public-key k.pem --checkpoint"}) {
+                                  " reconcile paypal --bill x --date 2026-11-30",
+                                  " no-such-command", " audit --public-key k.pem --checkpoint"}) {
         const std::string out = RunCommand(binary + arguments, &status);
         EXPECT_EQ(status, 2) << arguments << ": " << out;
     }

@@ -33,21 +33,20 @@ constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
 Delivery Deliver(const std::string& out_trade_no, EventType type, Source source,
                  std::int64_t amount, std::optional<std::string> transaction_id,
                  const std::string& account_id = "") {
-    return Delivery{
-        .receipt = Receipt{.source = source,
-                           .received_at = kTime,
-                           .peer = "127.0.0.1:9",
-                           .headers = R"({"X-Test":"1"})",
-                           .body = "body of " + out_trade_no,
-                           .out_trade_no = out_trade_no},
-        .event = Event{.out_trade_no = out_trade_no,
-                       .event_type = type,
-                       .source = source,
-                       .account_id = account_id,
-                       .amount = type == EventType::kPaymentClosed ? 0 : amount,
-                       .currency = type == EventType::kPaymentClosed ? "" : "CNY",
-                       .transaction_id = std::move(transaction_id),
-                       .occurred_at = kTime}};
+    return Delivery{.receipt = Receipt{.source = source,
+                                       .received_at = kTime,
+                                       .peer = "127.0.0.1:9",
+                                       .headers = R"({"X-Test":"1"})",
+                                       .body = "body of " + out_trade_no,
+                                       .out_trade_no = out_trade_no},
+                    .event = Event{.out_trade_no = out_trade_no,
+                                   .event_type = type,
+                                   .source = source,
+                                   .account_id = account_id,
+                                   .amount = type == EventType::kPaymentClosed ? 0 : amount,
+                                   .currency = type == EventType::kPaymentClosed ? "" : "CNY",
+                                   .transaction_id = std::move(transaction_id),
+                                   .occurred_at = kTime}};
 }
 
 Delivery Order(const std::string& out_trade_no, std::int64_t amount,
@@ -97,8 +96,8 @@ SELECT concat_ws(E'\n',
 
 std::string Describe(const DeliveryResult& result) {
     std::string out = std::string(projections::ToString(result.outcome)) + " seq " +
-                      std::to_string(result.seq) + " receipt " +
-                      std::to_string(result.receipt_id) + " " + result.message;
+                      std::to_string(result.seq) + " receipt " + std::to_string(result.receipt_id) +
+                      " " + result.message;
     if (result.order) {
         out += " order " + result.order->status + " " + std::to_string(result.order->paid_amount) +
                " " + std::to_string(result.order->refunded_amount) + " " +
@@ -126,16 +125,26 @@ TEST(WriterCachePgTest, RandomBatchesDecideAsOnADatabaseWrittenWithoutCache) {
             const std::string key = "ORD-" + std::to_string(pick(12));
             const std::int64_t amount = 100 * (1 + pick(3));  // Sometimes not the order's.
             switch (pick(7)) {
-                case 0: batch.push_back(Order(key, amount, "acct-" + std::to_string(pick(3)))); break;
+                case 0:
+                    batch.push_back(Order(key, amount, "acct-" + std::to_string(pick(3))));
+                    break;
                 case 1:
-                case 2: batch.push_back(Payment(key, "TX-" + std::to_string(pick(2)), amount)); break;
-                case 3: batch.push_back(Close(key)); break;
+                case 2:
+                    batch.push_back(Payment(key, "TX-" + std::to_string(pick(2)), amount));
+                    break;
+                case 3:
+                    batch.push_back(Close(key));
+                    break;
                 case 4:
                     batch.push_back(Deliver(key, EventType::kRefundSucceeded, Source::kGeneric,
                                             amount, "RF-" + std::to_string(pick(2))));
                     break;
-                case 5: batch.push_back(Rejected(key)); break;
-                default: batch.push_back(Order(key, 200)); break;
+                case 5:
+                    batch.push_back(Rejected(key));
+                    break;
+                default:
+                    batch.push_back(Order(key, 200));
+                    break;
             }
         }
         const std::vector<DeliveryResult> expected = WriteBatch(*plain, batch);
@@ -144,7 +153,8 @@ TEST(WriterCachePgTest, RandomBatchesDecideAsOnADatabaseWrittenWithoutCache) {
         (stats.state_read ? read : from_cache) += 1;
         ASSERT_EQ(got.size(), expected.size());
         for (std::size_t i = 0; i < got.size(); ++i) {
-            ASSERT_EQ(Describe(got[i]), Describe(expected[i])) << "batch " << b << ", delivery " << i;
+            ASSERT_EQ(Describe(got[i]), Describe(expected[i]))
+                << "batch " << b << ", delivery " << i;
             ASSERT_EQ(got[i].order, expected[i].order) << "batch " << b << ", delivery " << i;
         }
         ASSERT_LE(cache.size(), 16u);
@@ -224,13 +234,15 @@ TEST_F(WriterCacheTwoWritersPgTest, ABatchThatReadsAfterAnotherWriterForgetsTheR
 
 TEST_F(WriterCacheTwoWritersPgTest, TheCheckUnderTheLockRefusesALedgerElsewhere) {
     (void)Other(Order("ORD-1", 500));  // Next seq 2, next receipt id 2.
-    const std::string head = pqxx::binarystring(
-        pqxx::nontransaction{*other_}.exec("SELECT chain FROM callback_receipts")[0][0]).str();
+    const std::string head = pqxx::binarystring(pqxx::nontransaction{*other_}.exec(
+                                                    "SELECT chain FROM callback_receipts")[0][0])
+                                 .str();
     const auto begin = [&](std::int64_t next_seq, std::int64_t next_receipt_id,
                            const std::string& expected_head) {
         pqxx::work tx{*mine_};
-        return tx.exec_params("SELECT payledger_writer_begin($1, $2, $3, $4)", kWriterLockKey,
-                              next_seq, next_receipt_id, pqxx::binarystring(expected_head))[0][0]
+        return tx
+            .exec_params("SELECT payledger_writer_begin($1, $2, $3, $4)", kWriterLockKey, next_seq,
+                         next_receipt_id, pqxx::binarystring(expected_head))[0][0]
             .as<std::int64_t>();
     };
     EXPECT_GE(begin(2, 2, head), 0);  // The lock wait, in microseconds.

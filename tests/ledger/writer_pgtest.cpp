@@ -240,8 +240,8 @@ TEST_F(WriterPgTest, TextsThatNeedEscapesAreStoredAsGivenPreparedOrNot) {
         }
         const auto results = Write({rejected, paid});
         ASSERT_EQ(results[1].outcome, Outcome::kAppended) << results[1].message;
-        const std::string receipt = "FROM callback_receipts WHERE out_trade_no = '" + key +
-                                    "' AND outcome = 'malformed'";
+        const std::string receipt =
+            "FROM callback_receipts WHERE out_trade_no = '" + key + "' AND outcome = 'malformed'";
         EXPECT_EQ(db_.Scalar("SELECT message " + receipt), quoted) << prepared;
         EXPECT_EQ(db_.Scalar("SELECT peer " + receipt), "peer \uFFFD\uFFFD") << prepared;
         EXPECT_EQ(db_.Scalar("SELECT headers->>'X-Quote' " + receipt), "say \"hi\"") << prepared;

@@ -82,8 +82,10 @@ bool ClosedWithin(int fd, std::chrono::milliseconds within) {
 // POST /v1/orders of 100 fen for shop-1 with the merchant token.
 HttpResult CreateOrder(HttpClient& client, const std::string& out_trade_no) {
     return client.Post("/v1/orders",
-                       json{{"out_trade_no", out_trade_no}, {"account_id", "shop-1"},
-                            {"amount", 100}, {"currency", "CNY"}}
+                       json{{"out_trade_no", out_trade_no},
+                            {"account_id", "shop-1"},
+                            {"amount", 100},
+                            {"currency", "CNY"}}
                            .dump(),
                        {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}});
 }
@@ -93,8 +95,10 @@ std::string Signed(const std::string& body) {
 }
 
 std::string Payment(const std::string& out_trade_no, std::int64_t amount) {
-    return json{{"event_type", "PAYMENT_SUCCEEDED"}, {"out_trade_no", out_trade_no},
-                {"transaction_id", "T-" + out_trade_no}, {"amount", amount}}
+    return json{{"event_type", "PAYMENT_SUCCEEDED"},
+                {"out_trade_no", out_trade_no},
+                {"transaction_id", "T-" + out_trade_no},
+                {"amount", amount}}
         .dump();
 }
 
@@ -128,9 +132,7 @@ TEST(HostilePeersPgTest, TheChunkedFramingBombIsCutOffAndServeStaysUnder256MiB) 
     ServeProcess server{db.url()};
     HttpClient merchant{server.port()};
     for (int i = 0; i < kCallbacks; ++i) {
-        ASSERT_EQ(CreateOrder(merchant, "BOMB-" + std::to_string(i))
-                      .status,
-                  201);
+        ASSERT_EQ(CreateOrder(merchant, "BOMB-" + std::to_string(i)).status, 201);
     }
 
     std::vector<double> latencies_ms;
@@ -139,8 +141,8 @@ TEST(HostilePeersPgTest, TheChunkedFramingBombIsCutOffAndServeStaysUnder256MiB) 
         for (int i = 0; i < kCallbacks; ++i) {
             const std::string body = Payment("BOMB-" + std::to_string(i), 100);
             const auto started = std::chrono::steady_clock::now();
-            const HttpResult result =
-                platform.Post("/v1/callbacks/generic", body, {{"Payledger-Signature", Signed(body)}});
+            const HttpResult result = platform.Post("/v1/callbacks/generic", body,
+                                                    {{"Payledger-Signature", Signed(body)}});
             latencies_ms.push_back(std::chrono::duration<double, std::milli>(
                                        std::chrono::steady_clock::now() - started)
                                        .count());
@@ -189,15 +191,14 @@ TEST(HostilePeersPgTest, TheChunkedFramingBombIsCutOffAndServeStaysUnder256MiB) 
     callbacks.join();
 
     std::sort(latencies_ms.begin(), latencies_ms.end());
-    const double p99 =
-        latencies_ms.empty() ? 0 : latencies_ms[latencies_ms.size() * 99 / 100];
+    const double p99 = latencies_ms.empty() ? 0 : latencies_ms[latencies_ms.size() * 99 / 100];
     std::size_t most_sent = 0;
     for (const std::size_t s : sent) most_sent = std::max(most_sent, s);
-    std::printf("framing bomb: %zu of %zu connections cut off in %.1f s; at most %zu bytes "
-                "accepted by the kernel on one; serve peak RSS %ld KiB; %zu callbacks "
-                "meanwhile, p99 %.1f ms\n",
-                cut_off, kBombs, bomb_seconds, most_sent, server.PeakRssKiB(),
-                latencies_ms.size(), p99);
+    std::printf(
+        "framing bomb: %zu of %zu connections cut off in %.1f s; at most %zu bytes "
+        "accepted by the kernel on one; serve peak RSS %ld KiB; %zu callbacks "
+        "meanwhile, p99 %.1f ms\n",
+        cut_off, kBombs, bomb_seconds, most_sent, server.PeakRssKiB(), latencies_ms.size(), p99);
     EXPECT_EQ(cut_off, kBombs) << "a bomb connection was not closed by the server";
     EXPECT_LT(bomb_seconds, 10.0) << "bomb connections lasted until the request timeout";
     if (!kAddressSanitizer) {  // ASan keeps freed memory in its quarantine: RSS says little.
@@ -242,9 +243,11 @@ TEST(HostilePeersPgTest, AChunkedBodysFramingCountsAgainstTheBodyLimit) {
         return answer.size() > 12 ? std::stoi(answer.substr(9, 3)) : 0;
     };
     const std::string body = Payment("CHUNK-1", 100);
-    const std::string head = "POST /v1/callbacks/generic HTTP/1.1\r\nHost: t\r\n"
-                             "Connection: close\r\nTransfer-Encoding: chunked\r\n"
-                             "Payledger-Signature: " + Signed(body) + "\r\n\r\n";
+    const std::string head =
+        "POST /v1/callbacks/generic HTTP/1.1\r\nHost: t\r\n"
+        "Connection: close\r\nTransfer-Encoding: chunked\r\n"
+        "Payledger-Signature: " +
+        Signed(body) + "\r\n\r\n";
     std::string framed = head;
     for (int i = 0; i < 60 * 1024; ++i) framed += "1;e=x\r\n \r\n";
     framed += "0\r\n\r\n";
@@ -322,8 +325,10 @@ TEST(HostilePeersPgTest, ConnectionsBeyondConnectionsMaxAreClosedAtAccept) {
 TEST(HostilePeersPgTest, UnverifiedBytesPerMinuteBoundAllPeersTogether) {
     TestDatabase db;
     PAYLEDGER_REQUIRE_DB(db);
-    ServeProcess server{db.url(), {{"limits", {{"unverified_bytes_per_minute", 4 * 65 * 1024},
-                                               {"unverified_per_peer_per_minute", 100}}}}};
+    ServeProcess server{db.url(),
+                        {{"limits",
+                          {{"unverified_bytes_per_minute", 4 * 65 * 1024},
+                           {"unverified_per_peer_per_minute", 100}}}}};
     const std::string garbage(64 * 1024, 'g');
     const char* peers[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"};
     for (int i = 0; i < 4; ++i) {
@@ -339,9 +344,9 @@ TEST(HostilePeersPgTest, UnverifiedBytesPerMinuteBoundAllPeersTogether) {
     HttpClient merchant{server.port()};
     ASSERT_EQ(CreateOrder(merchant, "BYTES-1").status, 201);
     const std::string body = Payment("BYTES-1", 100);
-    EXPECT_EQ(fifth.Post("/v1/callbacks/generic", body, {{"Payledger-Signature", Signed(body)}})
-                  .status,
-              200);
+    EXPECT_EQ(
+        fifth.Post("/v1/callbacks/generic", body, {{"Payledger-Signature", Signed(body)}}).status,
+        200);
 }
 
 // trusted_proxies: behind a proxy every client is the proxy's address unless the proxy says
@@ -352,8 +357,9 @@ TEST(HostilePeersPgTest, UnverifiedBytesPerMinuteBoundAllPeersTogether) {
 TEST(HostilePeersPgTest, XForwardedForIsBelievedFromTrustedProxiesOnly) {
     TestDatabase db;
     PAYLEDGER_REQUIRE_DB(db);
-    ServeProcess server{db.url(), {{"trusted_proxies", {"127.0.0.3/32"}},
-                                   {"limits", {{"unverified_per_peer_per_minute", 2}}}}};
+    ServeProcess server{db.url(),
+                        {{"trusted_proxies", {"127.0.0.3/32"}},
+                         {"limits", {{"unverified_per_peer_per_minute", 2}}}}};
     const auto post_as = [&](const char* source, const std::string& forwarded_for) {
         HttpClient client{server.port(), source};
         return client.Post("/v1/callbacks/generic", "junk", {{"X-Forwarded-For", forwarded_for}})
@@ -396,7 +402,9 @@ TEST(HostilePeersPgTest, AScopedTokenRegistersOnlyOrderNumbersWithItsPrefix) {
     const auto create = [&](const std::string& out_trade_no) {
         return client
             .Post("/v1/orders",
-                  json{{"out_trade_no", out_trade_no}, {"account_id", "shop-1"}, {"amount", 100},
+                  json{{"out_trade_no", out_trade_no},
+                       {"account_id", "shop-1"},
+                       {"amount", 100},
                        {"currency", "CNY"}}
                       .dump(),
                   {{"Authorization", "Bearer " + tenant}})

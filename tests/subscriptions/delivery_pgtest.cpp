@@ -58,35 +58,39 @@ json Subscription(const std::string& name, unsigned short port, json extra = jso
 
 // An order and its payment: two events.
 void OrderAndPayment(HttpClient& client, const std::string& out_trade_no) {
-    const HttpResult created = client.Post(
-        "/v1/orders",
-        json{{"out_trade_no", out_trade_no}, {"account_id", "shop-1"}, {"amount", 100},
-             {"currency", "CNY"}}
-            .dump(),
-        {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}});
+    const HttpResult created =
+        client.Post("/v1/orders",
+                    json{{"out_trade_no", out_trade_no},
+                         {"account_id", "shop-1"},
+                         {"amount", 100},
+                         {"currency", "CNY"}}
+                        .dump(),
+                    {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}});
     ASSERT_EQ(created.status, 201) << created.body;
-    const std::string body = json{{"event_type", "PAYMENT_SUCCEEDED"},
-                                  {"out_trade_no", out_trade_no},
-                                  {"transaction_id", "T-" + out_trade_no},
-                                  {"amount", 100}}
-                                 .dump();
-    const HttpResult paid = client.Post(
-        "/v1/callbacks/generic", body,
-        {{"Payledger-Signature",
-          GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
+    const std::string body = json{
+        {"event_type", "PAYMENT_SUCCEEDED"},
+        {"out_trade_no", out_trade_no},
+        {"transaction_id", "T-" + out_trade_no},
+        {"amount", 100}}.dump();
+    const HttpResult paid =
+        client.Post("/v1/callbacks/generic", body,
+                    {{"Payledger-Signature",
+                      GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
     ASSERT_EQ(paid.status, 200) << paid.body;
 }
 
 std::vector<std::int64_t> Seqs(const ReceivedRequest& request) {
     std::vector<std::int64_t> seqs;
     const json body = json::parse(request.body);
-    for (const json& event : body["data"]["events"]) seqs.push_back(event["seq"].get<std::int64_t>());
+    for (const json& event : body["data"]["events"])
+        seqs.push_back(event["seq"].get<std::int64_t>());
     return seqs;
 }
 
 std::vector<std::int64_t> LedgerSeqs(const TestDatabase& db) {
     std::vector<std::int64_t> seqs;
-    const std::string text = db.Scalar("SELECT string_agg(seq::text, ',' ORDER BY seq) FROM ledger_events");
+    const std::string text =
+        db.Scalar("SELECT string_agg(seq::text, ',' ORDER BY seq) FROM ledger_events");
     std::size_t at = 0;
     while (at < text.size()) {
         const std::size_t comma = text.find(',', at);
@@ -122,7 +126,8 @@ std::vector<std::int64_t> Acknowledged(const std::vector<ReceivedRequest>& reque
 // Checks every request with the npm `standardwebhooks` library (tests/subscriptions/), plus a
 // tampered copy that must not verify. Skipped when the library is not installed, except in CI.
 void VerifyWithTheReferenceLibrary(const std::vector<ReceivedRequest>& requests) {
-    const std::string script = std::string(PAYLEDGER_SOURCE_DIR) + "/tests/subscriptions/verify_signatures.mjs";
+    const std::string script =
+        std::string(PAYLEDGER_SOURCE_DIR) + "/tests/subscriptions/verify_signatures.mjs";
     if (!std::filesystem::exists(std::string(PAYLEDGER_SOURCE_DIR) +
                                  "/tests/subscriptions/node_modules/standardwebhooks") &&
         std::getenv("CI") == nullptr) {
@@ -170,7 +175,8 @@ TEST(SubscriptionDeliveryPgTest, EveryEventInOrderSignedAcrossFailuresAndBackOff
         if (n == 2) return ReceiverAnswer{.status = 503};
         return ReceiverAnswer{.status = 204};
     }};
-    ServeProcess server{db.url(), {{"subscriptions", {Subscription("fulfilment", receiver.port())}}}};
+    ServeProcess server{db.url(),
+                        {{"subscriptions", {Subscription("fulfilment", receiver.port())}}}};
     HttpClient client{server.port()};
     for (int i = 0; i < 15; ++i) OrderAndPayment(client, "SUB-" + std::to_string(i));
     const std::vector<std::int64_t> ledger = LedgerSeqs(db);
@@ -192,8 +198,8 @@ TEST(SubscriptionDeliveryPgTest, EveryEventInOrderSignedAcrossFailuresAndBackOff
         const std::vector<std::int64_t> seqs = Seqs(request);
         ASSERT_FALSE(seqs.empty());
         EXPECT_LE(seqs.size(), 7u);
-        EXPECT_EQ(request.headers.at("webhook-id"), "fulfilment:" + std::to_string(seqs.front()) +
-                                                        "-" + std::to_string(seqs.back()));
+        EXPECT_EQ(request.headers.at("webhook-id"),
+                  "fulfilment:" + std::to_string(seqs.front()) + "-" + std::to_string(seqs.back()));
         EXPECT_EQ(request.headers.at("content-type"), "application/json");
         const json body = json::parse(request.body);
         EXPECT_EQ(body["type"], "ledger.events");
@@ -217,7 +223,8 @@ TEST(SubscriptionDeliveryPgTest, EveryEventInOrderSignedAcrossFailuresAndBackOff
     EXPECT_EQ(subscription["lag_events"], 0);
     EXPECT_EQ(admin.Get("/v1/admin/subscriptions", testing::kAuditorToken).status, 403);
     const std::string metrics = admin.Get("/metrics").body;
-    EXPECT_NE(metrics.find("payledger_subscription_delivered_events_total{subscription=\"fulfilment\"} 30"),
+    EXPECT_NE(metrics.find(
+                  "payledger_subscription_delivered_events_total{subscription=\"fulfilment\"} 30"),
               std::string::npos)
         << metrics;
     EXPECT_NE(metrics.find("payledger_subscription_failures_total{subscription=\"fulfilment\"} 3"),
@@ -228,9 +235,8 @@ TEST(SubscriptionDeliveryPgTest, GoneDisablesAndAnAdminsEnableAndRewindDeliverAg
     TestDatabase db;
     PAYLEDGER_REQUIRE_DB(db);
     std::atomic<bool> gone{true};
-    WebhookReceiver receiver{[&](const ReceivedRequest&) {
-        return ReceiverAnswer{.status = gone.load() ? 410 : 200};
-    }};
+    WebhookReceiver receiver{
+        [&](const ReceivedRequest&) { return ReceiverAnswer{.status = gone.load() ? 410 : 200}; }};
     ServeProcess server{db.url(), {{"subscriptions", {Subscription("rebates", receiver.port())}}}};
     HttpClient client{server.port()};
     for (int i = 0; i < 3; ++i) OrderAndPayment(client, "GONE-" + std::to_string(i));
@@ -238,35 +244,43 @@ TEST(SubscriptionDeliveryPgTest, GoneDisablesAndAnAdminsEnableAndRewindDeliverAg
 
     HttpClient admin{server.port()};
     const auto state = [&] {
-        return admin.Get("/v1/admin/subscriptions", testing::kAdminToken).Json()["subscriptions"][0];
+        return admin.Get("/v1/admin/subscriptions", testing::kAdminToken)
+            .Json()["subscriptions"][0];
     };
-    ASSERT_TRUE(Eventually([&] { return state()["state"] == "disabled"; }, std::chrono::seconds{30}));
+    ASSERT_TRUE(
+        Eventually([&] { return state()["state"] == "disabled"; }, std::chrono::seconds{30}));
     const std::size_t before_enable = receiver.Requests().size();
     EXPECT_EQ(before_enable, 1u) << "a disabled subscription was delivered again";
     gone = false;
-    const HttpResult enabled = admin.Post("/v1/admin/subscriptions/rebates/enable", "",
-                                          {{"Authorization", std::string("Bearer ") + testing::kAdminToken}});
+    const HttpResult enabled =
+        admin.Post("/v1/admin/subscriptions/rebates/enable", "",
+                   {{"Authorization", std::string("Bearer ") + testing::kAdminToken}});
     ASSERT_EQ(enabled.status, 200) << enabled.body;
-    ASSERT_TRUE(Eventually([&] { return state()["after"] == ledger.back(); }, std::chrono::seconds{30}));
+    ASSERT_TRUE(
+        Eventually([&] { return state()["after"] == ledger.back(); }, std::chrono::seconds{30}));
 
-    const HttpResult rewound = admin.Post("/v1/admin/subscriptions/rebates/rewind", R"({"after": 0})",
-                                          {{"Authorization", std::string("Bearer ") + testing::kAdminToken}});
+    const HttpResult rewound =
+        admin.Post("/v1/admin/subscriptions/rebates/rewind", R"({"after": 0})",
+                   {{"Authorization", std::string("Bearer ") + testing::kAdminToken}});
     ASSERT_EQ(rewound.status, 200) << rewound.body;
     ASSERT_TRUE(Eventually(
         [&] {
             std::size_t delivered_again = 0;
             const std::vector<ReceivedRequest> requests = receiver.Requests();
-            for (std::size_t i = before_enable; i < requests.size(); ++i) delivered_again += Seqs(requests[i]).size();
+            for (std::size_t i = before_enable; i < requests.size(); ++i)
+                delivered_again += Seqs(requests[i]).size();
             return delivered_again >= 2 * ledger.size();
         },
         std::chrono::seconds{30}))
         << "the rewind did not deliver again";
-    EXPECT_EQ(admin.Post("/v1/admin/subscriptions/nobody/enable", "",
-                         {{"Authorization", std::string("Bearer ") + testing::kAdminToken}})
+    EXPECT_EQ(admin
+                  .Post("/v1/admin/subscriptions/nobody/enable", "",
+                        {{"Authorization", std::string("Bearer ") + testing::kAdminToken}})
                   .status,
               404);
-    EXPECT_EQ(admin.Post("/v1/admin/subscriptions/rebates/rewind", R"({"after": -1})",
-                         {{"Authorization", std::string("Bearer ") + testing::kAdminToken}})
+    EXPECT_EQ(admin
+                  .Post("/v1/admin/subscriptions/rebates/rewind", R"({"after": -1})",
+                        {{"Authorization", std::string("Bearer ") + testing::kAdminToken}})
                   .status,
               400);
 
@@ -289,7 +303,8 @@ TEST(SubscriptionDeliveryPgTest, TwoInstancesNeverDeliverTwiceAndAKilledDelivere
         std::this_thread::sleep_for(std::chrono::milliseconds{300});  // A slow receiver.
         return ReceiverAnswer{.status = 200};
     }};
-    const json config = {{"subscriptions", {Subscription("shipping", receiver.port(), {{"batch_max", 3}})}}};
+    const json config = {
+        {"subscriptions", {Subscription("shipping", receiver.port(), {{"batch_max", 3}})}}};
     auto first = std::make_unique<ServeProcess>(db.url(), config);
     HttpClient client{first->port()};
     OrderAndPayment(client, "TWO-0");
@@ -335,7 +350,8 @@ TEST(SubscriptionDeliveryPgTest, TwoInstancesNeverDeliverTwiceAndAKilledDelivere
 TEST(SubscriptionDeliveryPgTest, AReceiverThatNeverAnswersHoldsOnlyItsOwnSubscription) {
     TestDatabase db;
     PAYLEDGER_REQUIRE_DB(db);
-    WebhookReceiver stuck{[](const ReceivedRequest&) { return ReceiverAnswer{.never_answer = true}; }};
+    WebhookReceiver stuck{
+        [](const ReceivedRequest&) { return ReceiverAnswer{.never_answer = true}; }};
     WebhookReceiver fine{[](const ReceivedRequest&) { return ReceiverAnswer{.status = 200}; }};
     ServeProcess server{db.url(),
                         {{"subscriptions",
@@ -354,9 +370,11 @@ TEST(SubscriptionDeliveryPgTest, AReceiverThatNeverAnswersHoldsOnlyItsOwnSubscri
         << "the other subscription was held up";
     std::printf("all 10 events at the healthy receiver within %.2f s\n",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-    EXPECT_TRUE(stuck.WaitForRequests(2, std::chrono::milliseconds{10'000})) << "no retry after a timeout";
+    EXPECT_TRUE(stuck.WaitForRequests(2, std::chrono::milliseconds{10'000}))
+        << "no retry after a timeout";
     HttpClient admin{server.port()};
-    const json states = admin.Get("/v1/admin/subscriptions", testing::kAdminToken).Json()["subscriptions"];
+    const json states =
+        admin.Get("/v1/admin/subscriptions", testing::kAdminToken).Json()["subscriptions"];
     const json stuck_state = states[0]["name"] == "stuck" ? states[0] : states[1];
     EXPECT_EQ(stuck_state["state"], "retrying");
     EXPECT_EQ(stuck_state["after"], 0);
@@ -373,7 +391,8 @@ TEST(SubscriptionDeliveryPgTest, AWaitingFeedAnswersWithinASecondOfACommit) {
     HttpClient reader{server.port()};
     // Nothing follows: an empty page after the wait.
     const auto empty_started = std::chrono::steady_clock::now();
-    const HttpResult empty = reader.Get("/v1/events?after=" + head + "&wait=1", testing::kAuditorToken);
+    const HttpResult empty =
+        reader.Get("/v1/events?after=" + head + "&wait=1", testing::kAuditorToken);
     const double empty_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - empty_started).count();
     ASSERT_EQ(empty.status, 200) << empty.body;
@@ -391,7 +410,8 @@ TEST(SubscriptionDeliveryPgTest, AWaitingFeedAnswersWithinASecondOfACommit) {
     std::thread waiting([&] {
         HttpClient own{server.port()};
         waited = own.Get("/v1/events?after=" + head + "&wait=20", testing::kAuditorToken);
-        answered_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - committed_at).count();
+        answered_after =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - committed_at).count();
     });
     HttpClient scraper{server.port()};
     ASSERT_TRUE(Eventually(

@@ -52,21 +52,22 @@ std::string Bearer(const char* token) { return std::string("Bearer ") + token; }
 // A signed notice of the generic channel: a payment or a refund of an order.
 void Notify(HttpClient& client, const json& notice) {
     const std::string body = notice.dump();
-    const HttpResult answered = client.Post(
-        "/v1/callbacks/generic", body,
-        {{"Payledger-Signature",
-          GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
+    const HttpResult answered =
+        client.Post("/v1/callbacks/generic", body,
+                    {{"Payledger-Signature",
+                      GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
     ASSERT_EQ(answered.status, 200) << answered.body;
 }
 
 void CreateOrder(HttpClient& client, const std::string& out_trade_no, const std::string& account,
                  std::int64_t amount) {
-    const HttpResult created = client.Post(
-        "/v1/orders",
-        json{{"out_trade_no", out_trade_no}, {"account_id", account}, {"amount", amount},
-             {"currency", "CNY"}}
-            .dump(),
-        {{"Authorization", Bearer(testing::kMerchantToken)}});
+    const HttpResult created = client.Post("/v1/orders",
+                                           json{{"out_trade_no", out_trade_no},
+                                                {"account_id", account},
+                                                {"amount", amount},
+                                                {"currency", "CNY"}}
+                                               .dump(),
+                                           {{"Authorization", Bearer(testing::kMerchantToken)}});
     ASSERT_EQ(created.status, 201) << created.body;
 }
 
@@ -186,7 +187,8 @@ bool PollUntil(Done done, std::chrono::seconds within) {
 // The ledger's balances of `account`, currency -> balance.
 std::map<std::string, std::int64_t> LedgerBalances(HttpClient& client, const std::string& account) {
     std::map<std::string, std::int64_t> balances;
-    const HttpResult answer = client.Get("/v1/accounts/" + account + "/balances", testing::kAuditorToken);
+    const HttpResult answer =
+        client.Get("/v1/accounts/" + account + "/balances", testing::kAuditorToken);
     EXPECT_EQ(answer.status, 200) << answer.body;
     const json body = answer.Json();  // Kept: a loop over a temporary's member would dangle.
     for (const json& row : body["balances"]) {
@@ -195,7 +197,8 @@ std::map<std::string, std::int64_t> LedgerBalances(HttpClient& client, const std
     return balances;
 }
 
-std::map<std::string, std::int64_t> ShopCredits(const TestDatabase& shop, const std::string& account) {
+std::map<std::string, std::int64_t> ShopCredits(const TestDatabase& shop,
+                                                const std::string& account) {
     std::map<std::string, std::int64_t> credits;
     const auto connection = shop.Connect();
     pqxx::read_transaction tx{*connection};
@@ -211,7 +214,8 @@ TEST(ExactlyOnceReceiverPgTest, CreditsEqualTheLedgersBalancesAcrossRedeliveries
     PAYLEDGER_REQUIRE_DATABASE(ledger);
     TestDatabase shop{false};
     ShopReceiver shop_receiver{shop};
-    WebhookReceiver receiver{[&](const ReceivedRequest& request) { return shop_receiver.Answer(request); }};
+    WebhookReceiver receiver{
+        [&](const ReceivedRequest& request) { return shop_receiver.Answer(request); }};
     const json subscription = {
         {"name", "shop-credits"},
         {"url", "http://127.0.0.1:" + std::to_string(receiver.port()) + "/hooks/payledger"},
@@ -228,11 +232,15 @@ TEST(ExactlyOnceReceiverPgTest, CreditsEqualTheLedgersBalancesAcrossRedeliveries
         const std::string order = "EXO-" + std::to_string(i);
         const std::int64_t amount = 100 + 37 * i;
         CreateOrder(client, order, accounts[static_cast<std::size_t>(i % 2)], amount);
-        Notify(client, {{"event_type", "PAYMENT_SUCCEEDED"}, {"out_trade_no", order},
-                        {"transaction_id", "T-" + order}, {"amount", amount}});
+        Notify(client, {{"event_type", "PAYMENT_SUCCEEDED"},
+                        {"out_trade_no", order},
+                        {"transaction_id", "T-" + order},
+                        {"amount", amount}});
         if (i % 3 == 0) {
-            Notify(client, {{"event_type", "REFUND_SUCCEEDED"}, {"out_trade_no", order},
-                            {"transaction_id", "R-" + order}, {"amount", i == 0 ? amount : 50}});
+            Notify(client, {{"event_type", "REFUND_SUCCEEDED"},
+                            {"out_trade_no", order},
+                            {"transaction_id", "R-" + order},
+                            {"amount", i == 0 ? amount : 50}});
         }
     }
     const std::string matching_sql =
@@ -253,9 +261,9 @@ TEST(ExactlyOnceReceiverPgTest, CreditsEqualTheLedgersBalancesAcrossRedeliveries
 
     // Everything again: an admin rewinds the subscription to the beginning.
     const int seen_before_rewind = shop_receiver.events_seen();
-    const HttpResult rewound = client.Post("/v1/admin/subscriptions/shop-credits/rewind",
-                                           R"({"after": 0})",
-                                           {{"Authorization", Bearer(testing::kAdminToken)}});
+    const HttpResult rewound =
+        client.Post("/v1/admin/subscriptions/shop-credits/rewind", R"({"after": 0})",
+                    {{"Authorization", Bearer(testing::kAdminToken)}});
     ASSERT_EQ(rewound.status, 200) << rewound.body;
     ASSERT_TRUE(PollUntil(
         [&] {

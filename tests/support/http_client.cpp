@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <cstdint>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -57,7 +57,8 @@ void Record(http::verb method, const std::string& target,
     std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     text += '\n';
     const int fd = ::open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    ASSERT_GE(fd, 0) << "cannot open PAYLEDGER_HTTP_RECORD " << file << ": " << std::strerror(errno);
+    ASSERT_GE(fd, 0) << "cannot open PAYLEDGER_HTTP_RECORD " << file << ": "
+                     << std::strerror(errno);
     const ssize_t written = ::write(fd, text.data(), text.size());
     const int write_errno = errno;
     ::close(fd);

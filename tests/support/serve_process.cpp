@@ -13,9 +13,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <chrono>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>

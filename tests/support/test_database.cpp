@@ -99,8 +99,9 @@ void AwaitSessionDone(const TestDatabase& db, int backend_pid) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
     while (std::chrono::steady_clock::now() < deadline) {
         pqxx::nontransaction tx{*connection};
-        if (tx.exec_params("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state <> 'idle'",
-                           backend_pid)[0][0]
+        if (tx.exec_params(
+                  "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state <> 'idle'",
+                  backend_pid)[0][0]
                 .as<int>() == 0) {
             return;
         }

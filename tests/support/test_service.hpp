@@ -4,10 +4,10 @@
 #include <memory>
 #include <string>
 
-#include "api/routes/app.hpp"
 #include "api/config.hpp"
 #include "api/http/metrics.hpp"
 #include "api/http/server.hpp"
+#include "api/routes/app.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
 #include "support/http_client.hpp"

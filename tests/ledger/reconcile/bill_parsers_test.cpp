@@ -317,8 +317,9 @@ TEST(WechatBill, GzipIsReadThroughZlibAndATruncatedStreamIsRefused) {
 
 TEST(WechatBill, AGzipBombStopsAtTheDecompressedLimit) {
     // 1 MiB of line ends compresses to about a kilobyte.
-    const std::string text = WechatBill({kWechatPayment}, "`1,`60.00,`0.00,`0.00,`0.32000,`60.00,`0.00") +
-                             std::string(1 << 20, '\n');
+    const std::string text =
+        WechatBill({kWechatPayment}, "`1,`60.00,`0.00,`0.00,`0.32000,`60.00,`0.00") +
+        std::string(1 << 20, '\n');
     const std::string path = std::filesystem::temp_directory_path() /
                              ("payledger-bomb-" + std::to_string(::getpid()) + ".txt.gz");
     gzFile out = gzopen(path.c_str(), "wb9");
@@ -617,8 +618,8 @@ TEST(AlipayBill, TheZipEntryNamedInGbkIsFoundAndATruncatedZipIsRefused) {
     const std::string damaged = files.Path("damaged.zip");
     bytes[130] = static_cast<char>(bytes[130] ^ 0x55);  // Past the local header and name.
     WriteFile(damaged, bytes);
-    ExpectRefused([&] { static_cast<void>(ParseAlipayZip(damaged)); },
-                  "cannot read the zip entry", "damaged zip");
+    ExpectRefused([&] { static_cast<void>(ParseAlipayZip(damaged)); }, "cannot read the zip entry",
+                  "damaged zip");
     // The entry's stated size is checked before anything is read.
     ExpectRefused([&] { static_cast<void>(OpenZipEntry(zip, kAlipayDetailSuffix, 100)); },
                   "the zip entry is larger than 100 bytes once decompressed", "zip limit");

@@ -308,19 +308,19 @@ TEST_F(ReconcilePgTest, ProgressIsReadingThenApplyingThenDone) {
                     {EventType::kPaymentSucceeded, "G-3", "42G3", 300}}));
     std::vector<std::string> told;
     std::ostringstream out;
-    const ReconcileReport report = Reconcile(
-        db_.url(),
-        {.platform = Platform::kWechat,
-         .bill_path = bill_path_,
-         .date = kDate,
-         .apply = true,
-         .wechat_mch_ids = {kMchId},
-         .progress =
-             [&](std::string_view phase, std::int64_t done, std::int64_t total) {
-                 told.push_back(std::string(phase) + " " + std::to_string(done) + "/" +
-                                std::to_string(total));
-             }},
-        out);
+    const ReconcileReport report =
+        Reconcile(db_.url(),
+                  {.platform = Platform::kWechat,
+                   .bill_path = bill_path_,
+                   .date = kDate,
+                   .apply = true,
+                   .wechat_mch_ids = {kMchId},
+                   .progress =
+                       [&](std::string_view phase, std::int64_t done, std::int64_t total) {
+                           told.push_back(std::string(phase) + " " + std::to_string(done) + "/" +
+                                          std::to_string(total));
+                       }},
+                  out);
     EXPECT_EQ(Count(Category::kApplied, report), 2);
     EXPECT_EQ(told, (std::vector<std::string>{"reading 3/0", "applying 2/2", "done 0/0"}));
 }
@@ -372,10 +372,10 @@ TEST_F(ReconcilePgTest, TheTableIsAppendOnlyAndHoldsTheBillAsGiven) {
     EXPECT_EQ(db_.Scalar("SELECT bill IS NULL AND stored_bill_sha256 = bill_sha256 "
                          "FROM reconciliations"),
               "t");
-    for (const char* sql : {"UPDATE reconciliations SET ok = false", "DELETE FROM reconciliations",
-                            "TRUNCATE reconciliations", "UPDATE reconciliation_bills SET bill = ''",
-                            "DELETE FROM reconciliation_bills",
-                            "TRUNCATE reconciliation_bills CASCADE"}) {
+    for (const char* sql :
+         {"UPDATE reconciliations SET ok = false", "DELETE FROM reconciliations",
+          "TRUNCATE reconciliations", "UPDATE reconciliation_bills SET bill = ''",
+          "DELETE FROM reconciliation_bills", "TRUNCATE reconciliation_bills CASCADE"}) {
         EXPECT_THROW(db_.Scalar(sql), pqxx::insufficient_privilege) << sql;
     }
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM reconciliations"), "1");
@@ -394,9 +394,9 @@ TEST_F(ReconcilePgTest, TheTableIsAppendOnlyAndHoldsTheBillAsGiven) {
     EXPECT_EQ(db_.Scalar("SELECT convert_from(payledger_reconciliation_bill(r), 'UTF8') "
                          "FROM reconciliations r WHERE date = '2026-11-29'"),
               "old bill");
-    EXPECT_THROW(db_.Scalar(old_row + "NULL, NULL, " + old_sha +
-                            ", false, '{}', true, '[]') RETURNING id"),
-                 pqxx::check_violation);
+    EXPECT_THROW(
+        db_.Scalar(old_row + "NULL, NULL, " + old_sha + ", false, '{}', true, '[]') RETURNING id"),
+        pqxx::check_violation);
     EXPECT_THROW(db_.Scalar(old_row + "'x'::bytea, '" + hex + "', '" + hex +
                             "', false, '{}', true, '[]') RETURNING id"),
                  pqxx::check_violation);
@@ -569,13 +569,14 @@ TEST_F(ReconcilePgTest, ApplyAnAlipayBillAppendsWithSourceAlipayBill) {
         "2026113022001458860515315453\t,AP-1\t,退款\t,T-shirt,2026-11-30 10:55:16,"
         "2026-11-30 12:56:48,\t,\t,\t,\t,*津水(602***@qq.com)\t,-8.80,-8.80,0.00,0.00,0.00,0.00,"
         "0.00,,0.00\t,0.00,RF-AP-1\t,0.05,0.00,";
-    WriteBill(std::string("\xEF\xBB\xBF") + "#支付宝业务明细查询\r\n" +
-              "#起始日期：[2026年11月30日 00:00:00]   终止日期：[2026年12月01日 00:00:00]\r\n" +
-              "支付宝交易号,商户订单号,业务类型,商品名称,创建时间,完成时间,门店编号,门店名称,操作员,"
-              "终端号,对方账户,订单金额（元）,商家实收（元）,支付宝红包（元）,集分宝（元）,"
-              "支付宝优惠（元）,商家优惠（元）,券核销金额（元）,券名称,商家红包消费金额（元）,"
-              "卡消费金额（元）,退款批次号/请求号,服务费（元）,分润（元）,备注\r\n" +
-              payment + "\r\n" + refund + "\r\n" + "#交易合计：1笔，退款合计：1笔\r\n");
+    WriteBill(
+        std::string("\xEF\xBB\xBF") + "#支付宝业务明细查询\r\n" +
+        "#起始日期：[2026年11月30日 00:00:00]   终止日期：[2026年12月01日 00:00:00]\r\n" +
+        "支付宝交易号,商户订单号,业务类型,商品名称,创建时间,完成时间,门店编号,门店名称,操作员,"
+        "终端号,对方账户,订单金额（元）,商家实收（元）,支付宝红包（元）,集分宝（元）,"
+        "支付宝优惠（元）,商家优惠（元）,券核销金额（元）,券名称,商家红包消费金额（元）,"
+        "卡消费金额（元）,退款批次号/请求号,服务费（元）,分润（元）,备注\r\n" +
+        payment + "\r\n" + refund + "\r\n" + "#交易合计：1笔，退款合计：1笔\r\n");
     std::string output;
     const ReconcileReport report = Run(true, &output, Platform::kAlipay);
     EXPECT_TRUE(report.ok) << output;
@@ -659,7 +660,8 @@ TEST_F(ReconcilePgTest, ARunThatAppliedIsStoredWhenItsRecordFails) {
         "CREATE SEQUENCE test_record_attempts; "
         "CREATE FUNCTION test_fail_first_record() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
         "IF nextval('test_record_attempts') = 1 THEN RAISE EXCEPTION 'injected failure'; END IF; "
-        "IF currval('test_record_attempts') = 3 THEN PERFORM pg_terminate_backend(pg_backend_pid()); "
+        "IF currval('test_record_attempts') = 3 THEN PERFORM "
+        "pg_terminate_backend(pg_backend_pid()); "
         "END IF; RETURN NEW; END $$; "
         "CREATE TRIGGER test_fail_first_record BEFORE INSERT ON reconciliations FOR EACH ROW "
         "EXECUTE FUNCTION test_fail_first_record(); SELECT 1");
