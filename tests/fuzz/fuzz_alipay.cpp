@@ -16,7 +16,7 @@
 #include "api/channels/alipay_form.hpp"
 #include "api/channels/platform_crypto.hpp"
 #include "ledger/bytes.hpp"
-#include "tests/api/platform_fixtures.hpp"
+#include "tests/api/channels/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 
 namespace payledger::fuzz {

@@ -19,7 +19,7 @@
 #include "api/channels/wechat_v2_channel.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
 #include "ledger/bytes.hpp"
-#include "tests/api/platform_fixtures.hpp"
+#include "tests/api/channels/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 
 namespace payledger::fuzz {

@@ -17,7 +17,7 @@
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
 #include "ledger/bytes.hpp"
-#include "tests/api/platform_fixtures.hpp"
+#include "tests/api/channels/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 #include "tests/fuzz/fuzz_json_keys.hpp"
 

@@ -26,6 +26,7 @@
 #include "ledger/database.hpp"
 #include "ledger/failures.hpp"
 #include "ledger/migrate.hpp"
+#include "support/deliveries.hpp"
 #include "support/own_cluster.hpp"
 #include "support/test_database.hpp"
 
@@ -34,26 +35,10 @@ namespace {
 
 using projections::Outcome;
 using std::chrono::steady_clock;
+using testing::OrderRegistration;
 using testing::OwnCluster;
 
-constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
 constexpr const char* kWriterName = "payledger sync-cancel test";
-
-Delivery Order(const std::string& out_trade_no) {
-    return Delivery{.receipt = Receipt{.source = projections::Source::kApi,
-                                       .received_at = kTime,
-                                       .peer = "127.0.0.1:9",
-                                       .headers = "{}",
-                                       .body = "body of " + out_trade_no,
-                                       .out_trade_no = out_trade_no},
-                    .event = projections::Event{.out_trade_no = out_trade_no,
-                                                .event_type = projections::EventType::kOrderCreated,
-                                                .source = projections::Source::kApi,
-                                                .account_id = "acct-1",
-                                                .amount = 100,
-                                                .currency = "CNY",
-                                                .occurred_at = kTime}};
-}
 
 // Submits `delivery`; the committer's answer comes through the future.
 std::future<DeliveryResult> Submit(Committer& committer, Delivery delivery) {
@@ -97,11 +82,11 @@ TEST(SyncCancelPgTest, ACancelledWaitForTheStandbyIsAnsweredUnavailableButCommit
     // Long limits: only the test's pg_cancel_backend may end the wait.
     Committer committer{
         {.url = cluster.PrimaryUrl(), .session = testing::PatientSession(kWriterName)}};
-    std::future<DeliveryResult> warm = Submit(committer, Order("ORD-WARM"));
+    std::future<DeliveryResult> warm = Submit(committer, OrderRegistration("ORD-WARM"));
     ASSERT_EQ(Await(warm).outcome, Outcome::kAppended);
 
     cluster.StopStandby();
-    std::future<DeliveryResult> waiting = Submit(committer, Order("ORD-SYNC"));
+    std::future<DeliveryResult> waiting = Submit(committer, OrderRegistration("ORD-SYNC"));
     auto admin = Connect(cluster.PrimaryUrl(), testing::PatientSession("sync-cancel admin"));
     const std::string find_waiting =
         std::string(
@@ -134,9 +119,9 @@ TEST(SyncCancelPgTest, ACancelledWaitForTheStandbyIsAnsweredUnavailableButCommit
     // With the standby back, the platform's retry of the same delivery finds it, and the
     // committer goes on writing.
     cluster.StartStandby();
-    std::future<DeliveryResult> retried = Submit(committer, Order("ORD-SYNC"));
+    std::future<DeliveryResult> retried = Submit(committer, OrderRegistration("ORD-SYNC"));
     EXPECT_EQ(Await(retried).outcome, Outcome::kDuplicate);
-    std::future<DeliveryResult> after = Submit(committer, Order("ORD-AFTER"));
+    std::future<DeliveryResult> after = Submit(committer, OrderRegistration("ORD-AFTER"));
     EXPECT_EQ(Await(after).outcome, Outcome::kAppended);
     committer.Stop();
     EXPECT_EQ(Scalar(*admin, "SELECT count(*) FROM ledger_events"), "3");

@@ -7,35 +7,21 @@
 #include <vector>
 
 #include "ledger/writer.hpp"
+#include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
 namespace payledger::ledger {
 namespace {
 
-using projections::Event;
-using projections::EventType;
 using testing::TestDatabase;
-
-Delivery OrderDelivery(const std::string& out_trade_no) {
-    return Delivery{.receipt = {.source = projections::Source::kApi,
-                                .received_at = 1'700'000'000'000'000,
-                                .peer = "127.0.0.1:1",
-                                .body = "{}",
-                                .out_trade_no = out_trade_no},
-                    .event = Event{.out_trade_no = out_trade_no,
-                                   .event_type = EventType::kOrderCreated,
-                                   .account_id = "acct",
-                                   .amount = 100,
-                                   .currency = "CNY",
-                                   .occurred_at = 1'700'000'000'000'000}};
-}
 
 class AppendOnlyPgTest : public ::testing::Test {
 protected:
     void SetUp() override {
         if (!db_.available()) GTEST_SKIP() << "no test database";
         auto connection = db_.Connect();
-        const Delivery delivery = OrderDelivery("ORD-1");
+        const Delivery delivery = testing::OrderRegistration(
+            "ORD-1", {.account_id = "acct", .receipt = {.peer = "127.0.0.1:1", .body = "{}"}});
         (void)WriteBatch(*connection, std::span(&delivery, 1));
     }
 

@@ -23,6 +23,7 @@
 #include "ledger/checkpoint.hpp"
 #include "ledger/reads.hpp"
 #include "ledger/writer.hpp"
+#include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
 namespace payledger::ledger {
@@ -35,42 +36,24 @@ using testing::TestDatabase;
 
 constexpr projections::TimeMicros kTime = 1'795'941'000'123'456;
 
-Receipt ReceiptFor(const std::string& out_trade_no, projections::Source source) {
-    return Receipt{.source = source,
-                   .received_at = kTime,
-                   .peer = "127.0.0.1:9",
-                   .body = "body of " + out_trade_no,
-                   .out_trade_no = out_trade_no};
-}
-
 Delivery Order(const std::string& out_trade_no) {
-    return {.receipt = ReceiptFor(out_trade_no, projections::Source::kApi),
-            .event = Event{.out_trade_no = out_trade_no,
-                           .event_type = EventType::kOrderCreated,
-                           .source = projections::Source::kApi,
-                           .account_id = "acct-1",
-                           .amount = 1999,
-                           .currency = "CNY",
-                           .occurred_at = kTime}};
+    return testing::OrderRegistration(out_trade_no,
+                                      {.amount = 1999, .receipt = {.received_at = kTime}});
 }
 
 Delivery Payment(const std::string& out_trade_no) {
-    return {.receipt = ReceiptFor(out_trade_no, projections::Source::kGeneric),
-            .event = Event{.out_trade_no = out_trade_no,
-                           .event_type = EventType::kPaymentSucceeded,
-                           .source = projections::Source::kGeneric,
-                           .amount = 1999,
-                           .currency = "CNY",
-                           .transaction_id = "TX-" + out_trade_no,
-                           .occurred_at = kTime + 1}};
+    return testing::VerifiedCallback(out_trade_no, EventType::kPaymentSucceeded,
+                                     {.amount = 1999,
+                                      .transaction_id = "TX-" + out_trade_no,
+                                      .occurred_at = kTime + 1,
+                                      .receipt = {.received_at = kTime}});
 }
 
 Delivery Refused(const std::string& out_trade_no) {
-    Delivery refused{.receipt = ReceiptFor(out_trade_no, projections::Source::kWechatV2),
-                     .verdict = Outcome::kBadSignature,
-                     .message = "bad signature"};
-    refused.receipt.body = std::string("\x00\xff raw", 6);
-    return refused;
+    return testing::Refusal(
+        out_trade_no, {.source = projections::Source::kWechatV2,
+                       .message = "bad signature",
+                       .receipt = {.received_at = kTime, .body = std::string("\x00\xff raw", 6)}});
 }
 
 class AuditPgTest : public ::testing::Test {

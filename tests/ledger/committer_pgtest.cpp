@@ -24,33 +24,18 @@
 
 #include "ledger/committer.hpp"
 #include "projections/assert.hpp"
+#include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
 namespace payledger::ledger {
 namespace {
 
 using projections::Outcome;
+using testing::OrderRegistration;
 using testing::TestDatabase;
 
-constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
 constexpr std::size_t kBatchSize = 8;
 constexpr std::size_t kThrowingIndex = 2;  // Answered ones before it, unanswered ones after.
-
-Delivery Order(const std::string& out_trade_no) {
-    return Delivery{.receipt = Receipt{.source = projections::Source::kApi,
-                                       .received_at = kTime,
-                                       .peer = "127.0.0.1:9",
-                                       .headers = "{}",
-                                       .body = "body of " + out_trade_no,
-                                       .out_trade_no = out_trade_no},
-                    .event = projections::Event{.out_trade_no = out_trade_no,
-                                                .event_type = projections::EventType::kOrderCreated,
-                                                .source = projections::Source::kApi,
-                                                .account_id = "acct-1",
-                                                .amount = 100,
-                                                .currency = "CNY",
-                                                .occurred_at = kTime}};
-}
 
 // Every answer of every delivery, so that a second answer is seen, not just the first.
 class Answers {
@@ -103,7 +88,8 @@ protected:
         hold.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLockKey);
         auto plug = std::make_shared<std::promise<DeliveryResult>>();
         std::future<DeliveryResult> answer = plug->get_future();
-        committer.Submit(Order("ORD-PLUG"), [plug](DeliveryResult r) { plug->set_value(r); });
+        committer.Submit(OrderRegistration("ORD-PLUG"),
+                         [plug](DeliveryResult r) { plug->set_value(r); });
         testing::AwaitLockWaiters(db_, testing::kAdvisoryWaitersSql);
         return answer;
     }
@@ -119,7 +105,7 @@ protected:
         std::future<DeliveryResult> plug = PlugWriterLock(committer, hold);
         Answers answers{kBatchSize};
         for (std::size_t i = 0; i < kBatchSize; ++i) {
-            committer.Submit(Order("ORD-" + std::to_string(i)),
+            committer.Submit(OrderRegistration("ORD-" + std::to_string(i)),
                              answers.For(i, i == kThrowingIndex ? fail : std::function<void()>{}));
         }
         hold.commit();
@@ -163,7 +149,7 @@ TEST_F(CommitterPgTest, DeliveryOverTheByteBudgetIsAnsweredUnavailableAtOnce) {
                          .session = testing::PatientSession(db_.name()),
                          .queue_bytes_max = kBudgetBytes}};
     const auto large = [&](const std::string& out_trade_no) {
-        Delivery delivery = Order(out_trade_no);
+        Delivery delivery = OrderRegistration(out_trade_no);
         delivery.receipt.body = std::string(kBodyBytes, 'x');
         return delivery;
     };
@@ -233,12 +219,13 @@ TEST_F(CommitterPgTest, ASlowAnswerDoesNotHoldUpTheNextBatchAndAnswersKeepCommit
     std::promise<void> release;
     std::shared_future<void> released = release.get_future().share();
 
-    committer.Submit(Order("ORD-SLOW"), [&, released](const DeliveryResult&) {
+    committer.Submit(OrderRegistration("ORD-SLOW"), [&, released](const DeliveryResult&) {
         record("ORD-SLOW");
         released.wait();
     });
     ASSERT_TRUE(await_answers(1)) << "the first delivery was never answered";
-    committer.Submit(Order("ORD-NEXT"), [&](const DeliveryResult&) { record("ORD-NEXT"); });
+    committer.Submit(OrderRegistration("ORD-NEXT"),
+                     [&](const DeliveryResult&) { record("ORD-NEXT"); });
     // Its receipt is committed while the first answer still runs.
     bool written = false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
@@ -271,7 +258,8 @@ TEST_F(CommitterPgTest, ACacheThatDropsGenerationsFreesThemAsideAndStillDecidesR
     const auto submit = [&](const std::string& out_trade_no) {
         auto answer = std::make_shared<std::promise<DeliveryResult>>();
         std::future<DeliveryResult> result = answer->get_future();
-        committer.Submit(Order(out_trade_no), [answer](DeliveryResult r) { answer->set_value(r); });
+        committer.Submit(OrderRegistration(out_trade_no),
+                         [answer](DeliveryResult r) { answer->set_value(r); });
         return result.get();
     };
     for (int i = 0; i < 12; ++i) {
@@ -296,9 +284,9 @@ TEST(CommitterTest, ThrowingAnswersOfRefusedDeliveriesStayInTheCommitter) {
         answers.push_back(std::move(r));
         throw std::runtime_error("the client is gone");
     };
-    EXPECT_NO_THROW(committer.Submit(Order("ORD-1"), throwing));
+    EXPECT_NO_THROW(committer.Submit(OrderRegistration("ORD-1"), throwing));
     committer.Stop();
-    EXPECT_NO_THROW(committer.Submit(Order("ORD-2"), throwing));
+    EXPECT_NO_THROW(committer.Submit(OrderRegistration("ORD-2"), throwing));
     ASSERT_EQ(answers.size(), 2u);
     EXPECT_EQ(answers[0].outcome, Outcome::kUnavailable);
     EXPECT_EQ(answers[0].message, "the write queue is full");

@@ -13,6 +13,7 @@
 #include "ledger/database.hpp"
 #include "ledger/migrate.hpp"
 #include "ledger/writer.hpp"
+#include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
 namespace payledger::ledger {
@@ -68,18 +69,8 @@ protected:
 };
 
 Delivery Order(const std::string& out_trade_no) {
-    return {.receipt = {.source = projections::Source::kApi,
-                        .received_at = 1'795'941'000'000'000,
-                        .peer = "127.0.0.1:9",
-                        .body = "{}",
-                        .out_trade_no = out_trade_no},
-            .event = projections::Event{.out_trade_no = out_trade_no,
-                                        .event_type = projections::EventType::kOrderCreated,
-                                        .source = projections::Source::kApi,
-                                        .account_id = "acct-1",
-                                        .amount = 100,
-                                        .currency = "CNY",
-                                        .occurred_at = 1'795'941'000'000'000}};
+    return testing::OrderRegistration(
+        out_trade_no, {.receipt = {.received_at = 1'795'941'000'000'000, .body = "{}"}});
 }
 
 TEST_F(GrantsPgTest, TheServiceRoleWritesThroughTheWriter) {

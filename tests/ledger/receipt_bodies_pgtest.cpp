@@ -18,6 +18,7 @@
 #include "ledger/chain.hpp"
 #include "ledger/reads.hpp"
 #include "ledger/writer.hpp"
+#include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
 
@@ -27,49 +28,25 @@ namespace {
 using ledger::Delivery;
 using ledger::DeliveryResult;
 using ledger::Receipt;
-using projections::Event;
 using projections::EventType;
 using projections::Outcome;
 using testing::TestDatabase;
 
-constexpr projections::TimeMicros kReceivedAt = 1'700'000'000'000'000;
 constexpr int kDuplicatesKept = 100;  // schema/0008.
 constexpr std::size_t kBodyBytesMax = 65536;
 
-Receipt ReceiptWithBody(const std::string& out_trade_no, projections::Source source,
-                        std::string body) {
-    return Receipt{.source = source,
-                   .received_at = kReceivedAt,
-                   .peer = "127.0.0.1:9",
-                   .headers = "{}",
-                   .body = std::move(body),
-                   .out_trade_no = out_trade_no};
-}
-
 Delivery NewOrder(const std::string& out_trade_no) {
-    return Delivery{.receipt = ReceiptWithBody(out_trade_no, projections::Source::kApi,
-                                               "order " + out_trade_no),
-                    .event = Event{.out_trade_no = out_trade_no,
-                                   .event_type = EventType::kOrderCreated,
-                                   .source = projections::Source::kApi,
-                                   .account_id = "acct-1",
-                                   .amount = 500,
-                                   .currency = "CNY",
-                                   .occurred_at = kReceivedAt}};
+    return testing::OrderRegistration(
+        out_trade_no, {.amount = 500, .receipt = {.body = "order " + out_trade_no}});
 }
 
 // The payment of `out_trade_no`, delivered with `body`: every copy names the same event, so
 // all but the first are duplicates, whatever their bytes.
 Delivery PaymentWithBody(const std::string& out_trade_no, std::string body) {
-    return Delivery{
-        .receipt = ReceiptWithBody(out_trade_no, projections::Source::kGeneric, std::move(body)),
-        .event = Event{.out_trade_no = out_trade_no,
-                       .event_type = EventType::kPaymentSucceeded,
-                       .source = projections::Source::kGeneric,
-                       .amount = 500,
-                       .currency = "CNY",
-                       .transaction_id = "TX-" + out_trade_no,
-                       .occurred_at = kReceivedAt}};
+    return testing::VerifiedCallback(out_trade_no, EventType::kPaymentSucceeded,
+                                     {.amount = 500,
+                                      .transaction_id = "TX-" + out_trade_no,
+                                      .receipt = {.body = std::move(body)}});
 }
 
 // The genuine notice, and a copy padded with whitespace (`n` distinct: every padding differs).
@@ -81,10 +58,7 @@ std::string Padded(const std::string& out_trade_no, int n) {
 }
 
 Delivery Refused(const std::string& out_trade_no, std::string body) {
-    return Delivery{
-        .receipt = ReceiptWithBody(out_trade_no, projections::Source::kGeneric, std::move(body)),
-        .verdict = Outcome::kBadSignature,
-        .message = "signature does not match"};
+    return testing::Refusal(out_trade_no, {.receipt = {.body = std::move(body)}});
 }
 
 class ReceiptBodiesPgTest : public ::testing::Test {

@@ -30,6 +30,7 @@
 #include "ledger/reads.hpp"
 #include "ledger/subscriptions.hpp"
 #include "ledger/writer.hpp"
+#include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
 namespace payledger::ledger {
@@ -41,30 +42,15 @@ using testing::TestDatabase;
 constexpr projections::TimeMicros kSubTime = 1'800'000'000'000'000;
 
 Delivery SubOrder(const std::string& out_trade_no, const std::string& account_id) {
-    return Delivery{.receipt = {.source = projections::Source::kApi,
-                                .received_at = kSubTime,
-                                .peer = "127.0.0.1:9",
-                                .body = "order " + out_trade_no,
-                                .out_trade_no = out_trade_no},
-                    .event = projections::Event{.out_trade_no = out_trade_no,
-                                                .event_type = EventType::kOrderCreated,
-                                                .source = projections::Source::kApi,
-                                                .account_id = account_id,
-                                                .amount = 100,
-                                                .currency = "CNY",
-                                                .occurred_at = kSubTime}};
+    return testing::OrderRegistration(
+        out_trade_no, {.account_id = account_id,
+                       .receipt = {.received_at = kSubTime, .body = "order " + out_trade_no}});
 }
 
 Delivery SubClose(const std::string& out_trade_no) {
-    return Delivery{.receipt = {.source = projections::Source::kGeneric,
-                                .received_at = kSubTime,
-                                .peer = "127.0.0.1:9",
-                                .body = "close " + out_trade_no,
-                                .out_trade_no = out_trade_no},
-                    .event = projections::Event{.out_trade_no = out_trade_no,
-                                                .event_type = EventType::kPaymentClosed,
-                                                .source = projections::Source::kGeneric,
-                                                .occurred_at = kSubTime}};
+    return testing::VerifiedCallback(
+        out_trade_no, EventType::kPaymentClosed,
+        {.receipt = {.received_at = kSubTime, .body = "close " + out_trade_no}});
 }
 
 std::vector<std::int64_t> SeqsOf(const std::vector<projections::Event>& events) {

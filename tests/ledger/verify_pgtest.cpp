@@ -20,34 +20,27 @@
 #include "ledger/verify.hpp"
 #include "ledger/writer.hpp"
 #include "projections/assert.hpp"
+#include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
 namespace payledger::ledger {
 namespace {
 
-using projections::Event;
 using projections::EventType;
 using projections::Outcome;
 using testing::TestDatabase;
 
-constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
-
+// Every delivery of these histories, the order's creation included, comes from the generic
+// channel.
 Delivery Deliver(const std::string& out_trade_no, EventType type, std::int64_t amount,
                  std::string currency, std::optional<std::string> transaction_id,
                  std::string account_id = {}) {
-    return Delivery{.receipt = {.source = projections::Source::kGeneric,
-                                .received_at = kTime,
-                                .peer = "test",
-                                .body = "{}",
-                                .out_trade_no = out_trade_no},
-                    .event = Event{.out_trade_no = out_trade_no,
-                                   .event_type = type,
-                                   .source = projections::Source::kGeneric,
-                                   .account_id = std::move(account_id),
-                                   .amount = amount,
-                                   .currency = std::move(currency),
-                                   .transaction_id = std::move(transaction_id),
-                                   .occurred_at = kTime}};
+    return testing::VerifiedCallback(out_trade_no, type,
+                                     {.account_id = std::move(account_id),
+                                      .amount = amount,
+                                      .currency = std::move(currency),
+                                      .transaction_id = std::move(transaction_id),
+                                      .receipt = {.peer = "test", .body = "{}"}});
 }
 
 Delivery Create(const std::string& key, const std::string& account, std::int64_t amount,

@@ -18,6 +18,7 @@
 #include "ledger/database.hpp"
 #include "ledger/reads.hpp"
 #include "ledger/writer.hpp"
+#include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
 namespace payledger::ledger {
@@ -27,7 +28,6 @@ using projections::EventType;
 using projections::Outcome;
 using testing::TestDatabase;
 
-constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
 constexpr int kWarmUpBatches = 10;  // More than the plan cache's 5 custom plans.
 // Two sizes, 20 000 and 50 000 orders, are checked: a plan that is fine at one size can turn into a
 // scan at the other.
@@ -42,42 +42,16 @@ constexpr const char* kTables[] = {"ledger_events", "orders", "balances", "callb
 
 std::int64_t AmountOf(int order) { return 100 + order % 900; }
 
-Receipt ReceiptFor(const std::string& out_trade_no, projections::Source source) {
-    return Receipt{.source = source,
-                   .received_at = kTime,
-                   .peer = "127.0.0.1:9",
-                   .headers = "{}",
-                   .body = "body of " + out_trade_no,
-                   .out_trade_no = out_trade_no};
-}
-
 Delivery NewOrder(const std::string& out_trade_no, std::int64_t amount) {
-    return Delivery{.receipt = ReceiptFor(out_trade_no, projections::Source::kApi),
-                    .event = projections::Event{.out_trade_no = out_trade_no,
-                                                .event_type = EventType::kOrderCreated,
-                                                .source = projections::Source::kApi,
-                                                .account_id = "acct-new",
-                                                .amount = amount,
-                                                .currency = "CNY",
-                                                .occurred_at = kTime}};
+    return testing::OrderRegistration(out_trade_no, {.account_id = "acct-new", .amount = amount});
 }
 
 Delivery Payment(const std::string& out_trade_no, std::int64_t amount) {
-    return Delivery{.receipt = ReceiptFor(out_trade_no, projections::Source::kGeneric),
-                    .event = projections::Event{.out_trade_no = out_trade_no,
-                                                .event_type = EventType::kPaymentSucceeded,
-                                                .source = projections::Source::kGeneric,
-                                                .amount = amount,
-                                                .currency = "CNY",
-                                                .transaction_id = "TX-" + out_trade_no,
-                                                .occurred_at = kTime}};
+    return testing::VerifiedCallback(out_trade_no, EventType::kPaymentSucceeded,
+                                     {.amount = amount, .transaction_id = "TX-" + out_trade_no});
 }
 
-Delivery Rejected(const std::string& out_trade_no) {
-    return Delivery{.receipt = ReceiptFor(out_trade_no, projections::Source::kGeneric),
-                    .verdict = Outcome::kBadSignature,
-                    .message = "signature does not match"};
-}
+Delivery Rejected(const std::string& out_trade_no) { return testing::Refusal(out_trade_no); }
 
 struct ScanCounts {
     std::int64_t seq_scan = 0;

@@ -17,42 +17,35 @@
 #include "ledger/database.hpp"
 #include "ledger/writer.hpp"
 #include "projections/assert.hpp"
+#include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
 namespace payledger::ledger {
 namespace {
 
-using projections::Event;
 using projections::EventType;
 using projections::Outcome;
 using projections::Source;
 using testing::TestDatabase;
 
-constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
+constexpr const char* kHeaders = R"({"X-Test":"1"})";
 
 Delivery Deliver(const std::string& out_trade_no, EventType type, Source source,
                  std::int64_t amount, std::optional<std::string> transaction_id,
                  const std::string& account_id = "") {
-    return Delivery{.receipt = Receipt{.source = source,
-                                       .received_at = kTime,
-                                       .peer = "127.0.0.1:9",
-                                       .headers = R"({"X-Test":"1"})",
-                                       .body = "body of " + out_trade_no,
-                                       .out_trade_no = out_trade_no},
-                    .event = Event{.out_trade_no = out_trade_no,
-                                   .event_type = type,
-                                   .source = source,
-                                   .account_id = account_id,
-                                   .amount = type == EventType::kPaymentClosed ? 0 : amount,
-                                   .currency = type == EventType::kPaymentClosed ? "" : "CNY",
-                                   .transaction_id = std::move(transaction_id),
-                                   .occurred_at = kTime}};
+    return testing::VerifiedCallback(out_trade_no, type,
+                                     {.source = source,
+                                      .account_id = account_id,
+                                      .amount = type == EventType::kPaymentClosed ? 0 : amount,
+                                      .transaction_id = std::move(transaction_id),
+                                      .receipt = {.headers = kHeaders}});
 }
 
 Delivery Order(const std::string& out_trade_no, std::int64_t amount,
                const std::string& account_id = "acct-1") {
-    return Deliver(out_trade_no, EventType::kOrderCreated, Source::kApi, amount, std::nullopt,
-                   account_id);
+    return testing::OrderRegistration(
+        out_trade_no,
+        {.account_id = account_id, .amount = amount, .receipt = {.headers = kHeaders}});
 }
 
 Delivery Payment(const std::string& out_trade_no, const std::string& transaction_id,
@@ -66,14 +59,9 @@ Delivery Close(const std::string& out_trade_no) {
 }
 
 Delivery Rejected(const std::string& out_trade_no) {
-    Delivery delivery{.receipt = Receipt{.source = Source::kGeneric,
-                                         .received_at = kTime,
-                                         .peer = "127.0.0.1:9",
-                                         .body = "not JSON",
-                                         .out_trade_no = out_trade_no},
-                      .verdict = Outcome::kMalformed,
-                      .message = "not JSON"};
-    return delivery;
+    return testing::Refusal(
+        out_trade_no,
+        {.verdict = Outcome::kMalformed, .message = "not JSON", .receipt = {.body = "not JSON"}});
 }
 
 // What both databases must hold alike: every column but recorded_at (the server's clock).

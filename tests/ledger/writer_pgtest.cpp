@@ -14,54 +14,46 @@
 #include "ledger/reads.hpp"
 #include "ledger/writer.hpp"
 #include "projections/assert.hpp"
+#include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
 namespace payledger::ledger {
 namespace {
 
-using projections::Event;
 using projections::EventType;
 using projections::Outcome;
 using testing::TestDatabase;
 
-constexpr projections::TimeMicros kTime = 1'700'000'000'000'000;
-
-Receipt ReceiptFor(const std::string& out_trade_no, projections::Source source) {
-    return Receipt{.source = source,
-                   .received_at = kTime,
-                   .peer = "127.0.0.1:9",
-                   .headers = R"({"X-Test":"1"})",
-                   .body = "body of " + out_trade_no,
-                   .out_trade_no = out_trade_no};
-}
+constexpr const char* kHeaders = R"({"X-Test":"1"})";
 
 Delivery Order(const std::string& out_trade_no, std::int64_t amount,
                const std::string& account_id = "acct-1") {
-    return Delivery{.receipt = ReceiptFor(out_trade_no, projections::Source::kApi),
-                    .event = Event{.out_trade_no = out_trade_no,
-                                   .event_type = EventType::kOrderCreated,
-                                   .source = projections::Source::kApi,
-                                   .account_id = account_id,
-                                   .amount = amount,
-                                   .currency = "CNY",
-                                   .occurred_at = kTime}};
+    return testing::OrderRegistration(
+        out_trade_no,
+        {.account_id = account_id, .amount = amount, .receipt = {.headers = kHeaders}});
 }
 
 Delivery Callback(const std::string& out_trade_no, EventType type,
                   std::optional<std::string> transaction_id, std::int64_t amount) {
-    return Delivery{.receipt = ReceiptFor(out_trade_no, projections::Source::kGeneric),
-                    .event = Event{.out_trade_no = out_trade_no,
-                                   .event_type = type,
-                                   .source = projections::Source::kGeneric,
-                                   .amount = amount,
-                                   .currency = amount == 0 ? "" : "CNY",
-                                   .transaction_id = std::move(transaction_id),
-                                   .occurred_at = kTime}};
+    return testing::VerifiedCallback(out_trade_no, type,
+                                     {.amount = amount,
+                                      .currency = amount == 0 ? "" : "CNY",
+                                      .transaction_id = std::move(transaction_id),
+                                      .receipt = {.headers = kHeaders}});
 }
 
 Delivery Payment(const std::string& out_trade_no, const std::string& transaction_id,
                  std::int64_t amount) {
     return Callback(out_trade_no, EventType::kPaymentSucceeded, transaction_id, amount);
+}
+
+// A delivery refused before the ledger: its receipt alone.
+Delivery Rejected(const std::string& out_trade_no, Outcome verdict, std::string message,
+                  projections::Source source = projections::Source::kGeneric) {
+    return testing::Refusal(out_trade_no, {.source = source,
+                                           .verdict = verdict,
+                                           .message = std::move(message),
+                                           .receipt = {.headers = kHeaders}});
 }
 
 class WriterPgTest : public ::testing::Test {
@@ -155,10 +147,7 @@ TEST_F(WriterPgTest, EveryReceiptOfABatchKeepsExactlyItsBytes) {
                                              "{\"a\":\"\\u0000\"}",
                                              std::string("\r\n\x00\xff\\x41", 7)};
     for (std::size_t i = 0; i < bodies.size(); ++i) {
-        Delivery rejected{
-            .receipt = ReceiptFor("ORD-" + std::to_string(i), projections::Source::kGeneric),
-            .verdict = Outcome::kMalformed,
-            .message = "malformed"};
+        Delivery rejected = Rejected("ORD-" + std::to_string(i), Outcome::kMalformed, "malformed");
         rejected.receipt.body = bodies[i];
         batch.push_back(std::move(rejected));
     }
@@ -180,9 +169,7 @@ TEST_F(WriterPgTest, EveryReceiptOfABatchKeepsExactlyItsBytes) {
 }
 
 TEST_F(WriterPgTest, RejectedDeliveryIsRecordedWithItsBytes) {
-    Delivery rejected{.receipt = ReceiptFor("ORD-1", projections::Source::kGeneric),
-                      .verdict = Outcome::kBadSignature,
-                      .message = "signature does not match"};
+    Delivery rejected = Rejected("ORD-1", Outcome::kBadSignature, "signature does not match");
     rejected.receipt.body = std::string("\xff\x00\x01 raw", 6);
     const auto results = Write({rejected});
     EXPECT_EQ(results[0].outcome, Outcome::kBadSignature);
@@ -198,9 +185,9 @@ TEST_F(WriterPgTest, RejectedDeliveryIsRecordedWithItsBytes) {
 
 TEST_F(WriterPgTest, NulBytesFromTheWireCannotMakeAReceiptUnstorable) {
     // PostgreSQL text and jsonb refuse U+0000; found by fuzzing (tests/fuzz/regressions).
-    Delivery rejected{.receipt = ReceiptFor("ORD-1", projections::Source::kAlipay),
-                      .verdict = Outcome::kMalformed,
-                      .message = std::string("the form repeats the field a\0", 30)};
+    Delivery rejected =
+        Rejected("ORD-1", Outcome::kMalformed, std::string("the form repeats the field a\0", 30),
+                 projections::Source::kAlipay);
     rejected.receipt.headers = R"({"X-Nul":"a\u0000b","X-Literal":"\\u0000"})";
     rejected.receipt.peer = std::string("peer\0", 5);
     (void)Write({Order("ORD-1", 100)});
@@ -227,9 +214,7 @@ TEST_F(WriterPgTest, TextsThatNeedEscapesAreStoredAsGivenPreparedOrNot) {
     for (const bool prepared : {false, true}) {
         const std::string key = prepared ? "ORD-P" : "ORD-U";
         (void)Write({Order(key, 100)});
-        Delivery rejected{.receipt = ReceiptFor(key, projections::Source::kGeneric),
-                          .verdict = Outcome::kMalformed,
-                          .message = quoted};
+        Delivery rejected = Rejected(key, Outcome::kMalformed, quoted);
         rejected.receipt.peer = invalid_utf8;
         rejected.receipt.headers = R"({"X-Quote":"say \"hi\"","X-Slash":"c:\\d"})";
         Delivery paid = Payment(key, "TX-" + quoted, 100);
@@ -332,9 +317,7 @@ TEST_F(WriterPgTest, EveryWriteWaitsForTheWriterLock) {
     auto writer_connection = db_.Connect();
     std::promise<Outcome> done;
     std::thread writer([&] {
-        Delivery rejected{.receipt = ReceiptFor("ORD-1", projections::Source::kGeneric),
-                          .verdict = Outcome::kMalformed,
-                          .message = "not JSON"};
+        Delivery rejected = Rejected("ORD-1", Outcome::kMalformed, "not JSON");
         done.set_value(WriteBatch(*writer_connection, std::span(&rejected, 1))[0].outcome);
     });
     // Synchronise on the database's own view: the writer is waiting for an advisory lock.

@@ -26,7 +26,7 @@
 #include "ledger/bytes.hpp"
 #include "projections/decide.hpp"
 #include "projections/validate.hpp"
-#include "tests/api/platform_fixtures.hpp"
+#include "tests/api/channels/platform_fixtures.hpp"
 
 namespace payledger::api {
 namespace {

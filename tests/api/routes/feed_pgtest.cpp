@@ -15,6 +15,7 @@
 
 #include "ledger/database.hpp"
 #include "ledger/writer.hpp"
+#include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
 
@@ -204,13 +205,10 @@ TEST_F(FeedPgTest, NdjsonExportStreamsEveryEventWithoutAPageLimit) {
     std::vector<ledger::Delivery> batch;
     for (int i = 0; i < 2500; ++i) {
         const std::string key = "N-" + std::to_string(i);
-        batch.push_back(ledger::Delivery{
-            .receipt = {.source = projections::Source::kApi, .peer = "t", .out_trade_no = key},
-            .event = projections::Event{.out_trade_no = key,
-                                        .event_type = projections::EventType::kOrderCreated,
-                                        .account_id = "a",
-                                        .amount = 1,
-                                        .currency = "CNY"}});
+        batch.push_back(testing::OrderRegistration(
+            key, {.account_id = "a",
+                  .amount = 1,
+                  .receipt = {.received_at = 0, .peer = "t", .body = ""}}));
     }
     (void)ledger::WriteBatch(*connection, batch);
     TestService service{testing::TestConfig(db_.url()), db_.name()};
@@ -244,13 +242,10 @@ TEST_F(FeedPgTest, EventsCommandPrintsNdjson) {
     auto connection = db_.Connect();
     std::vector<ledger::Delivery> batch;
     for (const char* key : {"C-1", "C-2", "C-3"}) {
-        batch.push_back(ledger::Delivery{
-            .receipt = {.source = projections::Source::kApi, .peer = "t", .out_trade_no = key},
-            .event = projections::Event{.out_trade_no = key,
-                                        .event_type = projections::EventType::kOrderCreated,
-                                        .account_id = "a",
-                                        .amount = 7,
-                                        .currency = "CNY"}});
+        batch.push_back(testing::OrderRegistration(
+            key, {.account_id = "a",
+                  .amount = 7,
+                  .receipt = {.received_at = 0, .peer = "t", .body = ""}}));
     }
     (void)ledger::WriteBatch(*connection, batch);
     const auto run = [&](const std::string& args) {

@@ -1,11 +1,11 @@
-// The WeChat Pay v2, WeChat Pay v3 and Alipay callbacks end to end (docs/platforms.md):
-// the whole service runs in-process on a free port against the real PostgreSQL, with the
-// three platform sections of tests/api/platform_fixtures.hpp; notices are built and signed by
+// The WeChat Pay v2, WeChat Pay v3 and Alipay callbacks end to end (docs/platforms.md): the whole
+// service runs in-process on a free port against the real PostgreSQL, with the three platform
+// sections of tests/api/channels/platform_fixtures.hpp; notices are built and signed by
 // api::BuildNotice (what `payledger simulate` posts) with test-only keys. Each channel is run
-// through the same table: valid → appended with its exact success answer, resend → duplicate
-// with the same answer, wrong amount / excessive refund / other merchant → 422, forged →
-// 401 with the receipt still recorded, unknown order → 404, each failure in the platform's
-// format. Alipay's TRADE_FINISHED after TRADE_SUCCESS must land as a duplicate. Cross-checks
+// through the same table: valid → appended with its exact success answer, resend → duplicate with
+// the same answer, wrong amount / excessive refund / other merchant → 422, forged → 401 with the
+// receipt still recorded, unknown order → 404, each failure in the platform's format. Alipay's
+// TRADE_FINISHED after TRADE_SUCCESS must land as a duplicate. Cross-checks
 // (docs/platforms.md#cross-checks): a refund naming another order total or payment is 422, and the
 // ECB block-splicing attack on two stored WeChat v2 refund notices ends in mismatch.
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include "ledger/bytes.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
-#include "tests/api/platform_fixtures.hpp"
+#include "tests/api/channels/platform_fixtures.hpp"
 
 namespace payledger::api {
 namespace {

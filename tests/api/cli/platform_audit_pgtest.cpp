@@ -1,6 +1,6 @@
 // `payledger audit --platform-signatures` (api/cli/platform_audit.hpp), run as a user runs the
 // binary: genuine WeChat Pay v3 and Alipay notices, signed with the test platform keys of
-// tests/api/platform_fixtures.hpp and appended through the real write path (the service
+// tests/api/channels/platform_fixtures.hpp and appended through the real write path (the service
 // in-process, over HTTP), verify with a config that holds the database URL and the public
 // keys alone. Then a compromised host's forgeries: a receipt and its event inserted as the
 // tables' owner, one WeChat v3 notice signed with a key the platform never had (its body in
@@ -33,7 +33,7 @@
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
-#include "tests/api/platform_fixtures.hpp"
+#include "tests/api/channels/platform_fixtures.hpp"
 
 namespace payledger::api {
 namespace {
