@@ -378,6 +378,13 @@ class Workload:
         if "at" not in st:
             st["at"] = int(time.time())
         op = st["op"]
+        if op == "create_conflict" and not any(
+                "ok" in x.get("results", ()) for x in story["steps"] if x["op"] == "create"):
+            # The conflicting twin only after the order is known registered: were the order's
+            # own registration still without an answer (503, a timeout), the twin would be the
+            # first the ledger hears of, register its amount, and the platform's payment of
+            # the true amount would be a mismatch, rightly refused and reported by reconcile.
+            return
         if st["platform"] and not settle and not st.get("platform_done"):
             self._to_platform(story, st)
         if st["lost"]:
