@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 
+#include "ledger/binary_params.hpp"
 #include "ledger/conninfo.hpp"
 #include "ledger/reads.hpp"
 #include "ledger/rows.hpp"
@@ -204,18 +205,29 @@ bool AdvanceCursor(pqxx::connection& connection, const std::string& name, std::i
                    std::int64_t to, projections::TimeMicros attempt_at) {
     PAYLEDGER_ASSERT(from >= 0);
     PAYLEDGER_ASSERT(to > from);
-    // One statement in a transaction of its own (one round trip, not three): it is the
-    // compare-and-set, atomic by itself.
-    pqxx::nontransaction tx{connection};
-    const pqxx::result updated = tx.exec_params(
-        "UPDATE subscriptions SET after = $3, consecutive_failures = 0, last_error = NULL, "
-        "last_attempt_at = " +
-            TimeFromMicros(4) +
-            ", next_attempt_at = NULL "
-            "WHERE name = $1 AND after = $2 AND NOT disabled",
-        name, from, to, attempt_at);
-    PAYLEDGER_ASSERT(updated.affected_rows() <= 1);  // The name is the key.
-    return updated.affected_rows() == 1;
+    // The compare-and-set, committed asynchronously (docs/design.md#subscriptions): losing it
+    // in a crash or a failover only moves the cursor back to a batch already delivered, which
+    // is redelivered (at least once, never a skip), and the deliverers' commits do not queue
+    // behind the write path's WAL flushes. One round trip.
+    std::vector<std::optional<std::string>> answers;
+    try {
+        answers = ExecPipelineThenCommit(
+            connection,
+            {{.sql = "BEGIN"},
+             {.sql = "SET LOCAL synchronous_commit TO off"},
+             {.sql = "UPDATE subscriptions SET after = $3, consecutive_failures = 0, "
+                     "last_error = NULL, last_attempt_at = " +
+                     TimeFromMicros(4) +
+                     ", next_attempt_at = NULL "
+                     "WHERE name = $1 AND after = $2 AND NOT disabled RETURNING 1",
+              .params = {name, BinaryInt8(from), BinaryInt8(to), BinaryInt8(attempt_at)}}});
+    } catch (const pqxx::sql_error&) {
+        // Refused: the server aborted the block and skipped the COMMIT; end it.
+        pqxx::nontransaction{connection}.exec0("ROLLBACK");
+        throw;
+    }
+    // The name is the key: one row or none.
+    return answers.at(2).has_value();
 }
 
 bool RecordFailure(pqxx::connection& connection, const std::string& name,

@@ -93,7 +93,9 @@ struct EventFilter {
 // cursor from `from` to `to` and clears the failures, only while the stored cursor is still
 // `from` and the subscription is not disabled. True when it moved. A deliverer whose `from` is
 // stale (an admin rewound, or another process delivered) changes nothing and learns it here.
-// REQUIRES: 0 <= from < to.
+// Committed asynchronously (synchronous_commit off): a crash or a failover may take the last
+// moves back, never forward, so what they lose is redelivered, never skipped.
+// REQUIRES: 0 <= from < to; `connection` idle.
 [[nodiscard]] bool AdvanceCursor(pqxx::connection& connection, const std::string& name,
                                  std::int64_t from, std::int64_t to,
                                  projections::TimeMicros attempt_at);

@@ -1,6 +1,8 @@
 #include "api/subscriptions/deliverer.hpp"
 
+#include <atomic>
 #include <nlohmann/json.hpp>
+#include <pqxx/nontransaction>
 #include <random>
 #include <utility>
 
@@ -75,6 +77,12 @@ struct SubscriptionDeliverer::Worker {
     std::vector<projections::Event> pending{};
     // Where the next read starts: the cursor, or past events already seen not to match.
     std::int64_t scan_from = -1;
+    // The stored state as this thread's last compare-and-set left it: the next step need not
+    // read it. Only this thread moves the cursor while its process holds the lease; an admin's
+    // rewind meanwhile makes the next compare-and-set fail (then the state is read again), and
+    // one in this process also sets `reread` (Poke).
+    std::optional<ledger::SubscriptionState> advanced{};
+    std::atomic<bool> reread = false;
     std::mt19937_64 random{std::random_device{}()};
 };
 
@@ -119,6 +127,7 @@ void SubscriptionDeliverer::Stop() {
 void SubscriptionDeliverer::Poke(const std::string& name) {
     const auto it = by_name_.find(name);
     if (it == by_name_.end()) return;
+    it->second->reread = true;
     {
         std::lock_guard lock{it->second->mutex};
         it->second->poked = true;
@@ -161,6 +170,7 @@ void SubscriptionDeliverer::Run(Worker& worker) {
             worker.connection.reset();
             worker.pending.clear();
             worker.known_after = -1;
+            worker.advanced.reset();
             log_("warning", Dump(json{{"msg", "subscription delivery failed"},
                                       {"subscription", worker.config.name},
                                       {"error", error.what()}}));
@@ -190,17 +200,25 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
         // Another process delivers it: try again later, from whatever is stored then.
         worker.pending.clear();
         worker.known_after = -1;
+        worker.advanced.reset();
         return options_.lease_retry;
     }
 
-    // The stored state and, when nothing is pending and an attempt is due, the next batch:
-    // one transaction.
+    // The stored state (unless this thread's last compare-and-set says what it is) and, when
+    // nothing is pending and an attempt is due, the next batch: a statement each. No
+    // transaction block: at READ COMMITTED each statement has its own snapshot anyway, and the
+    // cursor's compare-and-set checks the state again.
     const projections::TimeMicros now = ledger::NowMicros();
     std::optional<ledger::SubscriptionState> state;
     std::optional<ledger::MatchingBatch> read;
     {
-        pqxx::read_transaction tx{connection};
-        state = ledger::ReadSubscription(tx, config.name);
+        pqxx::nontransaction tx{connection};
+        if (worker.advanced && !worker.reread.exchange(false)) {
+            state = worker.advanced;
+        } else {
+            worker.advanced.reset();
+            state = ledger::ReadSubscription(tx, config.name);
+        }
         PAYLEDGER_ASSERT(state.has_value());  // Ensured above, and never deleted.
         if (!state->disabled && worker.known_after != state->after) {
             // First look, or the cursor moved under this thread (a rewind, another process):
@@ -228,6 +246,9 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
         if (batch.events.empty()) {
             worker.scan_from = batch.scanned_to;
             if (!batch.caught_up()) return std::chrono::milliseconds{0};
+            // Idle: read the state after the wait, so that a rewind by another process's admin
+            // is seen without a delivery to fail.
+            worker.advanced.reset();
             // Wait for the feed to grow past what was read; a wake-up is only a hint.
             (void)notifier_.WaitBeyond(batch.scanned_to,
                                        ledger::FeedNotifier::Clock::now() + options_.idle_recheck);
@@ -262,8 +283,16 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
             worker.counters.delivered_events += delivered;
             worker.known_after = last;
             worker.scan_from = last;
+            // What the compare-and-set stored (ledger::AdvanceCursor).
+            state->after = last;
+            state->consecutive_failures = 0;
+            state->last_error.reset();
+            state->last_attempt_at = attempt_at;
+            state->next_attempt_at.reset();
+            worker.advanced = std::move(state);
         } else {
             worker.known_after = -1;  // Moved meanwhile: the stored cursor decides.
+            worker.advanced.reset();
             return std::chrono::milliseconds{0};
         }
         // A batch short of batch_max: the next waits `linger` for events to gather, so that a
@@ -273,6 +302,7 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
                                                           : std::chrono::milliseconds{0};
     }
     ++worker.counters.failures;
+    worker.advanced.reset();  // The next step reads what this failure stores.
     if (result.status == 410) {
         worker.pending.clear();
         if (ledger::DisableAfterGone(connection, config.name, worker.known_after, attempt_at)) {

@@ -188,6 +188,29 @@ TEST_F(SubscriptionsPgTest, ARewindMakesTheDeliverersStaleAdvanceFail) {
     EXPECT_EQ(Changes().size(), 2U);
 }
 
+TEST_F(SubscriptionsPgTest, AnAdvanceIsCommittedAsynchronouslyAndLeavesTheSessionSynchronous) {
+    (void)EnsureSubscription(*connection_, "async", SubscriptionStart::kBeginning);
+    const auto setting = [&] {
+        pqxx::nontransaction tx{*connection_};
+        return tx.exec("SELECT current_setting('synchronous_commit')")[0][0].as<std::string>();
+    };
+    ASSERT_EQ(setting(), "on");
+    ASSERT_TRUE(AdvanceCursor(*connection_, "async", 0, 3, kSubTime));
+    EXPECT_FALSE(AdvanceCursor(*connection_, "async", 0, 5, kSubTime));
+    // The durability barrier on this session (ledger/durability.hpp) waits for the standbys
+    // only while synchronous_commit is on: the advance's own setting must not outlive it.
+    EXPECT_EQ(setting(), "on");
+    // Committed: another session sees it.
+    EXPECT_EQ(Read("async")->after, 3);
+    // A refused advance (a non-existent subscription changes nothing; a bad value is refused
+    // by the server) leaves the session usable, outside any transaction block.
+    EXPECT_FALSE(AdvanceCursor(*connection_, "nobody", 0, 1, kSubTime));
+    EXPECT_THROW((void)AdvanceCursor(*connection_, std::string("bad\0name", 8), 3, 4, kSubTime),
+                 pqxx::sql_error);
+    EXPECT_EQ(setting(), "on");
+    EXPECT_TRUE(AdvanceCursor(*connection_, "async", 3, 4, kSubTime));
+}
+
 TEST_F(SubscriptionsPgTest, FailuresCountOnlyAtTheExpectedCursorAndAnAdvanceClearsThem) {
     (void)EnsureSubscription(*connection_, "flaky", SubscriptionStart::kBeginning);
     const projections::TimeMicros attempt = kSubTime + 123'456;  // Microseconds kept exactly.
