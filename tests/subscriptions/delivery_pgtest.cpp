@@ -2,11 +2,10 @@
 // deliver to real HTTP receivers (webhook_receiver.hpp). Order and completeness across a
 // receiver that fails, answers 429 and 503; the requests' signatures checked by the Standard
 // Webhooks reference library; 410 disables and an admin's enable and rewind deliver again,
-// each recorded for auditors; two instances never deliver one event twice, and a killed
-// deliverer's subscription is taken over without skipping; a receiver that never answers holds
-// only its own subscription; the waiting feed answers within a second of a commit.
-#include <gtest/gtest.h>
-#include <signal.h>
+// each recorded for auditors, a rewind through another instance too; two instances never
+// deliver one event twice, and a killed deliverer's subscription is taken over without
+// skipping; a receiver that never answers holds only its own subscription; the waiting feed
+// answers within a second of a commit.
 
 #include <algorithm>
 #include <atomic>
@@ -345,6 +344,73 @@ TEST(SubscriptionDeliveryPgTest, TwoInstancesNeverDeliverTwiceAndAKilledDelivere
                    std::to_string(ledger.back());
         },
         std::chrono::seconds{10}));
+}
+
+// The instance that delivers learns of a rewind made through another instance's admin API (whose
+// own deliverer it cannot poke) by itself: while idle, from its next look at the stored state;
+// while streaming, from its next compare-and-set failing.
+TEST(SubscriptionDeliveryPgTest, ARewindThroughAnotherInstanceIsDeliveredIdleOrStreaming) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    std::atomic<int> delay_ms{0};
+    WebhookReceiver receiver{[&](const ReceivedRequest&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{delay_ms.load()});
+        return ReceiverAnswer{.status = 200};
+    }};
+    const json config = {
+        {"subscriptions", {Subscription("loyalty", receiver.port(), {{"batch_max", 3}})}}};
+    ServeProcess delivering{db.url(), config};
+    HttpClient client{delivering.port()};
+    for (int i = 0; i < 3; ++i) OrderAndPayment(client, "REW-" + std::to_string(i));
+    std::vector<std::int64_t> ledger = LedgerSeqs(db);
+    const auto stored_after = [&] {
+        return std::stoll(db.Scalar("SELECT after FROM subscriptions WHERE name = 'loyalty'"));
+    };
+    ASSERT_TRUE(
+        Eventually([&] { return stored_after() == ledger.back(); }, std::chrono::seconds{30}));
+    // Started after the first one holds the lease: this one never delivers.
+    ServeProcess other{db.url(), config};
+    HttpClient admin{other.port()};
+    const auto rewind_to_zero = [&] {
+        const HttpResult rewound =
+            admin.Post("/v1/admin/subscriptions/loyalty/rewind", R"({"after": 0})",
+                       {{"Authorization", std::string("Bearer ") + testing::kAdminToken}});
+        ASSERT_EQ(rewound.status, 200) << rewound.body;
+    };
+    // A request starting at the first event, among those received from `from` on.
+    const auto starts_again_from = [&](std::size_t from) {
+        const std::vector<ReceivedRequest> requests = receiver.Requests();
+        for (std::size_t i = from; i < requests.size(); ++i) {
+            if (Seqs(requests[i]).front() == ledger.front()) return true;
+        }
+        return false;
+    };
+
+    // Idle: nothing new is appended after the rewind.
+    std::size_t before = receiver.Requests().size();
+    rewind_to_zero();
+    ASSERT_TRUE(Eventually([&] { return starts_again_from(before); }, std::chrono::seconds{30}))
+        << "an idle deliverer did not see another instance's rewind";
+    ASSERT_TRUE(
+        Eventually([&] { return stored_after() == ledger.back(); }, std::chrono::seconds{30}));
+
+    // Streaming: a slow receiver has the deliverer busy when the rewind comes.
+    delay_ms = 200;
+    for (int i = 3; i < 9; ++i) OrderAndPayment(client, "REW-" + std::to_string(i));
+    before = receiver.Requests().size();
+    ASSERT_TRUE(receiver.WaitForRequests(before + 1, std::chrono::milliseconds{30'000}));
+    rewind_to_zero();
+    const std::size_t after_rewind = receiver.Requests().size();
+    ledger = LedgerSeqs(db);
+    ASSERT_TRUE(
+        Eventually([&] { return starts_again_from(after_rewind); }, std::chrono::seconds{30}))
+        << "a streaming deliverer did not see another instance's rewind";
+    ASSERT_TRUE(
+        Eventually([&] { return stored_after() == ledger.back(); }, std::chrono::seconds{60}));
+    for (const ReceivedRequest& request : receiver.Requests()) {
+        const std::vector<std::int64_t> seqs = Seqs(request);
+        EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end()));
+    }
 }
 
 TEST(SubscriptionDeliveryPgTest, AReceiverThatNeverAnswersHoldsOnlyItsOwnSubscription) {
