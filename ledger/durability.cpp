@@ -11,13 +11,21 @@
 namespace payledger::ledger {
 namespace {
 
-// txid_current() assigns a transaction id, so the COMMIT writes a commit record and waits, as
-// synchronous_commit says, for the synchronous standbys to confirm it: its WAL position is
-// beyond every commit visible before it. Without synchronous standbys nothing is assigned or
-// written (every visible commit is already flushed, and a replica receives only flushed WAL).
+// A transactional logical message (pg_logical_emit_message(true, ...)) takes a transaction id
+// and writes a WAL record, so the COMMIT writes a commit record beyond every commit visible
+// before it, flushes it and waits, as synchronous_commit says, for the synchronous standbys to
+// confirm it. A transaction id alone is not enough: PostgreSQL commits a transaction that
+// wrote no WAL of its own asynchronously and without waiting for the standbys
+// (RecordTransactionCommit: "wrote_xlog && markXidCommitted"), which is how a reader was once
+// shown a payment that crash recovery had made visible before the standby had it. The setting
+// is raised to `on` for this transaction when the session's is weaker (remote_apply is kept).
+// Without synchronous standbys nothing is written (every commit an append makes visible is
+// already flushed, and a replica receives only flushed WAL).
 constexpr const char* kBarrier =
-    "SELECT CASE WHEN current_setting('synchronous_standby_names') <> '' "
-    "THEN txid_current() END";
+    "SELECT CASE WHEN current_setting('synchronous_standby_names') <> '' THEN "
+    "set_config('synchronous_commit', CASE current_setting('synchronous_commit') "
+    "WHEN 'remote_apply' THEN 'remote_apply' ELSE 'on' END, true) || "
+    "pg_logical_emit_message(true, 'payledger.durability', '')::text END";
 
 // The primary's current timeline: the first eight hex digits of its WAL segment's name.
 constexpr const char* kPrimaryTimeline =

@@ -87,6 +87,10 @@ void OwnCluster::KillPrimary() {
     EXPECT_EQ(Shell("_pg_as \\$PG_BIN/pg_ctl -D " + primary_data_ + " -m immediate -w stop"), 0);
 }
 
+void OwnCluster::StartPrimary() {
+    EXPECT_EQ(Shell("payledger_pg_start " + primary_data_ + " " + primary_port_), 0);
+}
+
 void OwnCluster::PromoteStandby() {
     EXPECT_EQ(Shell("_pg_as \\$PG_BIN/pg_ctl -D " + standby_data_ + " -w -t 60 promote"), 0);
 }

@@ -26,6 +26,8 @@ public:
 
     // pg_ctl stop -m immediate: the primary dies as in a crash, without a shutdown checkpoint.
     void KillPrimary();
+    // Starts the node that started as the primary again (after KillPrimary: crash recovery).
+    void StartPrimary();
     // pg_ctl promote -w: returns once the standby accepts writes.
     void PromoteStandby();
     void StopStandby();  // Fast shutdown.
