@@ -56,11 +56,15 @@ std::string WaitingOnTheStandby(const char* application_name) {
            application_name + "'";
 }
 
-// Runs the barrier on a connection of its own; the answer (the timeline) comes through the
-// future.
+// Runs the barrier on a connection of its own, whose session commits without waiting for
+// anything (synchronous_commit off); the answer (the timeline) comes through the future.
 std::future<std::int64_t> StartBarrier(const std::string& url) {
     return std::async(std::launch::async, [url] {
         auto connection = Connect(url, PatientSession(kBarrierName));
+        {  // A session that commits without waiting: the barrier waits all the same.
+            pqxx::nontransaction tx{*connection};
+            (void)tx.exec("SET synchronous_commit = off");
+        }
         return AwaitSynchronousStandbys(*connection);
     });
 }
