@@ -21,33 +21,19 @@
 #include "ledger/database.hpp"
 #include "ledger/durability.hpp"
 #include "support/own_cluster.hpp"
+#include "support/polling.hpp"
 #include "support/test_database.hpp"
 
 namespace payledger::ledger::durability_pgtest {
 namespace {
 
-using std::chrono::steady_clock;
+using testing::Eventually;
 using testing::OwnCluster;
 using testing::PatientSession;
+using testing::QueryScalar;
 
 constexpr const char* kBarrierName = "payledger durability barrier test";
 constexpr const char* kCommitterName = "payledger durability writer test";
-
-// Polls `condition` until it holds or `within` has passed; true when it held.
-bool Eventually(const std::function<bool()>& condition, std::chrono::seconds within) {
-    const auto deadline = steady_clock::now() + within;
-    for (;;) {
-        if (condition()) return true;
-        if (steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds{20});  // Poll pace.
-    }
-}
-
-std::string Scalar(pqxx::connection& connection, const std::string& sql) {
-    pqxx::nontransaction tx{connection};
-    const pqxx::result rows = tx.exec(sql);
-    return rows.empty() || rows[0][0].is_null() ? "" : rows[0][0].as<std::string>();
-}
 
 std::string WaitingOnTheStandby(const char* application_name) {
     return std::string(
@@ -73,7 +59,7 @@ std::future<std::int64_t> StartBarrier(const std::string& url) {
 void ExpectTheBarrierWaitsForTheStandby(OwnCluster& cluster, pqxx::connection& admin) {
     std::future<std::int64_t> barrier = StartBarrier(cluster.PrimaryUrl());
     EXPECT_TRUE(
-        Eventually([&] { return !Scalar(admin, WaitingOnTheStandby(kBarrierName)).empty(); },
+        Eventually([&] { return !QueryScalar(admin, WaitingOnTheStandby(kBarrierName)).empty(); },
                    std::chrono::seconds{30}))
         << "the barrier did not wait for the standby";
     EXPECT_EQ(barrier.wait_for(std::chrono::seconds{0}), std::future_status::timeout)
@@ -87,7 +73,7 @@ void ExpectTheBarrierWaitsForTheStandby(OwnCluster& cluster, pqxx::connection& a
 TEST(DurabilityPgTest, TheBarrierWaitsForTheStandbyAfterACancelledWaitMadeACommitVisible) {
     OwnCluster cluster{/*synchronous=*/true};
     auto admin = Connect(cluster.PrimaryUrl(), PatientSession("durability admin"));
-    (void)Scalar(*admin, "CREATE TABLE shown (id int PRIMARY KEY)");
+    (void)QueryScalar(*admin, "CREATE TABLE shown (id int PRIMARY KEY)");
     {  // With the standby streaming, the barrier answers at once.
         auto connection = Connect(cluster.PrimaryUrl(), PatientSession(kBarrierName));
         EXPECT_GE(AwaitSynchronousStandbys(*connection), 1);
@@ -97,22 +83,22 @@ TEST(DurabilityPgTest, TheBarrierWaitsForTheStandbyAfterACancelledWaitMadeACommi
     std::future<void> insert = std::async(std::launch::async, [&] {
         auto writer = Connect(cluster.PrimaryUrl(), PatientSession(kCommitterName));
         try {
-            (void)Scalar(*writer, "INSERT INTO shown VALUES (1)");
+            (void)QueryScalar(*writer, "INSERT INTO shown VALUES (1)");
         } catch (const pqxx::failure&) {  // The cancelled wait's warning may surface.
         }
     });
     std::string pid;
     ASSERT_TRUE(Eventually(
         [&] {
-            pid = Scalar(*admin, WaitingOnTheStandby(kCommitterName));
+            pid = QueryScalar(*admin, WaitingOnTheStandby(kCommitterName));
             return !pid.empty();
         },
         std::chrono::seconds{30}));
-    EXPECT_EQ(Scalar(*admin, "SELECT count(*) FROM shown"), "0")
+    EXPECT_EQ(QueryScalar(*admin, "SELECT count(*) FROM shown"), "0")
         << "a commit waiting for the standby is invisible to other sessions";
-    EXPECT_EQ(Scalar(*admin, "SELECT pg_cancel_backend(" + pid + ")"), "t");
+    EXPECT_EQ(QueryScalar(*admin, "SELECT pg_cancel_backend(" + pid + ")"), "t");
     insert.get();
-    EXPECT_EQ(Scalar(*admin, "SELECT count(*) FROM shown"), "1")
+    EXPECT_EQ(QueryScalar(*admin, "SELECT count(*) FROM shown"), "1")
         << "a cancelled wait leaves the commit, visible, on the primary alone";
 
     ExpectTheBarrierWaitsForTheStandby(cluster, *admin);
@@ -122,24 +108,24 @@ TEST(DurabilityPgTest, TheBarrierWaitsForTheStandbyAfterCrashRecoveryMadeACommit
     OwnCluster cluster{/*synchronous=*/true};
     {
         auto admin = Connect(cluster.PrimaryUrl(), PatientSession("durability admin"));
-        (void)Scalar(*admin, "CREATE TABLE shown (id int PRIMARY KEY)");
+        (void)QueryScalar(*admin, "CREATE TABLE shown (id int PRIMARY KEY)");
         cluster.StopStandby();
         std::future<void> insert = std::async(std::launch::async, [&] {
             auto writer = Connect(cluster.PrimaryUrl(), PatientSession(kCommitterName));
             try {
-                (void)Scalar(*writer, "INSERT INTO shown VALUES (1)");
+                (void)QueryScalar(*writer, "INSERT INTO shown VALUES (1)");
             } catch (const pqxx::failure&) {  // The primary dies under it.
             }
         });
-        ASSERT_TRUE(
-            Eventually([&] { return !Scalar(*admin, WaitingOnTheStandby(kCommitterName)).empty(); },
-                       std::chrono::seconds{30}));
+        ASSERT_TRUE(Eventually(
+            [&] { return !QueryScalar(*admin, WaitingOnTheStandby(kCommitterName)).empty(); },
+            std::chrono::seconds{30}));
         cluster.KillPrimary();
         insert.get();
     }
     cluster.StartPrimary();
     auto admin = Connect(cluster.PrimaryUrl(), PatientSession("durability admin"));
-    EXPECT_EQ(Scalar(*admin, "SELECT count(*) FROM shown"), "1")
+    EXPECT_EQ(QueryScalar(*admin, "SELECT count(*) FROM shown"), "1")
         << "crash recovery makes the commit visible although the standby never had it";
 
     ExpectTheBarrierWaitsForTheStandby(cluster, *admin);

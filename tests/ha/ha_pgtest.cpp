@@ -37,6 +37,7 @@
 #include "ledger/read_router.hpp"
 #include "support/own_cluster.hpp"
 #include "support/payment_storm.hpp"
+#include "support/polling.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_service.hpp"
 
@@ -45,6 +46,7 @@ namespace {
 
 using nlohmann::json;
 using std::chrono::steady_clock;
+using testing::Eventually;
 using testing::HttpClient;
 using testing::HttpResult;
 using testing::OwnCluster;
@@ -55,16 +57,6 @@ constexpr std::int64_t kAmount = 70;
 void Migrate(const std::string& url) {
     auto connection = ledger::Connect(url);
     (void)ledger::Migrate(*connection);
-}
-
-// Polls `condition` until it holds or `within` has passed; true when it held.
-bool Eventually(const std::function<bool()>& condition, std::chrono::milliseconds within) {
-    const auto deadline = steady_clock::now() + within;
-    for (;;) {
-        if (condition()) return true;
-        if (steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds{20});  // Poll pace.
-    }
 }
 
 std::string Bearer(const char* token) { return std::string("Bearer ") + token; }

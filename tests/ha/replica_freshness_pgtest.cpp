@@ -33,6 +33,7 @@
 #include "ledger/migrate.hpp"
 #include "ledger/read_router.hpp"
 #include "support/own_cluster.hpp"
+#include "support/polling.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_service.hpp"
 
@@ -41,25 +42,14 @@ namespace {
 
 using nlohmann::json;
 using std::chrono::steady_clock;
+using testing::Eventually;
+using testing::EventuallyBy;
 using testing::HttpClient;
 using testing::HttpResult;
 using testing::OwnCluster;
 using testing::ServeProcess;
 
 constexpr int kLagMaxSeconds = 2;
-
-// Polls `condition` until it holds or `deadline` has passed; true when it held.
-bool EventuallyBy(const std::function<bool()>& condition, steady_clock::time_point deadline) {
-    for (;;) {
-        if (condition()) return true;
-        if (steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds{20});  // Poll pace.
-    }
-}
-
-bool Eventually(const std::function<bool()>& condition, std::chrono::seconds within) {
-    return EventuallyBy(condition, steady_clock::now() + within);
-}
 
 HttpResult CreateOrder(HttpClient& http, const std::string& out_trade_no) {
     const json order = {{"out_trade_no", out_trade_no},

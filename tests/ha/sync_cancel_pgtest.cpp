@@ -28,15 +28,17 @@
 #include "ledger/migrate.hpp"
 #include "support/deliveries.hpp"
 #include "support/own_cluster.hpp"
+#include "support/polling.hpp"
 #include "support/test_database.hpp"
 
 namespace payledger::ledger {
 namespace {
 
 using projections::Outcome;
-using std::chrono::steady_clock;
+using testing::Eventually;
 using testing::OrderRegistration;
 using testing::OwnCluster;
+using testing::QueryScalar;
 
 constexpr const char* kWriterName = "payledger sync-cancel test";
 
@@ -55,22 +57,6 @@ DeliveryResult Await(std::future<DeliveryResult>& answer) {
         return {};
     }
     return answer.get();
-}
-
-// Polls `condition` until it holds or `within` has passed; true when it held.
-bool Eventually(const std::function<bool()>& condition, std::chrono::seconds within) {
-    const auto deadline = steady_clock::now() + within;
-    for (;;) {
-        if (condition()) return true;
-        if (steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds{20});  // Poll pace.
-    }
-}
-
-std::string Scalar(pqxx::connection& connection, const std::string& sql) {
-    pqxx::nontransaction tx{connection};
-    const pqxx::result rows = tx.exec(sql);
-    return rows.empty() || rows[0][0].is_null() ? "" : rows[0][0].as<std::string>();
 }
 
 TEST(SyncCancelPgTest, ACancelledWaitForTheStandbyIsAnsweredUnavailableButCommittedLocally) {
@@ -96,12 +82,12 @@ TEST(SyncCancelPgTest, ACancelledWaitForTheStandbyIsAnsweredUnavailableButCommit
     std::string pid;
     ASSERT_TRUE(Eventually(
         [&] {
-            pid = Scalar(*admin, find_waiting);
+            pid = QueryScalar(*admin, find_waiting);
             return !pid.empty();
         },
         std::chrono::seconds{60}))
         << "the committer's COMMIT never waited for the standby";
-    EXPECT_EQ(Scalar(*admin, "SELECT pg_cancel_backend(" + pid + ")"), "t");
+    EXPECT_EQ(QueryScalar(*admin, "SELECT pg_cancel_backend(" + pid + ")"), "t");
 
     const DeliveryResult cancelled = Await(waiting);
     EXPECT_EQ(cancelled.outcome, Outcome::kUnavailable) << cancelled.message;
@@ -110,11 +96,12 @@ TEST(SyncCancelPgTest, ACancelledWaitForTheStandbyIsAnsweredUnavailableButCommit
     EXPECT_NE(cancelled.detail.find("synchronous"), std::string::npos) << cancelled.detail;
     EXPECT_EQ(cancelled.message, "commit outcome unknown");
     // Committed locally all the same, and only once (never retried).
-    EXPECT_EQ(Scalar(*admin, "SELECT count(*) FROM ledger_events WHERE out_trade_no = 'ORD-SYNC'"),
-              "1");
     EXPECT_EQ(
-        Scalar(*admin, "SELECT count(*) FROM callback_receipts WHERE out_trade_no = 'ORD-SYNC'"),
+        QueryScalar(*admin, "SELECT count(*) FROM ledger_events WHERE out_trade_no = 'ORD-SYNC'"),
         "1");
+    EXPECT_EQ(QueryScalar(*admin,
+                          "SELECT count(*) FROM callback_receipts WHERE out_trade_no = 'ORD-SYNC'"),
+              "1");
 
     // With the standby back, the platform's retry of the same delivery finds it, and the
     // committer goes on writing.
@@ -124,7 +111,7 @@ TEST(SyncCancelPgTest, ACancelledWaitForTheStandbyIsAnsweredUnavailableButCommit
     std::future<DeliveryResult> after = Submit(committer, OrderRegistration("ORD-AFTER"));
     EXPECT_EQ(Await(after).outcome, Outcome::kAppended);
     committer.Stop();
-    EXPECT_EQ(Scalar(*admin, "SELECT count(*) FROM ledger_events"), "3");
+    EXPECT_EQ(QueryScalar(*admin, "SELECT count(*) FROM ledger_events"), "3");
 }
 
 // Keeps every notice libpqxx hands its error handlers.
