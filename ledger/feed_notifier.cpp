@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ledger/reads.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::ledger {
@@ -190,8 +191,7 @@ void FeedNotifier::Poll(const ConnectionFactory& connect, const LogFailure& log_
         try {
             if (!connection) connection = connect();
             pqxx::nontransaction tx{*connection};
-            const auto head =
-                tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0].as<std::int64_t>();
+            const std::int64_t head = ReadFeedHead(tx);
             stats_.polls.fetch_add(1, std::memory_order_relaxed);
             Committed(head);
         } catch (const std::exception& error) {

@@ -108,6 +108,11 @@ std::vector<projections::BalanceRow> ReadBalances(pqxx::transaction_base& tx,
     return balances;
 }
 
+std::int64_t ReadFeedHead(pqxx::transaction_base& tx) {
+    // An Index Only Scan Backward on ledger_events_pkey: a few buffers whatever the size.
+    return tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0].as<std::int64_t>();
+}
+
 std::vector<projections::Event> ReadEventsAfter(pqxx::transaction_base& tx, std::int64_t after,
                                                 std::int64_t limit) {
     PAYLEDGER_ASSERT(limit > 0);

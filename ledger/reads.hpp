@@ -35,6 +35,8 @@ inline constexpr std::int64_t kPageBodyBytesMax = 8 * 1024 * 1024;
 [[nodiscard]] std::vector<projections::BalanceRow> ReadBalances(pqxx::transaction_base& tx,
                                                                 const std::string& account_id);
 
+// The newest seq committed (0 for an empty ledger): the feed's head.
+[[nodiscard]] std::int64_t ReadFeedHead(pqxx::transaction_base& tx);
 // At most `limit` events with seq > after, in seq order. REQUIRES: 0 < limit <= kPageSizeMax.
 [[nodiscard]] std::vector<projections::Event> ReadEventsAfter(pqxx::transaction_base& tx,
                                                               std::int64_t after,

@@ -8,6 +8,7 @@
 
 #include "ledger/order_json.hpp"
 #include "ledger/projection_streams.hpp"
+#include "ledger/reads.hpp"
 #include "ledger/rows.hpp"
 #include "projections/assert.hpp"
 #include "projections/plan.hpp"
@@ -248,8 +249,7 @@ std::int64_t Build(pqxx::connection& read_connection, pqxx::connection& write_co
                    const Progress& progress) {
     using ReadOnlySnapshot = pqxx::transaction<pqxx::repeatable_read, pqxx::read_only>;
     ReadOnlySnapshot read{read_connection};
-    const std::int64_t snapshot_seq =
-        read.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0].as<std::int64_t>();
+    const std::int64_t snapshot_seq = ReadFeedHead(read);
     pqxx::work write{write_connection};
     CheckCanKeepRights(write);
     write.exec(kCreateSql);

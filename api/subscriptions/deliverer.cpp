@@ -48,14 +48,25 @@ ledger::SubscriptionStart LedgerStartOf(const SubscriptionConfig& config) {
     return ledger::SubscriptionStart::kBeginning;
 }
 
-std::string DeliveryBody(const std::string& subscription,
-                         const std::vector<projections::Event>& events,
+std::string DeliveryBody(const std::string& subscription, const std::vector<FeedItemPtr>& events,
                          projections::TimeMicros attempt_at) {
-    json items = json::array();
-    for (const projections::Event& event : events) items.push_back(EventJson(event));
-    return Dump(json{{"type", "ledger.events"},
-                     {"timestamp", projections::FormatRfc3339(attempt_at)},
-                     {"data", {{"subscription", subscription}, {"events", std::move(items)}}}});
+    // Each event's text was written once, by MakeFeedItem; json's objects keep their keys in
+    // order, so Dump would write data, events, subscription, timestamp, type.
+    std::size_t size = 128 + subscription.size();
+    for (const FeedItemPtr& event : events) size += event->json.size() + 1;
+    std::string body;
+    body.reserve(size);
+    body += R"({"data":{"events":[)";
+    for (std::size_t i = 0; i < events.size(); ++i) {
+        if (i != 0) body += ',';
+        body += events[i]->json;
+    }
+    body += R"(],"subscription":)";
+    body += Dump(json(subscription));
+    body += R"(},"timestamp":)";
+    body += Dump(json(projections::FormatRfc3339(attempt_at)));
+    body += R"(,"type":"ledger.events"})";
+    return body;
 }
 
 // One subscription's thread and what it keeps between passes.
@@ -74,7 +85,7 @@ struct SubscriptionDeliverer::Worker {
     std::int64_t known_after = -1;
     // The batch in flight, after known_after: sent again, unchanged, until acknowledged or
     // the cursor moves.
-    std::vector<projections::Event> pending{};
+    std::vector<FeedItemPtr> pending{};
     // Where the next read starts: the cursor, or past events already seen not to match.
     std::int64_t scan_from = -1;
     // The stored state as this thread's last compare-and-set left it: the next step need not
@@ -98,11 +109,20 @@ SubscriptionDeliverer::SubscriptionDeliverer(std::vector<SubscriptionConfig> sub
             std::unique_ptr<Worker>(new Worker{.config = config, .filter = EventFilterOf(config)}));
         by_name_[config.name] = workers_.back().get();
     }
+    if (!subscriptions_.empty() && options_.window_events_max > 0) {
+        window_ = std::make_unique<FeedWindow>(
+            FeedWindow::Options{.database_url = options_.database_url,
+                                .session = options_.session,
+                                .events_max = options_.window_events_max,
+                                .idle_recheck = options_.idle_recheck},
+            notifier_, log_);
+    }
 }
 
 SubscriptionDeliverer::~SubscriptionDeliverer() { Stop(); }
 
 void SubscriptionDeliverer::Start() {
+    if (window_ != nullptr) window_->Start();
     for (const std::unique_ptr<Worker>& worker : workers_) {
         worker->thread = std::thread([this, &worker = *worker] { Run(worker); });
     }
@@ -117,6 +137,7 @@ void SubscriptionDeliverer::Stop() {
         }
         worker->wake.notify_all();
     }
+    if (window_ != nullptr) window_->Stop();  // Ends the threads' waits for it.
     for (const std::unique_ptr<Worker>& worker : workers_) {
         if (worker->thread.joinable()) worker->thread.join();
     }
@@ -185,6 +206,65 @@ void SubscriptionDeliverer::Run(Worker& worker) {
     if (lease != nullptr) lease->Release(worker.config.name);
 }
 
+std::chrono::milliseconds SubscriptionDeliverer::TakeBatch(Worker& worker,
+                                                           pqxx::connection& connection) {
+    const SubscriptionConfig& config = worker.config;
+    const auto idle_deadline = [&] {
+        return ledger::FeedNotifier::Clock::now() + options_.idle_recheck;
+    };
+    if (window_ != nullptr) {
+        std::optional<FeedSlice> slice =
+            window_->Take(worker.scan_from, worker.filter, config.batch_max);
+        if (!slice && window_->Bounds().second < worker.scan_from &&
+            window_->WaitForEnd(worker.scan_from, idle_deadline())) {
+            // The cursor was ahead of the window (this thread read PostgreSQL last, or the
+            // window is catching up): it is not any more.
+            slice = window_->Take(worker.scan_from, worker.filter, config.batch_max);
+        }
+        if (slice) {
+            if (!slice->items.empty()) {
+                // Past the barrier already. scan_from stays: a failed batch is taken again
+                // from the cursor, and an acknowledged one moves it.
+                worker.pending = std::move(slice->items);
+                return std::chrono::milliseconds{0};
+            }
+            worker.scan_from = slice->scanned_to;
+            if (!slice->caught_up) return std::chrono::milliseconds{0};
+            // Idle. Timed out (nothing committed for a while): read the state, so that a
+            // rewind by another process's admin is seen without a delivery to fail. Woken:
+            // the cursor's next compare-and-set would notice a rewind; no round trip.
+            if (!window_->WaitForEnd(slice->scanned_to + 1, idle_deadline())) {
+                worker.advanced.reset();
+            }
+            return std::chrono::milliseconds{0};
+        }
+        if (stopping_.load()) return std::chrono::milliseconds{0};
+        // Behind the window (catching up, rewound), or the window is failing: PostgreSQL.
+    }
+    ledger::MatchingBatch batch;
+    {
+        pqxx::nontransaction tx{connection};
+        batch = ledger::ReadMatchingBatch(tx, worker.scan_from, worker.filter, config.batch_max);
+    }
+    if (batch.events.empty()) {
+        worker.scan_from = batch.scanned_to;
+        if (!batch.caught_up()) return std::chrono::milliseconds{0};
+        // Idle: read the state after the wait, so that a rewind by another process's admin
+        // is seen without a delivery to fail.
+        worker.advanced.reset();
+        // Wait for the feed to grow past what was read; a wake-up is only a hint.
+        (void)notifier_.WaitBeyond(batch.scanned_to, idle_deadline());
+        return std::chrono::milliseconds{0};
+    }
+    // docs/design.md#what-a-reader-is-shown: never deliver what a failover could take back.
+    (void)ledger::AwaitSynchronousStandbys(connection);
+    worker.pending.reserve(batch.events.size());
+    for (const projections::Event& event : batch.events) {
+        worker.pending.push_back(MakeFeedItem(event));
+    }
+    return std::chrono::milliseconds{0};
+}
+
 std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
     const SubscriptionConfig& config = worker.config;
     if (worker.connection == nullptr || ledger::IdleSessionEnded(*worker.connection)) {
@@ -204,13 +284,12 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
         return options_.lease_retry;
     }
 
-    // The stored state (unless this thread's last compare-and-set says what it is) and, when
-    // nothing is pending and an attempt is due, the next batch: a statement each. No
-    // transaction block: at READ COMMITTED each statement has its own snapshot anyway, and the
-    // cursor's compare-and-set checks the state again.
+    // The stored state (unless this thread's last compare-and-set says what it is), then, when
+    // nothing is pending and an attempt is due, the next batch (TakeBatch). No transaction
+    // block: at READ COMMITTED each statement has its own snapshot anyway, and the cursor's
+    // compare-and-set checks the state again.
     const projections::TimeMicros now = ledger::NowMicros();
     std::optional<ledger::SubscriptionState> state;
-    std::optional<ledger::MatchingBatch> read;
     {
         pqxx::nontransaction tx{connection};
         if (worker.advanced && !worker.reread.exchange(false)) {
@@ -227,10 +306,6 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
             worker.known_after = state->after;
             worker.scan_from = state->after;
         }
-        const bool due = !state->next_attempt_at || *state->next_attempt_at <= now;
-        if (!state->disabled && due && worker.pending.empty()) {
-            read = ledger::ReadMatchingBatch(tx, worker.scan_from, worker.filter, config.batch_max);
-        }
     }
     if (state->disabled) {
         worker.pending.clear();
@@ -241,29 +316,16 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
             std::chrono::microseconds{*state->next_attempt_at - now});
     }
 
-    if (read) {
-        ledger::MatchingBatch& batch = *read;
-        if (batch.events.empty()) {
-            worker.scan_from = batch.scanned_to;
-            if (!batch.caught_up()) return std::chrono::milliseconds{0};
-            // Idle: read the state after the wait, so that a rewind by another process's admin
-            // is seen without a delivery to fail.
-            worker.advanced.reset();
-            // Wait for the feed to grow past what was read; a wake-up is only a hint.
-            (void)notifier_.WaitBeyond(batch.scanned_to,
-                                       ledger::FeedNotifier::Clock::now() + options_.idle_recheck);
-            return std::chrono::milliseconds{0};
-        }
-        // docs/design.md#what-a-reader-is-shown: never deliver what a failover could take back.
-        (void)ledger::AwaitSynchronousStandbys(connection);
-        worker.pending = std::move(batch.events);
+    if (worker.pending.empty()) {
+        const std::chrono::milliseconds wait = TakeBatch(worker, connection);
+        if (worker.pending.empty()) return wait;
     }
 
     // Whoever holds the lease delivers: a session lost meanwhile may have let another process
     // take the subscription over.
     if (!lease->Alive()) return std::chrono::milliseconds{0};
-    const std::int64_t first = worker.pending.front().seq;
-    const std::int64_t last = worker.pending.back().seq;
+    const std::int64_t first = worker.pending.front()->seq;
+    const std::int64_t last = worker.pending.back()->seq;
     const std::string id = config.name + ":" + std::to_string(first) + "-" + std::to_string(last);
     const projections::TimeMicros attempt_at = ledger::NowMicros();
     const std::int64_t timestamp = attempt_at / 1'000'000;

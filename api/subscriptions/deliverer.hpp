@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/subscriptions/feed_window.hpp"
 #include "api/subscriptions/subscription_config.hpp"
 #include "ledger/database.hpp"
 #include "ledger/feed_notifier.hpp"
@@ -28,10 +29,12 @@ namespace payledger::api {
 // most one process delivers a subscription at a time; another takes over when this one dies):
 //   1. reads the subscription's state (its cursor, whether it is disabled, when the next
 //      attempt is due after failures);
-//   2. reads the next batch: 1 to batch_max matching events after the cursor, in seq order,
-//      consecutive among the matching ones (ledger::ReadMatchingBatch); none: waits for the
-//      feed to grow (ledger::FeedNotifier: at once after a commit of this process, within a
-//      second after another's);
+//   2. takes the next batch: 1 to batch_max matching events after the cursor, in seq order,
+//      consecutive among the matching ones, from the process's FeedWindow when the cursor lies
+//      inside it (the feed read once for every subscription), else from PostgreSQL
+//      (ledger::ReadMatchingBatch); none: waits for the feed to grow (the window, or
+//      ledger::FeedNotifier: at once after a commit of this process, within a second after
+//      another's);
 //   3. POSTs it, signed with Standard Webhooks (webhook-id `<name>:<first>-<last>`); a retry of
 //      the batch keeps its id and its events;
 //   4. on any 2xx moves the cursor to the batch's last seq by compare-and-set, stored in
@@ -58,6 +61,9 @@ public:
         // read, so that events gather into fuller batches under a steady stream (as Kafka's
         // linger.ms): adds at most this to an event's delivery, 0 turns it off.
         std::chrono::milliseconds linger{20};
+        // The events the shared FeedWindow keeps; 0: no window, each thread reads
+        // PostgreSQL itself.
+        std::size_t window_events_max = 10'000;
         std::optional<std::string> ca_file_for_tests{};  // PostWebhook's; tests only.
     };
     using Log = std::function<void(const std::string& level, const std::string& json)>;
@@ -93,6 +99,10 @@ private:
     void Run(Worker& worker);
     // One pass of Run's loop; returns how long to wait before the next (zero: at once).
     std::chrono::milliseconds Step(Worker& worker);
+    // When nothing is pending: the next batch into worker.pending, from the window or from
+    // PostgreSQL; none (pending stays empty): how long to wait, having waited for the feed
+    // already when idle.
+    std::chrono::milliseconds TakeBatch(Worker& worker, pqxx::connection& connection);
     // The process's lease connection, made again when it has died.
     std::shared_ptr<ledger::SubscriptionLease> Lease();
     // Waits up to `duration`, ending early on Stop or Poke.
@@ -104,6 +114,7 @@ private:
     const Log log_;
     std::vector<std::unique_ptr<Worker>> workers_;
     std::map<std::string, Worker*> by_name_;
+    std::unique_ptr<FeedWindow> window_;  // Null without subscriptions or window_events_max.
     std::atomic<bool> stopping_{false};
     std::mutex lease_mutex_;
     std::shared_ptr<ledger::SubscriptionLease> lease_;  // Guarded by lease_mutex_.
@@ -114,9 +125,10 @@ private:
 [[nodiscard]] ledger::SubscriptionStart LedgerStartOf(const SubscriptionConfig& config);
 
 // The body of one delivery: {"type":"ledger.events","timestamp":…,"data":{"subscription":…,
-// "events":[…]}}, events as the feed answers them.
+// "events":[…]}}, events as the feed answers them (FeedItem::json), written as Dump (compact,
+// keys in order) would write it.
 [[nodiscard]] std::string DeliveryBody(const std::string& subscription,
-                                       const std::vector<projections::Event>& events,
+                                       const std::vector<FeedItemPtr>& events,
                                        projections::TimeMicros attempt_at);
 
 }  // namespace payledger::api

@@ -7,6 +7,8 @@
 // skipping; a receiver that never answers holds only its own subscription; the waiting feed
 // answers within a second of a commit.
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>

@@ -1,0 +1,151 @@
+#include "api/subscriptions/feed_window.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <pqxx/nontransaction>
+#include <utility>
+
+#include "api/http/json_output.hpp"
+#include "ledger/durability.hpp"
+#include "ledger/reads.hpp"
+#include "projections/assert.hpp"
+
+namespace payledger::api {
+
+FeedItemPtr MakeFeedItem(const projections::Event& event) {
+    return std::make_shared<const FeedItem>(FeedItem{.seq = event.seq,
+                                                     .event_type = event.event_type,
+                                                     .account_id = event.account_id,
+                                                     .json = Dump(EventJson(event))});
+}
+
+bool Matches(const ledger::EventFilter& filter, const FeedItem& item) {
+    return (filter.event_types.empty() || filter.event_types.contains(item.event_type)) &&
+           (filter.accounts.empty() || filter.accounts.contains(item.account_id));
+}
+
+FeedWindow::FeedWindow(Options options, ledger::FeedNotifier& notifier, Log log)
+    : options_(std::move(options)), notifier_(notifier), log_(std::move(log)) {
+    PAYLEDGER_ASSERT(options_.read_max > 0 && options_.read_max <= ledger::kPageSizeMax);
+    PAYLEDGER_ASSERT(options_.events_max > 0);
+}
+
+FeedWindow::~FeedWindow() { Stop(); }
+
+void FeedWindow::Start() {
+    PAYLEDGER_ASSERT(!thread_.joinable());
+    thread_ = std::thread([this] { Run(); });
+}
+
+void FeedWindow::Stop() {
+    {
+        std::lock_guard lock{mutex_};
+        stopping_ = true;
+    }
+    grown_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+std::optional<FeedSlice> FeedWindow::Take(std::int64_t after, const ledger::EventFilter& filter,
+                                          std::int64_t limit) const {
+    PAYLEDGER_ASSERT(limit > 0);
+    std::lock_guard lock{mutex_};
+    if (end_ < 0 || after < begin_ || after > end_) return std::nullopt;
+    FeedSlice slice;
+    auto it =
+        std::upper_bound(items_.begin(), items_.end(), after,
+                         [](std::int64_t seq, const FeedItemPtr& item) { return seq < item->seq; });
+    for (; it != items_.end() && std::cmp_less(slice.items.size(), limit); ++it) {
+        if (Matches(filter, **it)) slice.items.push_back(*it);
+    }
+    // A full batch examined exactly up to its last event; a shorter one the whole window.
+    slice.scanned_to = std::cmp_equal(slice.items.size(), limit) ? slice.items.back()->seq : end_;
+    slice.caught_up = slice.scanned_to >= end_;
+    return slice;
+}
+
+bool FeedWindow::WaitForEnd(std::int64_t end,
+                            std::chrono::steady_clock::time_point deadline) const {
+    std::unique_lock lock{mutex_};
+    return grown_.wait_until(lock, deadline, [&] { return stopping_ || end_ >= end; }) &&
+           !stopping_;
+}
+
+std::pair<std::int64_t, std::int64_t> FeedWindow::Bounds() const {
+    std::lock_guard lock{mutex_};
+    return {begin_, end_};
+}
+
+void FeedWindow::Pause(std::chrono::milliseconds duration) {
+    if (duration <= std::chrono::milliseconds::zero()) return;
+    std::unique_lock lock{mutex_};
+    // A timed wait, not a synchronisation: Stop ends it early.
+    grown_.wait_for(lock, duration, [&] { return stopping_; });
+}
+
+bool FeedWindow::ReadMore() {
+    if (connection_ == nullptr || ledger::IdleSessionEnded(*connection_)) {
+        connection_ = ledger::Connect(options_.database_url, options_.session);
+    }
+    const std::int64_t from = [&] {
+        std::lock_guard lock{mutex_};
+        return end_;
+    }();
+    if (from < 0) {
+        // The first read: the window starts empty at the head. Subscriptions behind it read
+        // PostgreSQL until they reach it.
+        pqxx::nontransaction tx{*connection_};
+        const std::int64_t head = ledger::ReadFeedHead(tx);
+        std::lock_guard lock{mutex_};
+        begin_ = end_ = head;
+        grown_.notify_all();
+        return false;
+    }
+    ledger::MatchingBatch batch;
+    {
+        pqxx::nontransaction tx{*connection_};
+        batch = ledger::ReadMatchingBatch(tx, from, ledger::EventFilter{}, options_.read_max);
+    }
+    std::vector<FeedItemPtr> items;
+    items.reserve(batch.events.size());
+    for (const projections::Event& event : batch.events) items.push_back(MakeFeedItem(event));
+    // docs/design.md#what-a-reader-is-shown: only what the synchronous standbys hold.
+    if (!items.empty()) (void)ledger::AwaitSynchronousStandbys(*connection_);
+    {
+        std::lock_guard lock{mutex_};
+        PAYLEDGER_ASSERT(end_ == from);  // Only this thread moves it.
+        for (FeedItemPtr& item : items) items_.push_back(std::move(item));
+        end_ = batch.scanned_to;
+        while (items_.size() > options_.events_max) {
+            begin_ = items_.front()->seq;
+            items_.pop_front();
+        }
+    }
+    grown_.notify_all();
+    return batch.caught_up();
+}
+
+void FeedWindow::Run() {
+    const auto stopping = [&] {
+        std::lock_guard lock{mutex_};
+        return stopping_;
+    };
+    while (!stopping()) {
+        try {
+            if (!ReadMore()) continue;  // More to read: at once.
+            const std::int64_t end = Bounds().second;
+            // Caught up: wait for a commit beyond the end (a hint), then for more to gather.
+            if (notifier_.WaitBeyond(end,
+                                     ledger::FeedNotifier::Clock::now() + options_.idle_recheck)) {
+                Pause(options_.linger);
+            }
+        } catch (const std::exception& error) {
+            connection_.reset();
+            log_("warning", Dump(nlohmann::json{{"msg", "subscriptions' feed read failed"},
+                                                {"error", error.what()}}));
+            Pause(options_.retry);
+        }
+    }
+}
+
+}  // namespace payledger::api

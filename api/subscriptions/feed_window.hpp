@@ -1,0 +1,133 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ledger/database.hpp"
+#include "ledger/feed_notifier.hpp"
+#include "ledger/subscriptions.hpp"
+#include "projections/event.hpp"
+
+namespace payledger::api {
+
+// One event as a webhook carries it: what a filter looks at, and its JSON text (EventJson,
+// as GET /v1/events shows it), serialized once however many subscriptions send it.
+struct FeedItem {
+    std::int64_t seq = 0;
+    projections::EventType event_type = projections::EventType::kOrderCreated;
+    std::string account_id{};
+    std::string json{};
+};
+using FeedItemPtr = std::shared_ptr<const FeedItem>;
+
+[[nodiscard]] FeedItemPtr MakeFeedItem(const projections::Event& event);
+
+// Whether `filter` delivers `item`: the same test as ledger::ReadMatchingBatch's SQL (an empty
+// set does not filter).
+[[nodiscard]] bool Matches(const ledger::EventFilter& filter, const FeedItem& item);
+
+// What FeedWindow::Take found after a cursor: as ledger::MatchingBatch, from memory.
+struct FeedSlice {
+    std::vector<FeedItemPtr> items{};  // 0..limit matching events, ascending seq.
+    // Every event with seq <= scanned_to that is, or will ever be, committed was examined: a
+    // later Take (or read) from scanned_to misses nothing.
+    std::int64_t scanned_to = 0;
+    // Nothing in the window lies beyond scanned_to: wait for it to grow (WaitForEnd).
+    bool caught_up = false;
+};
+
+// The newest events of the feed, read from PostgreSQL once for all of a process's
+// subscriptions (docs/design.md#subscriptions). Without it each delivery thread read, checked
+// with the durability barrier and serialized every event again: three subscriptions tripled
+// that work on the primary, which the write path shares.
+//
+// One thread follows the feed: woken by the FeedNotifier (a commit of this process, or the
+// shared poll), it waits `linger` for more commits to gather, reads every event after the
+// window's end (ledger::ReadMatchingBatch, no filter, up to read_max at a time), waits for the
+// synchronous standbys (ledger::AwaitSynchronousStandbys: nothing a failover could take back
+// enters the window, docs/design.md#what-a-reader-is-shown), and only then appends them and
+// moves the end. The window holds the events in (begin, end], at most events_max of them; the
+// oldest leave first. It starts empty at the head of the moment it first reads.
+//
+// A delivery thread whose cursor lies inside the window takes its batch from memory (Take);
+// one behind the window (a subscription catching up, a rewind) reads PostgreSQL itself as
+// before; one ahead of it (the window is catching up) waits for the window (WaitForEnd).
+// Events are immutable once committed, so a window of them never goes stale; a failed read
+// or barrier appends nothing, and the thread connects again and reads from the same end.
+//
+// Thread-safe.
+class FeedWindow {
+public:
+    struct Options {
+        std::string database_url{};
+        ledger::SessionSettings session{};
+        // How many events the window keeps: 10 000 of about 500 bytes each, some 5 MB.
+        std::size_t events_max = 10'000;
+        // Events read per statement. REQUIRES: 0 < read_max <= ledger::kPageSizeMax.
+        std::int64_t read_max = 1'000;
+        // How long after a wake-up the thread waits before it reads, so that the events of
+        // many commits come in one read (as Kafka's linger.ms); the delivery threads' own
+        // linger then finds the window grown. 0 turns it off.
+        std::chrono::milliseconds linger{10};
+        // How long the thread waits for the notifier before it reads anyway.
+        std::chrono::milliseconds idle_recheck{1'000};
+        // After a failed read or barrier, before connecting again.
+        std::chrono::milliseconds retry{1'000};
+    };
+    using Log = std::function<void(const std::string& level, const std::string& json)>;
+
+    FeedWindow(Options options, ledger::FeedNotifier& notifier, Log log);
+    ~FeedWindow();  // Stop().
+    FeedWindow(const FeedWindow&) = delete;
+    FeedWindow& operator=(const FeedWindow&) = delete;
+
+    void Start();
+    // Ends the thread; WaitForEnd returns at once from then on. Idempotent.
+    void Stop();
+
+    // Up to `limit` events after `after` that `filter` delivers, from memory; nullopt when
+    // the window does not hold what follows `after` (after < begin, or after > end, or
+    // nothing read yet): the caller reads PostgreSQL. REQUIRES: limit > 0.
+    [[nodiscard]] std::optional<FeedSlice> Take(std::int64_t after,
+                                                const ledger::EventFilter& filter,
+                                                std::int64_t limit) const;
+    // Blocks until the window's end is at least `end`, the deadline passes or the window
+    // stops; true in the first case.
+    bool WaitForEnd(std::int64_t end, std::chrono::steady_clock::time_point deadline) const;
+
+    // The window's bounds, (begin, end]; {-1, -1} before the first read.
+    [[nodiscard]] std::pair<std::int64_t, std::int64_t> Bounds() const;
+
+private:
+    void Run();
+    // One read; returns whether it reached the head.
+    bool ReadMore();
+    // Waits up to `duration`, ending early on Stop.
+    void Pause(std::chrono::milliseconds duration);
+
+    const Options options_;
+    ledger::FeedNotifier& notifier_;
+    const Log log_;
+    std::thread thread_{};
+    std::unique_ptr<pqxx::connection> connection_{};  // The thread's own.
+
+    mutable std::mutex mutex_;
+    mutable std::condition_variable grown_;
+    bool stopping_ = false;            // Guarded by mutex_.
+    std::int64_t begin_ = -1;          // Guarded by mutex_.
+    std::int64_t end_ = -1;            // Guarded by mutex_.
+    std::deque<FeedItemPtr> items_{};  // Guarded by mutex_; ascending seq, all in (begin_, end_].
+};
+
+}  // namespace payledger::api
