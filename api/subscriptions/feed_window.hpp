@@ -54,7 +54,7 @@ struct FeedSlice {
 //
 // One thread follows the feed: woken by the FeedNotifier (a commit of this process, or the
 // shared poll), it waits `linger` for more commits to gather, reads every event after the
-// window's end (ledger::ReadMatchingBatch, no filter, up to read_max at a time), waits for the
+// window's end (ledger::ReadEventsAfter, the feed's page, up to read_max at a time), waits for the
 // synchronous standbys (ledger::AwaitSynchronousStandbys: nothing a failover could take back
 // enters the window, docs/design.md#what-a-reader-is-shown), and only then appends them and
 // moves the end. The window holds the events in (begin, end], at most events_max of them; the

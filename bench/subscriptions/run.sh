@@ -5,6 +5,7 @@
 #
 #   bench/subscriptions/run.sh [--connections 64] [--seconds 20] [--orders 20000]
 #                              [--rounds 2] [--loadgen-threads 2] [--batch-max 100] [--keep]
+#                              [--pg-setting 'NAME = VALUE']...
 #
 # One PostgreSQL and one receiver (payledger_bench_receiver, bench/subscriptions/receiver.cpp:
 # the merchant's side, 200 at once to every POST, recording each event's seq and lag) for the
@@ -50,6 +51,7 @@ ROUNDS=2
 LOADGEN_THREADS=2
 BATCH_MAX=100
 KEEP=""
+PG_SETTINGS=()  # --pg-setting: lines for postgresql.conf, as bench/load's.
 ACCOUNTS=1000
 CONFIGURATIONS=(0 1 3)
 DELIVERY_WAIT_SECONDS=60
@@ -66,6 +68,7 @@ while [ $# -gt 0 ]; do
         --loadgen-threads) LOADGEN_THREADS="$2"; shift 2 ;;
         --batch-max) BATCH_MAX="$2"; shift 2 ;;
         --keep) KEEP=1; shift ;;
+        --pg-setting) PG_SETTINGS+=("$2"); shift 2 ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
     esac
@@ -117,7 +120,7 @@ bench_build payledger payledger_loadgen payledger_bench_receiver
 BENCH_BIN="$BENCH_BUILD_DIR"
 LOADGEN="$BENCH_BIN/payledger_loadgen"
 
-bench_pg_up
+bench_pg_up "${PG_SETTINGS[@]}"
 bench_log "PostgreSQL on $BENCH_PG_DATA port $BENCH_PG_PORT"
 
 # --- the receiver, for the whole run -------------------------------------------------------
