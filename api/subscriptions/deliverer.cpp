@@ -268,6 +268,13 @@ std::chrono::milliseconds SubscriptionDeliverer::TakeBatch(Worker& worker,
 std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
     const SubscriptionConfig& config = worker.config;
     if (worker.connection == nullptr || ledger::IdleSessionEnded(*worker.connection)) {
+        // A new session may reach a new primary (a failover while this thread waited): start
+        // again from what is stored. scan_from may have passed events that were never
+        // confirmed (an empty batch of a filter moves it to the head) and that the failover
+        // took back; the new primary may give their seqs to events this filter matches.
+        worker.pending.clear();
+        worker.known_after = -1;
+        worker.advanced.reset();
         worker.connection = ledger::Connect(options_.database_url, options_.session);
     }
     pqxx::connection& connection = *worker.connection;

@@ -84,6 +84,8 @@ void FeedWindow::Pause(std::chrono::milliseconds duration) {
 }
 
 bool FeedWindow::ReadMore() {
+    // The end is always confirmed by the standbys: a new session, even on a new primary after
+    // a failover, reads on from it.
     if (connection_ == nullptr || ledger::IdleSessionEnded(*connection_)) {
         connection_ = ledger::Connect(options_.database_url, options_.session);
     }
@@ -94,8 +96,14 @@ bool FeedWindow::ReadMore() {
     if (from < 0) {
         // The first read: the window starts empty at the head. Subscriptions behind it read
         // PostgreSQL until they reach it.
-        pqxx::nontransaction tx{*connection_};
-        const std::int64_t head = ledger::ReadFeedHead(tx);
+        std::int64_t head = 0;
+        {
+            pqxx::nontransaction tx{*connection_};
+            head = ledger::ReadFeedHead(tx);
+        }
+        // The window never reads at or below its end again: the head must be one that no
+        // failover can take back (and give its seq to another event).
+        (void)ledger::AwaitSynchronousStandbys(*connection_);
         std::lock_guard lock{mutex_};
         begin_ = end_ = head;
         grown_.notify_all();
