@@ -80,6 +80,8 @@ struct SubscriptionDeliverer::Worker {
     std::thread thread{};
     // The thread's own state.
     std::unique_ptr<pqxx::connection> connection{};
+    // The receiver's connection, kept between batches (WebhookClient).
+    std::unique_ptr<WebhookClient> client{};
     bool ensured = false;
     // The cursor as this thread last saw it stored (-1: not yet read).
     std::int64_t known_after = -1;
@@ -285,6 +287,7 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
     const std::shared_ptr<ledger::SubscriptionLease> lease = Lease();
     if (!lease->Holds(config.name) && !lease->TryAcquire(config.name)) {
         // Another process delivers it: try again later, from whatever is stored then.
+        if (worker.client != nullptr) worker.client->Close();
         worker.pending.clear();
         worker.known_after = -1;
         worker.advanced.reset();
@@ -337,13 +340,16 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
     const projections::TimeMicros attempt_at = ledger::NowMicros();
     const std::int64_t timestamp = attempt_at / 1'000'000;
     const std::string body = DeliveryBody(config.name, worker.pending, attempt_at);
-    const WebhookResult result =
-        PostWebhook(config.url,
-                    {{"content-type", "application/json"},
-                     {"webhook-id", id},
-                     {"webhook-timestamp", std::to_string(timestamp)},
-                     {"webhook-signature", SignWebhook(config.secrets, id, timestamp, body)}},
-                    body, config.timeout, options_.ca_file_for_tests);
+    if (worker.client == nullptr) {
+        worker.client = std::make_unique<WebhookClient>(options_.ca_file_for_tests);
+    }
+    const WebhookResult result = worker.client->Post(
+        config.url,
+        {{"content-type", "application/json"},
+         {"webhook-id", id},
+         {"webhook-timestamp", std::to_string(timestamp)},
+         {"webhook-signature", SignWebhook(config.secrets, id, timestamp, body)}},
+        body, config.timeout);
 
     if (result.status >= 200 && result.status < 300) {
         const std::size_t delivered = worker.pending.size();

@@ -64,7 +64,7 @@ public:
         // The events the shared FeedWindow keeps; 0: no window, each thread reads
         // PostgreSQL itself.
         std::size_t window_events_max = 10'000;
-        std::optional<std::string> ca_file_for_tests{};  // PostWebhook's; tests only.
+        std::optional<std::string> ca_file_for_tests{};  // WebhookClient's; tests only.
     };
     using Log = std::function<void(const std::string& level, const std::string& json)>;
 

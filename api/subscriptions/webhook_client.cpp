@@ -40,6 +40,10 @@ struct WebhookExchange {
     Clock::time_point deadline{};
     std::chrono::milliseconds timeout{};
     WebhookResult result{};
+    // Some of the response arrived (a failure then is not a kept connection found closed).
+    bool response_started = false;
+    // The response was read whole and allows the connection to serve the next request.
+    bool reusable = false;
 };
 
 std::string WhereOf(const WebhookUrl& url) {
@@ -107,6 +111,7 @@ net::awaitable<void> SendAndReceive(Stream& stream, WebhookExchange& exchange) {
     // A Content-Length over the bound fails as body_limit once the head is parsed: the
     // status is there, and the body is not wanted.
     const bool body_too_large = head_error == http::error::body_limit && parser.is_header_done();
+    exchange.response_started = parser.got_some() || buffer.size() != 0;
     if (head_error && !body_too_large) {
         co_return FailExchange(exchange, WebhookFailure::kReceive, "response from", head_error);
     }
@@ -115,53 +120,123 @@ net::awaitable<void> SendAndReceive(Stream& stream, WebhookExchange& exchange) {
     if (retry_after != parser.get().end()) {
         exchange.result.retry_after_seconds = ParseRetryAfterSeconds(retry_after->value());
     }
+    bool body_read = !body_too_large;
     if (!body_too_large && !parser.is_done()) {
         // The body is read so that the receiver sees its answer taken, not a reset; past the
         // bound (body_limit) or on any error it is left. The status stands either way.
         const auto [body_error, body_bytes] =
             co_await http::async_read(stream, buffer, parser, kAsTuple);
-        static_cast<void>(body_error);
+        body_read = !body_error;
     }
+    // Bytes beyond the response would be read as the next one's: such a connection is not
+    // kept.
+    exchange.reusable = body_read && parser.is_done() && parser.get().keep_alive() &&
+                        exchange.request.keep_alive() && buffer.size() == 0;
 }
 
-net::awaitable<void> RunExchange(WebhookExchange& exchange,
-                                 std::shared_ptr<ssl::context> tls_context) {
-    const auto executor = co_await net::this_coro::executor;
-    tcp::resolver resolver{executor};
-    const auto [resolve_error, endpoints] = co_await resolver.async_resolve(
-        exchange.url.host, std::to_string(exchange.url.port), kAsTuple);
+}  // namespace
+
+// The client's io_context and its kept connection: at most one of `plain` and `tls`.
+struct WebhookClient::State {
+    explicit State(std::optional<std::string> ca_file) : ca_file_for_tests(std::move(ca_file)) {}
+
+    // Forgets the kept connection (closing its socket).
+    void Drop() {
+        plain.reset();
+        tls.reset();
+        kept_for.clear();
+    }
+
+    // The context for https://: the system's CAs, or the test's (made once).
+    ssl::context& TlsContext() {
+        if (!ca_file_for_tests) return *SystemTrustContext();
+        if (test_tls_context == nullptr) test_tls_context = MakeClientContext(ca_file_for_tests);
+        return *test_tls_context;
+    }
+
+    const std::optional<std::string> ca_file_for_tests;
+    std::shared_ptr<ssl::context> test_tls_context{};  // Outlives `tls`, declared before it.
+    bool keep_alive = true;                            // False: PostWebhook's one-shot client.
+    net::io_context io{1};
+    std::optional<beast::tcp_stream> plain{};
+    std::optional<beast::ssl_stream<beast::tcp_stream>> tls{};
+    // "host:port" of the kept connection, with the scheme ("" when none is kept), and since
+    // when it waits.
+    std::string kept_for{};
+    Clock::time_point kept_since{};
+    std::uint64_t opened = 0;
+};
+
+namespace {
+
+// What a kept connection serves: the scheme, host and port of a URL.
+std::string ConnectionKeyOf(const WebhookUrl& url) {
+    return (url.tls ? "https://" : "http://") + WhereOf(url);
+}
+
+// The endpoints to try: the URL's address as it is, or what the resolver answers for its name.
+net::awaitable<std::optional<tcp::resolver::results_type>> EndpointsOf(WebhookExchange& exchange) {
+    const std::string port = std::to_string(exchange.url.port);
+    if (exchange.url.host_is_address) {
+        beast::error_code error;
+        const net::ip::address address = net::ip::make_address(exchange.url.host, error);
+        PAYLEDGER_ASSERT(!error);  // ParseWebhookUrl took it for an address.
+        co_return tcp::resolver::results_type::create(tcp::endpoint{address, exchange.url.port},
+                                                      exchange.url.host, port);
+    }
+    tcp::resolver resolver{co_await net::this_coro::executor};
+    auto [resolve_error, endpoints] =
+        co_await resolver.async_resolve(exchange.url.host, port, kAsTuple);
     if (resolve_error) {
-        co_return FailExchange(exchange, WebhookFailure::kResolve, "resolve", resolve_error);
+        FailExchange(exchange, WebhookFailure::kResolve, "resolve", resolve_error);
+        co_return std::nullopt;
     }
     if (Clock::now() >= exchange.deadline) {
-        co_return FailExchange(exchange, WebhookFailure::kTimeout, "resolve",
-                               beast::error::timeout);
+        FailExchange(exchange, WebhookFailure::kTimeout, "resolve", beast::error::timeout);
+        co_return std::nullopt;
     }
-    if (!tls_context) {
-        beast::tcp_stream stream{executor};
+    co_return std::move(endpoints);
+}
+
+// Opens a new connection for the exchange (the TLS handshake included) as the state's; false,
+// with the failure recorded and nothing kept, when it cannot.
+net::awaitable<bool> OpenConnection(WebhookClient::State& state, WebhookExchange& exchange) {
+    state.Drop();
+    const std::optional<tcp::resolver::results_type> endpoints = co_await EndpointsOf(exchange);
+    if (!endpoints) co_return false;
+    const auto executor = co_await net::this_coro::executor;
+    if (!exchange.url.tls) {
+        beast::tcp_stream& stream = state.plain.emplace(executor);
         stream.expires_at(exchange.deadline);
-        const auto [connect_error, endpoint] = co_await stream.async_connect(endpoints, kAsTuple);
+        const auto [connect_error, endpoint] = co_await stream.async_connect(*endpoints, kAsTuple);
         if (connect_error) {
-            co_return FailExchange(exchange, WebhookFailure::kConnect, "connect to", connect_error);
+            state.Drop();
+            FailExchange(exchange, WebhookFailure::kConnect, "connect to", connect_error);
+            co_return false;
         }
-        co_await SendAndReceive(stream, exchange);
-        co_return;
+        ++state.opened;
+        co_return true;
     }
-    beast::ssl_stream<beast::tcp_stream> stream{executor, *tls_context};
+    beast::ssl_stream<beast::tcp_stream>& stream = state.tls.emplace(executor, state.TlsContext());
     // SSL_set_tlsext_host_name is a macro with a C cast; this is what it expands to.
     if (!exchange.url.host_is_address &&
         SSL_ctrl(stream.native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
                  exchange.url.host.data()) != 1) {
-        co_return FailExchange(exchange, WebhookFailure::kTls, "TLS with", {},
-                               "the host name cannot be sent in SNI");
+        state.Drop();
+        FailExchange(exchange, WebhookFailure::kTls, "TLS with", {},
+                     "the host name cannot be sent in SNI");
+        co_return false;
     }
     stream.set_verify_callback(ssl::host_name_verification(exchange.url.host));
     beast::tcp_stream& socket = beast::get_lowest_layer(stream);
     socket.expires_at(exchange.deadline);
-    const auto [connect_error, endpoint] = co_await socket.async_connect(endpoints, kAsTuple);
+    const auto [connect_error, endpoint] = co_await socket.async_connect(*endpoints, kAsTuple);
     if (connect_error) {
-        co_return FailExchange(exchange, WebhookFailure::kConnect, "connect to", connect_error);
+        state.Drop();
+        FailExchange(exchange, WebhookFailure::kConnect, "connect to", connect_error);
+        co_return false;
     }
+    ++state.opened;
     socket.expires_at(exchange.deadline);
     const auto [handshake_error] =
         co_await stream.async_handshake(ssl::stream_base::client, kAsTuple);
@@ -172,11 +247,44 @@ net::awaitable<void> RunExchange(WebhookExchange& exchange,
         if (verify != X509_V_OK) {
             detail += " (" + std::string(X509_verify_cert_error_string(verify)) + ")";
         }
-        co_return FailExchange(exchange, WebhookFailure::kTls, "TLS handshake with",
-                               handshake_error, std::move(detail));
+        state.Drop();
+        FailExchange(exchange, WebhookFailure::kTls, "TLS handshake with", handshake_error,
+                     std::move(detail));
+        co_return false;
     }
-    co_await SendAndReceive(stream, exchange);
-    // No TLS close_notify: the answer is in, and waiting for the peer's would only spend time.
+    co_return true;
+}
+
+// The exchange on the kept connection when it serves the URL, else on a new one; a kept one
+// found closed before any of the response is replaced once (WebhookClient).
+net::awaitable<void> RunExchange(WebhookClient::State& state, WebhookExchange& exchange) {
+    const std::string key = ConnectionKeyOf(exchange.url);
+    bool reused = !state.kept_for.empty() && state.kept_for == key &&
+                  Clock::now() - state.kept_since < kWebhookKeptIdleMax;
+    for (;;) {
+        if (!reused && !co_await OpenConnection(state, exchange)) co_return;
+        if (state.tls) {
+            co_await SendAndReceive(*state.tls, exchange);
+        } else {
+            co_await SendAndReceive(*state.plain, exchange);
+        }
+        const bool found_closed =
+            exchange.result.failure == WebhookFailure::kSend ||
+            (exchange.result.failure == WebhookFailure::kReceive && !exchange.response_started);
+        if (!reused || !found_closed || Clock::now() >= exchange.deadline) break;
+        // The receiver closed the kept connection as it waited (or as this request came):
+        // nothing of an answer was read, so the request goes again on a new connection.
+        exchange.result = {};
+        reused = false;
+    }
+    // No TLS close_notify when a connection is dropped: the answer is in, and waiting for the
+    // peer's would only spend time.
+    if (exchange.reusable && state.keep_alive) {
+        state.kept_for = key;
+        state.kept_since = Clock::now();
+    } else {
+        state.Drop();
+    }
 }
 
 bool HasLineBreak(std::string_view text) { return text.find_first_of("\r\n") != text.npos; }
@@ -190,9 +298,17 @@ std::optional<std::int64_t> ParseRetryAfterSeconds(std::string_view text) {
     return projections::ParseDigits(text.substr(first, last - first + 1), INT64_MAX);
 }
 
-WebhookResult PostWebhook(std::string_view url, const WebhookHeaders& headers,
-                          std::string_view body, std::chrono::milliseconds timeout,
-                          const std::optional<std::string>& ca_file_for_tests) {
+WebhookClient::WebhookClient(std::optional<std::string> ca_file_for_tests)
+    : state_(std::make_unique<State>(std::move(ca_file_for_tests))) {}
+
+WebhookClient::~WebhookClient() = default;
+
+void WebhookClient::Close() { state_->Drop(); }
+
+std::uint64_t WebhookClient::connections_opened() const { return state_->opened; }
+
+WebhookResult WebhookClient::Post(std::string_view url, const WebhookHeaders& headers,
+                                  std::string_view body, std::chrono::milliseconds timeout) {
     PAYLEDGER_ASSERT(timeout.count() > 0);
     WebhookExchange exchange;
     exchange.timeout = timeout;
@@ -220,22 +336,28 @@ WebhookResult PostWebhook(std::string_view url, const WebhookHeaders& headers,
         PAYLEDGER_ASSERT(!HasLineBreak(value));
         request.set(name, value);
     }
-    request.keep_alive(false);
+    request.keep_alive(state_->keep_alive);
     request.body() = std::string(body);
     request.prepare_payload();
 
-    std::shared_ptr<ssl::context> tls_context;
-    if (exchange.url.tls) {
-        tls_context =
-            ca_file_for_tests ? MakeClientContext(ca_file_for_tests) : SystemTrustContext();
-    }
-    net::io_context io{1};
     std::exception_ptr thrown;
-    net::co_spawn(io, RunExchange(exchange, std::move(tls_context)),
+    state_->io.restart();
+    net::co_spawn(state_->io, RunExchange(*state_, exchange),
                   [&thrown](std::exception_ptr error) { thrown = std::move(error); });
-    io.run();
-    if (thrown) std::rethrow_exception(thrown);
+    state_->io.run();
+    if (thrown) {
+        state_->Drop();
+        std::rethrow_exception(thrown);
+    }
     return exchange.result;
+}
+
+WebhookResult PostWebhook(std::string_view url, const WebhookHeaders& headers,
+                          std::string_view body, std::chrono::milliseconds timeout,
+                          const std::optional<std::string>& ca_file_for_tests) {
+    WebhookClient client{ca_file_for_tests};
+    client.state_->keep_alive = false;
+    return client.Post(url, headers, body, timeout);
 }
 
 }  // namespace payledger::api

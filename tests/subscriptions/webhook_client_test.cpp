@@ -1,6 +1,7 @@
-// Tests of api/subscriptions/webhook_client.hpp PostWebhook against real servers on
-// 127.0.0.1 started by each test (subscriptions/webhook_receiver.hpp): the request as sent,
-// the statuses and Retry-After a receiver answers, a large answer, a receiver that never
+// Tests of api/subscriptions/webhook_client.hpp against real servers on 127.0.0.1 started by
+// each test (subscriptions/webhook_receiver.hpp). WebhookClient's kept connection: reused (plain
+// and TLS), replaced when the receiver closed it, Connection: close honoured, one per receiver,
+// a timeout never sent again. PostWebhook: the request as sent, the statuses and Retry-After a receiver answers, a large answer, a receiver that never
 // answers and one that never accepts (the timeout honoured within 1 s), a refused port, bad
 // URLs, and TLS: a self-signed certificate and a test CA's refused against the system's CAs,
 // accepted against the test CA, and refused for another host name. Only loopback traffic.
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
@@ -221,6 +223,91 @@ TEST(PostWebhook, UserInfoIsSentAsBasicCredentials) {
               "127.0.0.1:" + std::to_string(receiver.port()));
 }
 
+TEST(WebhookClient, KeepsTheConnectionBetweenPosts) {
+    WebhookReceiver receiver{AnswerWithStatus(200)};
+    WebhookClient client;
+    for (std::size_t i = 0; i < 3; ++i) {
+        const WebhookResult result =
+            client.Post(ReceiverUrl(receiver), {{"webhook-id", std::to_string(i)}},
+                        std::string(100 * i, 'x'), kWebhookClientTimeout);
+        EXPECT_EQ(result.status, 200) << i << ": " << result.error;
+    }
+    const std::vector<ReceivedRequest> requests = receiver.Requests();
+    ASSERT_EQ(requests.size(), 3U);
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        EXPECT_EQ(requests[i].headers.at("webhook-id"), std::to_string(i));
+        EXPECT_EQ(requests[i].body, std::string(100 * i, 'x'));
+        EXPECT_EQ(requests[i].headers.count("connection"), 0U);  // HTTP/1.1: kept.
+    }
+    EXPECT_EQ(receiver.connections(), 1U);
+    EXPECT_EQ(client.connections_opened(), 1U);
+}
+
+TEST(WebhookClient, AKeptConnectionTheReceiverClosedIsReplacedAndTheRequestSentAgain) {
+    // Each answer is followed by a close, as a receiver's idle timeout would: the next POST
+    // meets a closed connection, and goes on a new one without the caller seeing a failure.
+    WebhookReceiver receiver{[](const ReceivedRequest&) {
+        return ReceiverAnswer{.status = 200, .close_after_answer = true};
+    }};
+    WebhookClient client;
+    for (int i = 0; i < 3; ++i) {
+        const WebhookResult result =
+            client.Post(ReceiverUrl(receiver), {}, std::to_string(i), kWebhookClientTimeout);
+        EXPECT_EQ(result.status, 200) << i << ": " << result.error;
+        EXPECT_EQ(result.failure, WebhookFailure::kNone) << i;
+    }
+    const std::vector<ReceivedRequest> requests = receiver.Requests();
+    ASSERT_EQ(requests.size(), 3U);  // None twice: each closed connection had read nothing.
+    EXPECT_EQ(requests[2].body, "2");
+    EXPECT_EQ(receiver.connections(), 3U);
+    EXPECT_EQ(client.connections_opened(), 3U);
+}
+
+TEST(WebhookClient, ConnectionCloseFromTheReceiverIsHonoured) {
+    WebhookReceiver receiver{[](const ReceivedRequest&) {
+        return ReceiverAnswer{.status = 200, .announce_close = true};
+    }};
+    WebhookClient client;
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(client.Post(ReceiverUrl(receiver), {}, "{}", kWebhookClientTimeout).status, 200);
+    }
+    EXPECT_EQ(receiver.Requests().size(), 3U);
+    EXPECT_EQ(receiver.connections(), 3U);
+}
+
+TEST(WebhookClient, AnotherReceiverGetsAConnectionOfItsOwn) {
+    WebhookReceiver first{AnswerWithStatus(200)};
+    WebhookReceiver second{AnswerWithStatus(201)};
+    WebhookClient client;
+    EXPECT_EQ(client.Post(ReceiverUrl(first), {}, "{}", kWebhookClientTimeout).status, 200);
+    EXPECT_EQ(client.Post(ReceiverUrl(second), {}, "{}", kWebhookClientTimeout).status, 201);
+    EXPECT_EQ(client.Post(ReceiverUrl(first), {}, "{}", kWebhookClientTimeout).status, 200);
+    EXPECT_EQ(first.Requests().size(), 2U);
+    EXPECT_EQ(first.connections(), 2U);
+    EXPECT_EQ(second.connections(), 1U);
+    EXPECT_EQ(client.connections_opened(), 3U);
+}
+
+TEST(WebhookClient, ATimeoutOnAKeptConnectionIsNotSentAgain) {
+    // The first request is answered; the second is received and never answered: a timeout,
+    // not a closed connection, so it is not sent again; the third goes on a new connection.
+    std::atomic<int> seen{0};
+    WebhookReceiver receiver{[&seen](const ReceivedRequest&) {
+        return ReceiverAnswer{.status = 200, .never_answer = seen.fetch_add(1) == 1};
+    }};
+    WebhookClient client;
+    EXPECT_EQ(client.Post(ReceiverUrl(receiver), {}, "a", kWebhookClientTimeout).status, 200);
+    const WebhookResult timed_out = client.Post(ReceiverUrl(receiver), {}, "b", milliseconds{500});
+    EXPECT_EQ(timed_out.status, 0);
+    EXPECT_EQ(timed_out.failure, WebhookFailure::kTimeout);
+    EXPECT_EQ(client.Post(ReceiverUrl(receiver), {}, "c", kWebhookClientTimeout).status, 200);
+    const std::vector<ReceivedRequest> requests = receiver.Requests();
+    ASSERT_EQ(requests.size(), 3U);
+    EXPECT_EQ(requests[1].body, "b");
+    EXPECT_EQ(requests[2].body, "c");
+    EXPECT_EQ(receiver.connections(), 2U);
+}
+
 TEST(PostWebhook, ASelfSignedCertificateIsRefused) {
     const TestCertificate self_signed =
         testing::MakeTestServerCertificate({"DNS:localhost", "IP:127.0.0.1"}, std::nullopt);
@@ -287,6 +374,19 @@ TEST_F(PostWebhookTlsTest, ACertificateForAnotherNameIsRefused) {
         EXPECT_TRUE(result.error.starts_with("TLS handshake with " + host)) << result.error;
     }
     EXPECT_EQ(receiver->Requests().size(), 0U);
+}
+
+TEST_F(PostWebhookTlsTest, AClientKeepsItsTlsConnectionBetweenPosts) {
+    const auto receiver = ReceiverFor({"DNS:localhost"});
+    WebhookClient client{ca_file_.path()};
+    for (int i = 0; i < 3; ++i) {
+        const WebhookResult result = client.Post(ReceiverUrl(*receiver, "https", "localhost"), {},
+                                                 "{}", kWebhookClientTimeout);
+        EXPECT_EQ(result.status, 200) << i << ": " << result.error;
+    }
+    EXPECT_EQ(receiver->Requests().size(), 3U);
+    EXPECT_EQ(receiver->connections(), 1U);  // One TCP connection, one TLS handshake.
+    EXPECT_EQ(client.connections_opened(), 1U);
 }
 
 TEST_F(PostWebhookTlsTest, PlainHttpToATlsServerIsNotAStatus) {

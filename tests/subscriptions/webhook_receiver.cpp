@@ -57,11 +57,11 @@ net::awaitable<void> ServeReceiverRequests(Stream& stream, WebhookReceiver& rece
         // These statuses have no body (Beast refuses to frame one).
         const bool bodiless = answer.status < 200 || answer.status == 204 || answer.status == 304;
         if (!bodiless) response.body() = answer.body;
-        response.keep_alive(request.keep_alive());
+        response.keep_alive(request.keep_alive() && !answer.announce_close);
         response.prepare_payload();
         const auto [write_error, written] =
             co_await http::async_write(stream, response, kReceiverAsTuple);
-        if (write_error || !response.keep_alive()) co_return;
+        if (write_error || !response.keep_alive() || answer.close_after_answer) co_return;
     }
 }
 

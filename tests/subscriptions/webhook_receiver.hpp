@@ -33,6 +33,11 @@ struct ReceiverAnswer {
     std::map<std::string, std::string> headers{};
     std::string body{};
     bool never_answer = false;  // Keep the connection open and say nothing.
+    // Answer without `Connection: close`, then close the connection, as a server closing an
+    // idle kept connection does.
+    bool close_after_answer = false;
+    // Answer with `Connection: close`, then close the connection.
+    bool announce_close = false;
 };
 
 // A PEM certificate chain and its private key, for a TLS receiver.
