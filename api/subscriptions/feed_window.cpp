@@ -28,6 +28,7 @@ FeedWindow::FeedWindow(Options options, ledger::FeedNotifier& notifier, Log log)
     : options_(std::move(options)), notifier_(notifier), log_(std::move(log)) {
     PAYLEDGER_ASSERT(options_.read_max > 0 && options_.read_max <= ledger::kPageSizeMax);
     PAYLEDGER_ASSERT(options_.events_max > 0);
+    PAYLEDGER_ASSERT(options_.dormant_after.count() > 0);
 }
 
 FeedWindow::~FeedWindow() { Stop(); }
@@ -43,6 +44,7 @@ void FeedWindow::Stop() {
         stopping_ = true;
     }
     grown_.notify_all();
+    wanted_.notify_all();
     if (thread_.joinable()) thread_.join();
 }
 
@@ -50,6 +52,7 @@ std::optional<FeedSlice> FeedWindow::Take(std::int64_t after, const ledger::Even
                                           std::int64_t limit) const {
     PAYLEDGER_ASSERT(limit > 0);
     std::lock_guard lock{mutex_};
+    MarkWanted();
     if (end_ < 0 || after < begin_ || after > end_) return std::nullopt;
     FeedSlice slice;
     auto it =
@@ -67,8 +70,40 @@ std::optional<FeedSlice> FeedWindow::Take(std::int64_t after, const ledger::Even
 bool FeedWindow::WaitForEnd(std::int64_t end,
                             std::chrono::steady_clock::time_point deadline) const {
     std::unique_lock lock{mutex_};
+    MarkWanted();
     return grown_.wait_until(lock, deadline, [&] { return stopping_ || end_ >= end; }) &&
            !stopping_;
+}
+
+bool FeedWindow::WaitDormant(std::chrono::steady_clock::time_point deadline) const {
+    std::unique_lock lock{mutex_};
+    return grown_.wait_until(lock, deadline, [&] { return stopping_ || dormant_; }) &&
+           !stopping_;
+}
+
+void FeedWindow::MarkWanted() const {
+    wanted_at_ = std::chrono::steady_clock::now();
+    if (dormant_) {
+        dormant_ = false;
+        wanted_.notify_all();
+    }
+}
+
+void FeedWindow::RestWhileUnwanted() {
+    {
+        std::lock_guard lock{mutex_};
+        if (stopping_ || std::chrono::steady_clock::now() - wanted_at_ < options_.dormant_after) {
+            return;
+        }
+        // Dropped events are only copies; the next start reads the head again (ReadMore).
+        items_.clear();
+        begin_ = end_ = -1;
+        dormant_ = true;
+    }
+    grown_.notify_all();
+    connection_.reset();  // Only this thread uses it.
+    std::unique_lock lock{mutex_};
+    wanted_.wait(lock, [&] { return stopping_ || !dormant_; });
 }
 
 std::pair<std::int64_t, std::int64_t> FeedWindow::Bounds() const {
@@ -146,6 +181,8 @@ void FeedWindow::Run() {
         return stopping_;
     };
     while (!stopping()) {
+        RestWhileUnwanted();
+        if (stopping()) break;
         try {
             if (!ReadMore()) continue;  // More to read: at once.
             const std::int64_t end = Bounds().second;

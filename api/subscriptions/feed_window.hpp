@@ -66,6 +66,12 @@ struct FeedSlice {
 // Events are immutable once committed, so a window of them never goes stale; a failed read
 // or barrier appends nothing, and the thread connects again and reads from the same end.
 //
+// A window that no delivery thread asked for (Take, WaitForEnd) within `dormant_after` goes
+// dormant: it drops its events and its session and reads nothing until the next Take or
+// WaitForEnd, then starts again, empty, at the head. So a process whose subscriptions another
+// process delivers (it holds none of their leases), or whose subscriptions all wait (disabled,
+// backing off), costs the primary nothing.
+//
 // Thread-safe.
 class FeedWindow {
 public:
@@ -84,6 +90,10 @@ public:
         std::chrono::milliseconds idle_recheck{1'000};
         // After a failed read or barrier, before connecting again.
         std::chrono::milliseconds retry{1'000};
+        // Without a Take or WaitForEnd for this long, the window goes dormant (above): longer
+        // than a delivery thread's idle wait (idle_recheck), so a thread that holds a lease
+        // keeps it awake. REQUIRES: > 0.
+        std::chrono::milliseconds dormant_after{10'000};
     };
     using Log = std::function<void(const std::string& level, const std::string& json)>;
 
@@ -98,15 +108,19 @@ public:
 
     // Up to `limit` events after `after` that `filter` delivers, from memory; nullopt when
     // the window does not hold what follows `after` (after < begin, or after > end, or
-    // nothing read yet): the caller reads PostgreSQL. REQUIRES: limit > 0.
+    // nothing read yet, or dormant, which this call ends): the caller reads PostgreSQL, or
+    // waits for the window (WaitForEnd). REQUIRES: limit > 0.
     [[nodiscard]] std::optional<FeedSlice> Take(std::int64_t after,
                                                 const ledger::EventFilter& filter,
                                                 std::int64_t limit) const;
     // Blocks until the window's end is at least `end`, the deadline passes or the window
-    // stops; true in the first case.
+    // stops; true in the first case. Ends a dormancy, as Take.
     bool WaitForEnd(std::int64_t end, std::chrono::steady_clock::time_point deadline) const;
+    // Blocks until the window is dormant, the deadline passes or the window stops; true in
+    // the first case. For tests: it does not count as asking for the window.
+    bool WaitDormant(std::chrono::steady_clock::time_point deadline) const;
 
-    // The window's bounds, (begin, end]; {-1, -1} before the first read.
+    // The window's bounds, (begin, end]; {-1, -1} before the first read and while dormant.
     [[nodiscard]] std::pair<std::int64_t, std::int64_t> Bounds() const;
 
 private:
@@ -115,6 +129,11 @@ private:
     bool ReadMore();
     // Waits up to `duration`, ending early on Stop.
     void Pause(std::chrono::milliseconds duration);
+    // When nothing asked for the window within dormant_after: drops it and the session, and
+    // waits for a Take, a WaitForEnd or Stop.
+    void RestWhileUnwanted();
+    // A Take or WaitForEnd: keeps the window awake, or wakes it. REQUIRES: mutex_ held.
+    void MarkWanted() const;
 
     const Options options_;
     ledger::FeedNotifier& notifier_;
@@ -123,8 +142,12 @@ private:
     std::unique_ptr<pqxx::connection> connection_{};  // The thread's own.
 
     mutable std::mutex mutex_;
-    mutable std::condition_variable grown_;
+    mutable std::condition_variable grown_;   // The end moved, the window went dormant, Stop.
+    mutable std::condition_variable wanted_;  // A dormant window was asked for, Stop.
     bool stopping_ = false;            // Guarded by mutex_.
+    mutable bool dormant_ = false;     // Guarded by mutex_.
+    // The last Take or WaitForEnd (the start, before any). Guarded by mutex_.
+    mutable std::chrono::steady_clock::time_point wanted_at_ = std::chrono::steady_clock::now();
     std::int64_t begin_ = -1;          // Guarded by mutex_.
     std::int64_t end_ = -1;            // Guarded by mutex_.
     std::deque<FeedItemPtr> items_{};  // Guarded by mutex_; ascending seq, all in (begin_, end_].

@@ -7,7 +7,9 @@
 //   PostgreSQL;
 // - it keeps at most events_max events, the oldest leaving first;
 // - WaitForEnd returns once a commit told to the notifier has entered the window, and at once
-//   after Stop.
+//   after Stop;
+// - a window nobody asks for rests (reads nothing) and a Take or WaitForEnd wakes it, empty,
+//   at the head.
 // And DeliveryBody writes from the window's texts exactly what nlohmann::json would dump.
 
 #include <gtest/gtest.h>
@@ -160,6 +162,38 @@ TEST_F(FeedWindowPgTest, KeepsAtMostEventsMaxTheOldestLeavingFirst) {
     ASSERT_TRUE(slice.has_value());
     EXPECT_EQ(Seqs(slice->items), (std::vector<std::int64_t>{8, 9, 10, 11}));
     EXPECT_TRUE(slice->caught_up);
+}
+
+TEST_F(FeedWindowPgTest, AWindowNobodyAsksForRestsAndATakeWakesItAtTheHead) {
+    Write({WindowOrder("D-0", "shop-a")});
+    FeedWindow::Options options = WindowOptions(1'000);
+    options.dormant_after = std::chrono::milliseconds{200};
+    options.idle_recheck = std::chrono::milliseconds{50};
+    FeedWindow window{options, notifier_, log_};
+    window.Start();
+    ASSERT_TRUE(window.WaitDormant(Deadline()));
+    EXPECT_EQ(window.Bounds(), std::make_pair(std::int64_t{-1}, std::int64_t{-1}));
+    // Resting, it reads nothing of what is committed meanwhile.
+    Write({WindowOrder("D-1", "shop-a"), WindowOrder("D-2", "shop-a")});
+    EXPECT_EQ(window.Bounds(), std::make_pair(std::int64_t{-1}, std::int64_t{-1}));
+    // A Take wakes it: nothing from memory yet (the caller reads PostgreSQL), and the window
+    // starts again, empty, at the head.
+    EXPECT_EQ(window.Take(1, {}, 10), std::nullopt);
+    ASSERT_TRUE(window.WaitForEnd(3, Deadline()));
+    EXPECT_EQ(window.Bounds(), std::make_pair(std::int64_t{3}, std::int64_t{3}));
+    EXPECT_EQ(window.Take(1, {}, 10), std::nullopt);  // Behind it now: PostgreSQL.
+    Write({WindowOrder("D-3", "shop-a")});
+    ASSERT_TRUE(window.WaitForEnd(4, Deadline()));
+    const std::optional<FeedSlice> slice = window.Take(3, {}, 10);
+    ASSERT_TRUE(slice.has_value());
+    EXPECT_EQ(Seqs(slice->items), (std::vector<std::int64_t>{4}));
+    // Unasked again, it rests again; a WaitForEnd wakes it as a Take does.
+    ASSERT_TRUE(window.WaitDormant(Deadline()));
+    Write({WindowOrder("D-4", "shop-a")});
+    ASSERT_TRUE(window.WaitForEnd(5, Deadline()));
+    EXPECT_EQ(window.Bounds(), std::make_pair(std::int64_t{5}, std::int64_t{5}));
+    window.Stop();
+    EXPECT_FALSE(window.WaitDormant(Deadline()));  // At once after Stop.
 }
 
 TEST(DeliveryBodyTest, WritesWhatTheJsonLibraryWouldDump) {
