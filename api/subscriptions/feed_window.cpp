@@ -77,8 +77,7 @@ bool FeedWindow::WaitForEnd(std::int64_t end,
 
 bool FeedWindow::WaitDormant(std::chrono::steady_clock::time_point deadline) const {
     std::unique_lock lock{mutex_};
-    return grown_.wait_until(lock, deadline, [&] { return stopping_ || dormant_; }) &&
-           !stopping_;
+    return grown_.wait_until(lock, deadline, [&] { return stopping_ || dormant_; }) && !stopping_;
 }
 
 void FeedWindow::MarkWanted() const {

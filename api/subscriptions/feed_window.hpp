@@ -144,8 +144,8 @@ private:
     mutable std::mutex mutex_;
     mutable std::condition_variable grown_;   // The end moved, the window went dormant, Stop.
     mutable std::condition_variable wanted_;  // A dormant window was asked for, Stop.
-    bool stopping_ = false;            // Guarded by mutex_.
-    mutable bool dormant_ = false;     // Guarded by mutex_.
+    bool stopping_ = false;                   // Guarded by mutex_.
+    mutable bool dormant_ = false;            // Guarded by mutex_.
     // The last Take or WaitForEnd (the start, before any). Guarded by mutex_.
     mutable std::chrono::steady_clock::time_point wanted_at_ = std::chrono::steady_clock::now();
     std::int64_t begin_ = -1;          // Guarded by mutex_.
