@@ -2,6 +2,7 @@
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <sys/socket.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -13,6 +14,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cerrno>
 #include <memory>
 
 #include "api/http/json_output.hpp"
@@ -147,6 +149,16 @@ struct WebhookClient::State {
         kept_for.clear();
     }
 
+    // Whether the kept connection is quiet: nothing to read, and not at its end. One that
+    // its receiver closed (an idle timeout) or spoke on unasked (a 408 before a close) is not
+    // used again. One recv with MSG_PEEK, which never blocks. REQUIRES: a connection is kept.
+    bool KeptIsQuiet() {
+        tcp::socket& socket = tls ? beast::get_lowest_layer(*tls).socket() : plain->socket();
+        char byte = 0;
+        const ssize_t got = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        return got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    }
+
     // The context for https://: the system's CAs, or the test's (made once).
     ssl::context& TlsContext() {
         if (!ca_file_for_tests) return *SystemTrustContext();
@@ -260,7 +272,7 @@ net::awaitable<bool> OpenConnection(WebhookClient::State& state, WebhookExchange
 net::awaitable<void> RunExchange(WebhookClient::State& state, WebhookExchange& exchange) {
     const std::string key = ConnectionKeyOf(exchange.url);
     bool reused = !state.kept_for.empty() && state.kept_for == key &&
-                  Clock::now() - state.kept_since < kWebhookKeptIdleMax;
+                  Clock::now() - state.kept_since < kWebhookKeptIdleMax && state.KeptIsQuiet();
     for (;;) {
         if (!reused && !co_await OpenConnection(state, exchange)) co_return;
         if (state.tls) {

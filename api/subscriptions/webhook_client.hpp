@@ -67,11 +67,12 @@ inline constexpr std::chrono::milliseconds kWebhookKeptIdleMax{4'000};
 //
 // The connection is kept for the next Post when the response allows it (HTTP/1.1 without
 // `Connection: close`), its body was read whole, and the next Post goes to the same scheme,
-// host and port within kWebhookKeptIdleMax. A kept connection that fails before any byte of
-// the response (the receiver closed it while it waited: a reset, an end of stream) is
-// replaced by a new one and the request sent again, once, within the same deadline — the
-// receiver may then see the request twice, which a webhook receiver deduplicates by its
-// webhook-id (docs/subscriptions.md). Any other failure closes the connection.
+// host and port within kWebhookKeptIdleMax, finding nothing to read on it (neither its end
+// nor anything unasked, such as a 408 before a close). A kept connection that fails before any byte
+// of the response (the receiver closed it while it waited: a reset, an end of stream) is replaced
+// by a new one and the request sent again, once, within the same deadline — the receiver may then
+// see the request twice, which a webhook receiver deduplicates by its webhook-id
+// (docs/subscriptions.md). Any other failure closes the connection.
 //
 // https:// verifies the peer's certificate chain against the system's CAs (or, for tests
 // only, against `ca_file_for_tests`, a PEM file, instead), and its name against the URL's

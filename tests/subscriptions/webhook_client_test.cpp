@@ -1,10 +1,11 @@
 // Tests of api/subscriptions/webhook_client.hpp against real servers on 127.0.0.1 started by
 // each test (subscriptions/webhook_receiver.hpp). WebhookClient's kept connection: reused (plain
 // and TLS), replaced when the receiver closed it, Connection: close honoured, one per receiver,
-// a timeout never sent again. PostWebhook: the request as sent, the statuses and Retry-After a receiver answers, a large answer, a receiver that never
-// answers and one that never accepts (the timeout honoured within 1 s), a refused port, bad
-// URLs, and TLS: a self-signed certificate and a test CA's refused against the system's CAs,
-// accepted against the test CA, and refused for another host name. Only loopback traffic.
+// a timeout never sent again. PostWebhook: the request as sent, the statuses and Retry-After a
+// receiver answers, a large answer, a receiver that never answers and one that never accepts (the
+// timeout honoured within 1 s), a refused port, bad URLs, and TLS: a self-signed certificate and a
+// test CA's refused against the system's CAs, accepted against the test CA, and refused for another
+// host name. Only loopback traffic.
 
 #include "api/subscriptions/webhook_client.hpp"
 
@@ -243,9 +244,10 @@ TEST(WebhookClient, KeepsTheConnectionBetweenPosts) {
     EXPECT_EQ(client.connections_opened(), 1U);
 }
 
-TEST(WebhookClient, AKeptConnectionTheReceiverClosedIsReplacedAndTheRequestSentAgain) {
+TEST(WebhookClient, AKeptConnectionTheReceiverClosedIsReplaced) {
     // Each answer is followed by a close, as a receiver's idle timeout would: the next POST
-    // meets a closed connection, and goes on a new one without the caller seeing a failure.
+    // finds the connection at its end (or, if the close comes late, fails on it before any
+    // answer and is sent again), and goes on a new one without the caller seeing a failure.
     WebhookReceiver receiver{[](const ReceivedRequest&) {
         return ReceiverAnswer{.status = 200, .close_after_answer = true};
     }};
@@ -261,6 +263,36 @@ TEST(WebhookClient, AKeptConnectionTheReceiverClosedIsReplacedAndTheRequestSentA
     EXPECT_EQ(requests[2].body, "2");
     EXPECT_EQ(receiver.connections(), 3U);
     EXPECT_EQ(client.connections_opened(), 3U);
+}
+
+TEST(WebhookClient, AKeptConnectionClosedAsTheRequestCameIsReplacedAndTheRequestSentAgain) {
+    // The second request meets a receiver that closes the kept connection without a word (its
+    // idle timeout firing as the request came): sent again, once, on a new connection.
+    std::atomic<int> seen{0};
+    WebhookReceiver receiver{[&seen](const ReceivedRequest&) {
+        return ReceiverAnswer{.status = 200, .close_without_answer = seen.fetch_add(1) == 1};
+    }};
+    WebhookClient client;
+    EXPECT_EQ(client.Post(ReceiverUrl(receiver), {}, "a", kWebhookClientTimeout).status, 200);
+    const WebhookResult result = client.Post(ReceiverUrl(receiver), {}, "b", kWebhookClientTimeout);
+    EXPECT_EQ(result.status, 200) << result.error;
+    const std::vector<ReceivedRequest> requests = receiver.Requests();
+    ASSERT_EQ(requests.size(), 3U);
+    EXPECT_EQ(requests[1].body, "b");
+    EXPECT_EQ(requests[2].body, "b");  // The same request twice: a receiver deduplicates.
+    EXPECT_EQ(receiver.connections(), 2U);
+}
+
+TEST(WebhookClient, ANewConnectionClosedWithoutAnAnswerIsAFailureNotSentAgain) {
+    WebhookReceiver receiver{[](const ReceivedRequest&) {
+        return ReceiverAnswer{.status = 200, .close_without_answer = true};
+    }};
+    WebhookClient client;
+    const WebhookResult result = client.Post(ReceiverUrl(receiver), {}, "a", kWebhookClientTimeout);
+    EXPECT_EQ(result.status, 0);
+    EXPECT_EQ(result.failure, WebhookFailure::kReceive);
+    EXPECT_EQ(receiver.Requests().size(), 1U);
+    EXPECT_EQ(receiver.connections(), 1U);
 }
 
 TEST(WebhookClient, ConnectionCloseFromTheReceiverIsHonoured) {

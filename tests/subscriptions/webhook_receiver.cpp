@@ -51,6 +51,7 @@ net::awaitable<void> ServeReceiverRequests(Stream& stream, WebhookReceiver& rece
         receiver.Record(received);
         const ReceiverAnswer answer = receiver.AnswerFor(received);
         if (answer.never_answer) continue;  // Wait for more, which never comes, or the close.
+        if (answer.close_without_answer) co_return;
         http::response<http::string_body> response{static_cast<http::status>(answer.status),
                                                    request.version()};
         for (const auto& [name, value] : answer.headers) response.set(name, value);

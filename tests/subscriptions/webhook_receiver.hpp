@@ -38,6 +38,8 @@ struct ReceiverAnswer {
     bool close_after_answer = false;
     // Answer with `Connection: close`, then close the connection.
     bool announce_close = false;
+    // Close the connection without answering (after recording the request).
+    bool close_without_answer = false;
 };
 
 // A PEM certificate chain and its private key, for a TLS receiver.
