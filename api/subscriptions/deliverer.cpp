@@ -199,6 +199,9 @@ void SubscriptionDeliverer::Run(Worker& worker) {
                                       {"error", error.what()}}));
             pause = std::chrono::milliseconds{1'000};
         }
+        // A wait longer than a kept connection may idle (a back-off, a disabled subscription):
+        // close it now rather than leave it half-closed by the receiver until the next POST.
+        if (pause > kWebhookKeptIdleMax && worker.client != nullptr) worker.client->Close();
         Wait(worker, pause);
     }
     const std::shared_ptr<ledger::SubscriptionLease> lease = [&] {

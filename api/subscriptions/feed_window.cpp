@@ -28,13 +28,17 @@ FeedWindow::FeedWindow(Options options, ledger::FeedNotifier& notifier, Log log)
     : options_(std::move(options)), notifier_(notifier), log_(std::move(log)) {
     PAYLEDGER_ASSERT(options_.read_max > 0 && options_.read_max <= ledger::kPageSizeMax);
     PAYLEDGER_ASSERT(options_.events_max > 0);
-    PAYLEDGER_ASSERT(options_.dormant_after.count() > 0);
+    PAYLEDGER_ASSERT(options_.dormant_after > options_.idle_recheck);
 }
 
 FeedWindow::~FeedWindow() { Stop(); }
 
 void FeedWindow::Start() {
     PAYLEDGER_ASSERT(!thread_.joinable());
+    {
+        std::lock_guard lock{mutex_};
+        wanted_at_ = std::chrono::steady_clock::now();
+    }
     thread_ = std::thread([this] { Run(); });
 }
 
@@ -71,8 +75,13 @@ bool FeedWindow::WaitForEnd(std::int64_t end,
                             std::chrono::steady_clock::time_point deadline) const {
     std::unique_lock lock{mutex_};
     MarkWanted();
-    return grown_.wait_until(lock, deadline, [&] { return stopping_ || end_ >= end; }) &&
-           !stopping_;
+    // A waiter keeps the window awake for as long as it waits.
+    ++waiters_;
+    const bool reached =
+        grown_.wait_until(lock, deadline, [&] { return stopping_ || end_ >= end; }) && !stopping_;
+    --waiters_;
+    MarkWanted();
+    return reached;
 }
 
 bool FeedWindow::WaitDormant(std::chrono::steady_clock::time_point deadline) const {
@@ -91,7 +100,8 @@ void FeedWindow::MarkWanted() const {
 void FeedWindow::RestWhileUnwanted() {
     {
         std::lock_guard lock{mutex_};
-        if (stopping_ || std::chrono::steady_clock::now() - wanted_at_ < options_.dormant_after) {
+        if (stopping_ || waiters_ > 0 ||
+            std::chrono::steady_clock::now() - wanted_at_ < options_.dormant_after) {
             return;
         }
         // Dropped events are only copies; the next start reads the head again (ReadMore).
@@ -103,6 +113,8 @@ void FeedWindow::RestWhileUnwanted() {
     connection_.reset();  // Only this thread uses it.
     std::unique_lock lock{mutex_};
     wanted_.wait(lock, [&] { return stopping_ || !dormant_; });
+    // Awake for at least dormant_after from now, however long the first read takes.
+    wanted_at_ = std::chrono::steady_clock::now();
 }
 
 std::pair<std::int64_t, std::int64_t> FeedWindow::Bounds() const {

@@ -66,7 +66,7 @@ struct FeedSlice {
 // Events are immutable once committed, so a window of them never goes stale; a failed read
 // or barrier appends nothing, and the thread connects again and reads from the same end.
 //
-// A window that no delivery thread asked for (Take, WaitForEnd) within `dormant_after` goes
+// A window that no delivery thread asked for (Take, WaitForEnd) within `dormant_after` (2 min) goes
 // dormant: it drops its events and its session and reads nothing until the next Take or
 // WaitForEnd, then starts again, empty, at the head. So a process whose subscriptions another
 // process delivers (it holds none of their leases), or whose subscriptions all wait (disabled,
@@ -90,10 +90,12 @@ public:
         std::chrono::milliseconds idle_recheck{1'000};
         // After a failed read or barrier, before connecting again.
         std::chrono::milliseconds retry{1'000};
-        // Without a Take or WaitForEnd for this long, the window goes dormant (above): longer
-        // than a delivery thread's idle wait (idle_recheck), so a thread that holds a lease
-        // keeps it awake. REQUIRES: > 0.
-        std::chrono::milliseconds dormant_after{10'000};
+        // Without a Take or WaitForEnd for this long (a WaitForEnd counts for as long as it
+        // waits), the window goes dormant (above). Longer than a delivery thread's longest
+        // step while it holds a lease — its idle wait (idle_recheck) or a POST (at most 60 s,
+        // kSubscriptionTimeoutMax) — so that only a thread that waits for its lease, its back-off
+        // or an admin lets it rest. REQUIRES: > idle_recheck.
+        std::chrono::milliseconds dormant_after{120'000};
     };
     using Log = std::function<void(const std::string& level, const std::string& json)>;
 
@@ -146,6 +148,7 @@ private:
     mutable std::condition_variable wanted_;  // A dormant window was asked for, Stop.
     bool stopping_ = false;                   // Guarded by mutex_.
     mutable bool dormant_ = false;            // Guarded by mutex_.
+    mutable int waiters_ = 0;                 // In WaitForEnd. Guarded by mutex_.
     // The last Take or WaitForEnd (the start, before any). Guarded by mutex_.
     mutable std::chrono::steady_clock::time_point wanted_at_ = std::chrono::steady_clock::now();
     std::int64_t begin_ = -1;          // Guarded by mutex_.

@@ -132,8 +132,10 @@ net::awaitable<void> SendAndReceive(Stream& stream, WebhookExchange& exchange) {
     }
     // Bytes beyond the response would be read as the next one's: such a connection is not
     // kept.
+    // Nor is one after an interim (1xx) answer: its final answer would come on it later.
     exchange.reusable = body_read && parser.is_done() && parser.get().keep_alive() &&
-                        exchange.request.keep_alive() && buffer.size() == 0;
+                        exchange.request.keep_alive() && buffer.size() == 0 &&
+                        exchange.result.status >= 200;
 }
 
 }  // namespace
@@ -153,6 +155,8 @@ struct WebhookClient::State {
     // its receiver closed (an idle timeout) or spoke on unasked (a 408 before a close) is not
     // used again. One recv with MSG_PEEK, which never blocks. REQUIRES: a connection is kept.
     bool KeptIsQuiet() {
+        // TLS records already taken off the socket (a close_notify after the answer) count.
+        if (tls && SSL_pending(tls->native_handle()) > 0) return false;
         tcp::socket& socket = tls ? beast::get_lowest_layer(*tls).socket() : plain->socket();
         char byte = 0;
         const ssize_t got = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);

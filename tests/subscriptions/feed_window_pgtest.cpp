@@ -167,7 +167,9 @@ TEST_F(FeedWindowPgTest, KeepsAtMostEventsMaxTheOldestLeavingFirst) {
 TEST_F(FeedWindowPgTest, AWindowNobodyAsksForRestsAndATakeWakesItAtTheHead) {
     Write({WindowOrder("D-0", "shop-a")});
     FeedWindow::Options options = WindowOptions(1'000);
-    options.dormant_after = std::chrono::milliseconds{200};
+    // Long enough that the steps below, between one Take or WaitForEnd and the next, never
+    // let it rest on a slow machine (a sanitizer build).
+    options.dormant_after = std::chrono::milliseconds{2'000};
     options.idle_recheck = std::chrono::milliseconds{50};
     FeedWindow window{options, notifier_, log_};
     window.Start();

@@ -62,7 +62,8 @@ net::awaitable<void> ServeReceiverRequests(Stream& stream, WebhookReceiver& rece
         response.prepare_payload();
         const auto [write_error, written] =
             co_await http::async_write(stream, response, kReceiverAsTuple);
-        if (write_error || !response.keep_alive() || answer.close_after_answer) co_return;
+        if (write_error || answer.close_after_answer) co_return;
+        // After `Connection: close` the connection stays open: the client must close it.
     }
 }
 

@@ -36,7 +36,7 @@ struct ReceiverAnswer {
     // Answer without `Connection: close`, then close the connection, as a server closing an
     // idle kept connection does.
     bool close_after_answer = false;
-    // Answer with `Connection: close`, then close the connection.
+    // Answer with `Connection: close`, and leave closing the connection to the client.
     bool announce_close = false;
     // Close the connection without answering (after recording the request).
     bool close_without_answer = false;
