@@ -66,8 +66,8 @@ struct FeedSlice {
 // Events are immutable once committed, so a window of them never goes stale; a failed read
 // or barrier appends nothing, and the thread connects again and reads from the same end.
 //
-// A window that no delivery thread asked for (Take, WaitForEnd) within `dormant_after` (2 min) goes
-// dormant: it drops its events and its session and reads nothing until the next Take or
+// A window that no delivery thread asked for (Take, WaitForEnd) within `dormant_after` (2 min)
+// goes dormant: it drops its events and its session and reads nothing until the next Take or
 // WaitForEnd, then starts again, empty, at the head. So a process whose subscriptions another
 // process delivers (it holds none of their leases), or whose subscriptions all wait (disabled,
 // backing off), costs the primary nothing.

@@ -130,9 +130,8 @@ net::awaitable<void> SendAndReceive(Stream& stream, WebhookExchange& exchange) {
             co_await http::async_read(stream, buffer, parser, kAsTuple);
         body_read = !body_error;
     }
-    // Bytes beyond the response would be read as the next one's: such a connection is not
-    // kept.
-    // Nor is one after an interim (1xx) answer: its final answer would come on it later.
+    // A connection is not kept with bytes beyond the response (they would be read as the next
+    // one's), nor after an interim (1xx) answer (its final answer would come on it later).
     exchange.reusable = body_read && parser.is_done() && parser.get().keep_alive() &&
                         exchange.request.keep_alive() && buffer.size() == 0 &&
                         exchange.result.status >= 200;
@@ -275,8 +274,8 @@ net::awaitable<bool> OpenConnection(WebhookClient::State& state, WebhookExchange
 // found closed before any of the response is replaced once (WebhookClient).
 net::awaitable<void> RunExchange(WebhookClient::State& state, WebhookExchange& exchange) {
     const std::string key = ConnectionKeyOf(exchange.url);
-    bool reused = !state.kept_for.empty() && state.kept_for == key &&
-                  Clock::now() - state.kept_since < kWebhookKeptIdleMax && state.KeptIsQuiet();
+    bool reused = state.kept_for == key && Clock::now() - state.kept_since < kWebhookKeptIdleMax &&
+                  state.KeptIsQuiet();
     for (;;) {
         if (!reused && !co_await OpenConnection(state, exchange)) co_return;
         if (state.tls) {
