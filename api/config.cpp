@@ -130,6 +130,24 @@ std::size_t ParseLimit(const json& limits, const char* key, std::size_t fallback
     return static_cast<std::size_t>(it->get<std::uint64_t>());
 }
 
+// An array of address blocks (trusted_proxies, limits.reserved_for).
+std::vector<Cidr> ParseCidrs(const json& value, const std::string& field) {
+    if (!value.is_array()) throw ConfigError(field + ": must be an array of address blocks (CIDR)");
+    std::vector<Cidr> blocks;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+        const json& entry = value[i];
+        const std::optional<Cidr> cidr =
+            entry.is_string() ? Cidr::Parse(entry.get<std::string>()) : std::nullopt;
+        if (!cidr) {
+            throw ConfigError(field + "[" + std::to_string(i) +
+                              "]: must be an address block such as \"10.0.0.0/8\" or "
+                              "\"2001:db8::/32\", with its host bits zero");
+        }
+        blocks.push_back(*cidr);
+    }
+    return blocks;
+}
+
 // The URL payledger writes through (docs/design.md#failover), checked by libpq's own parser.
 std::string ParseWriteUrl(const std::string& url, const std::string& field) {
     try {
@@ -219,6 +237,20 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
             ParseLimit(*limits, "connections_per_peer", defaults.connections_per_peer, 1'000'000);
         config.limits.connections_max =
             ParseLimit(*limits, "connections_max", defaults.connections_max, 1'000'000);
+        config.limits.connections_per_prefix = ParseLimit(
+            *limits, "connections_per_prefix", defaults.connections_per_prefix, 1'000'000);
+        config.limits.prefix_ipv4_bits =
+            ParseLimit(*limits, "prefix_ipv4_bits", defaults.prefix_ipv4_bits, 32, 8);
+        config.limits.prefix_ipv6_bits =
+            ParseLimit(*limits, "prefix_ipv6_bits", defaults.prefix_ipv6_bits, 128, 16);
+        if (config.limits.connections_per_prefix < config.limits.connections_per_peer) {
+            throw ConfigError(
+                "limits.connections_per_prefix: must be at least limits.connections_per_peer (" +
+                std::to_string(config.limits.connections_per_peer) + ")");
+        }
+        if (const auto reserved = limits->find("reserved_for"); reserved != limits->end()) {
+            config.reserved_for = ParseCidrs(*reserved, "limits.reserved_for");
+        }
         config.limits.unverified_bytes_per_minute =
             ParseLimit(*limits, "unverified_bytes_per_minute", defaults.unverified_bytes_per_minute,
                        std::size_t{1} << 40, kRequestBodyBytesMaxForLimits);
@@ -229,20 +261,7 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
             ParseLimit(*limits, "writer_cache_orders", defaults.writer_cache_orders, 10'000'000, 0);
     }
     if (const auto proxies = root.find("trusted_proxies"); proxies != root.end()) {
-        if (!proxies->is_array()) {
-            throw ConfigError("trusted_proxies: must be an array of address blocks (CIDR)");
-        }
-        for (std::size_t i = 0; i < proxies->size(); ++i) {
-            const json& entry = (*proxies)[i];
-            const std::optional<Cidr> cidr =
-                entry.is_string() ? Cidr::Parse(entry.get<std::string>()) : std::nullopt;
-            if (!cidr) {
-                throw ConfigError("trusted_proxies[" + std::to_string(i) +
-                                  "]: must be an address block such as \"10.0.0.0/8\" or "
-                                  "\"2001:db8::/32\", with its host bits zero");
-            }
-            config.trusted_proxies.push_back(*cidr);
-        }
+        config.trusted_proxies = ParseCidrs(*proxies, "trusted_proxies");
     }
     if (const auto subscriptions = root.find("subscriptions"); subscriptions != root.end()) {
         config.subscriptions = ParseSubscriptions(*subscriptions);

@@ -63,6 +63,11 @@ struct Limits {
     std::size_t unverified_per_peer_per_minute = 120;  // The `rate_limited` outcome.
     std::size_t connections_per_peer = 256;
     std::size_t connections_max = 4096;  // Every connection, from all peers together.
+    // Connections per address block (an IPv4 /prefix_ipv4_bits, an IPv6 /prefix_ipv6_bits), so
+    // that a handful of neighbouring addresses cannot take every slot (docs/security.md).
+    std::size_t connections_per_prefix = 1024;
+    std::size_t prefix_ipv4_bits = 24;
+    std::size_t prefix_ipv6_bits = 48;
     // The bodies of unverified deliveries stored per minute, from all peers together.
     std::size_t unverified_bytes_per_minute = 64 * 1024 * 1024;
     // The committer's queue in bytes, so that a full queue of large bodies cannot exhaust memory.
@@ -115,6 +120,9 @@ struct Config {
     Limits limits{};
     // Connections from these blocks are a reverse proxy's: the client is the address the
     // proxy appended last to X-Forwarded-For (api/http/peer_limits.hpp ForwardedClient).
+    // limits.reserved_for: address blocks whose connections always get a slot (the platforms'
+    // published ranges; docs/security.md#connection-slots).
+    std::vector<Cidr> reserved_for{};
     std::vector<Cidr> trusted_proxies{};
     // `audit.signing_key` (docs/design.md#checkpoints): the Ed25519 private key PEM (read and
     // checked at start).

@@ -166,7 +166,11 @@ int Serve(const api::Config& config) {
                         .worker_threads = std::max<std::size_t>(8, 2 * cores),
                         .connections_max = config.limits.connections_max,
                         .connections_per_peer = config.limits.connections_per_peer,
-                        .trusted_proxies = config.trusted_proxies}};
+                        .connections_per_prefix = config.limits.connections_per_prefix,
+                        .prefix_ipv4_bits = static_cast<unsigned>(config.limits.prefix_ipv4_bits),
+                        .prefix_ipv6_bits = static_cast<unsigned>(config.limits.prefix_ipv6_bits),
+                        .trusted_proxies = config.trusted_proxies,
+                        .reserved_for = config.reserved_for}};
     server.Start();  // From here on SIGTERM and SIGINT end ServeUntilSignal.
     api::LogJson("info", "{\"msg\":\"listening\",\"address\":\"" + config.listen_host + ":" +
                              std::to_string(server.port()) +

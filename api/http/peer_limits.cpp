@@ -44,24 +44,6 @@ void UnverifiedLimiter::DropIdle(Clock::time_point now) {
     }
 }
 
-bool ConnectionCounter::Open(const std::string& address) {
-    std::lock_guard lock{mutex_};
-    std::size_t& open = open_[address];
-    if (open >= per_peer_) {
-        if (open == 0) open_.erase(address);
-        return false;
-    }
-    ++open;
-    return true;
-}
-
-void ConnectionCounter::Close(const std::string& address) {
-    std::lock_guard lock{mutex_};
-    const auto it = open_.find(address);
-    if (it == open_.end()) return;
-    if (--it->second == 0) open_.erase(it);
-}
-
 bool UnverifiedBytesBudget::Admit(std::size_t bytes, Clock::time_point now) {
     std::lock_guard lock{mutex_};
     while (!admitted_.empty() && now - admitted_.front().first >= kWindow) {

@@ -45,30 +45,30 @@ private:
     std::size_t sweep_at_ = 4096;  // The table size that triggers the next sweep.
 };
 
-// `limits.connections_per_peer`: open connections per peer address. Thread-safe.
-class ConnectionCounter {
-public:
-    explicit ConnectionCounter(std::size_t per_peer) : per_peer_(per_peer) {}
-
-    // True, and the connection counted, when `address` has fewer than the limit open.
-    [[nodiscard]] bool Open(const std::string& address);
-    void Close(const std::string& address);
-
-private:
-    const std::size_t per_peer_;
-    std::mutex mutex_;
-    std::unordered_map<std::string, std::size_t> open_;
-};
-
 // The budget of unverified body bytes stored per minute from all peers together
 // (limits.unverified_bytes_per_minute): a sliding window of 60 s over the admissions of this
 // process, less those that ended unstored (Forget). The per-peer limit bounds how many
 // deliveries one address stores; this bounds what all addresses together write, so that a
 // crowd of addresses (an IPv6 /48 holds 65 536 /64s) cannot fill the disk either.
-// Each delivery counts its body and kUnverifiedReceiptOverheadBytes for what its receipt stores
-// besides (the row, its headers, its index entries), so that empty bodies cannot add rows
-// without end either. Thread-safe.
-inline constexpr std::size_t kUnverifiedReceiptOverheadBytes = 1024;
+// Each delivery counts every byte its receipt stores (UnverifiedStoredBytes): its body, headers,
+// message, peer and order number, and kUnverifiedReceiptOverheadBytes for the rest of its rows
+// (the fixed columns, the chain, the body's key, the index entries), so that empty bodies with
+// large headers cannot store more than the budget either. Thread-safe.
+inline constexpr std::size_t kUnverifiedReceiptOverheadBytes = 512;
+// The most one unverified delivery can store: a 64 KiB body, and its headers (each value cut
+// to 256 bytes or a bounded evidence form, docs/security.md), message (512 bytes), peer and
+// order number within the rest.
+inline constexpr std::size_t kUnverifiedDeliveryBytesMax = 64 * 1024 + 16 * 1024;
+// What a receipt of these texts stores, counted as the budget counts it.
+[[nodiscard]] inline std::size_t UnverifiedStoredBytes(std::size_t body_bytes,
+                                                       std::size_t headers_bytes,
+                                                       std::size_t message_bytes,
+                                                       std::size_t peer_bytes,
+                                                       std::size_t out_trade_no_bytes) {
+    // The order number is stored twice: in the row and in its index entry.
+    return body_bytes + headers_bytes + message_bytes + peer_bytes + 2 * out_trade_no_bytes +
+           kUnverifiedReceiptOverheadBytes;
+}
 class UnverifiedBytesBudget {
 public:
     using Clock = std::chrono::steady_clock;

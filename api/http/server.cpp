@@ -22,19 +22,29 @@ using tcp = net::ip::tcp;
 // One connection. Only its strand touches the socket; handlers hold shared_from_this().
 class Server::Session : public std::enable_shared_from_this<Session> {
 public:
-    // `endpoint` is the peer's. Unless it is a trusted proxy, its peer key holds one of the
-    // peer's connection slots, which the session gives back when it ends.
-    Session(tcp::socket socket, const tcp::endpoint& endpoint, bool proxy, Server& server)
+    // `endpoint` is the peer's. The session holds the connection slot `id` (ConnectionSlots),
+    // which it gives back when it ends.
+    Session(tcp::socket socket, const tcp::endpoint& endpoint, bool proxy, ConnectionSlots::Id id,
+            Server& server)
         : stream_(std::move(socket)),
           server_(server),
+          id_(id),
           peer_address_(PeerKey(endpoint.address())),
           peer_(endpoint.address().to_string() + ":" + std::to_string(endpoint.port())),
-          proxy_(proxy) {
-        ++server_.connections_;
-    }
+          proxy_(proxy) {}
     ~Session() {
-        if (!proxy_) server_.peer_connections_.Close(peer_address_);
-        --server_.connections_;
+        server_.slots_.Close(id_);
+        std::lock_guard lock{server_.sessions_mutex_};
+        server_.sessions_.erase(id_);
+    }
+
+    // Closes the connection from its strand: its slot went to a new connection.
+    void Evict() {
+        net::post(stream_.get_executor(), [self = shared_from_this()] {
+            beast::error_code ignored;
+            self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+            self->stream_.socket().close(ignored);
+        });
     }
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
@@ -46,6 +56,8 @@ public:
 
 private:
     void Read() {
+        // Waiting for a request: a slot a new connection may take at the limit.
+        server_.slots_.SetIdle(id_, true);
         parser_.emplace();
         framing_.Apply(*parser_);
         // Covers the whole request and keep-alive idling: a client trickling its header a
@@ -56,6 +68,7 @@ private:
     }
 
     void OnRead(beast::error_code ec, std::size_t /*bytes_transferred*/) {
+        server_.slots_.SetIdle(id_, false);
         if (ec == http::error::end_of_stream) return Close();
         // A body over its limit, or a chunked body whose framing takes it there, or a line of
         // its framing longer than the read buffer: the header is parsed, so answer 413 without
@@ -83,6 +96,16 @@ private:
                          false);
         }
         if (ec) return;  // Timeout, reset: dropping the last reference closes the socket.
+        // Fields after a chunked body: Beast merges them into the head's, where one could
+        // stand in for a field read after the whole request (X-Forwarded-For names the peer).
+        // The platforms send none: refused, then closed (request_framing.hpp).
+        if (framing_.TrailerFields(*parser_) > 0) {
+            keep_alive_ = false;
+            version_ = parser_->get().version();
+            return Write(ErrorResponse(http::status::bad_request, projections::Outcome::kMalformed,
+                                       "trailer fields after a chunked body are not accepted"),
+                         false);
+        }
 
         Incoming incoming{.request = parser_->release(),
                           .peer = peer_,
@@ -212,6 +235,7 @@ private:
 
     beast::tcp_stream stream_;
     Server& server_;
+    const ConnectionSlots::Id id_;
     // Bounded: a line or head that does not fit ends the read (request_framing.hpp).
     beast::flat_buffer buffer_{kReadBufferBytesMax};
     ChunkFramingBudget framing_{};  // Before parser_, which refers to it.
@@ -230,7 +254,9 @@ private:
 Server::Server(App& app, Options options)
     : app_(app),
       options_(std::move(options)),
-      peer_connections_(options_.connections_per_peer),
+      slots_({.max = options_.connections_max,
+              .per_peer = options_.connections_per_peer,
+              .per_prefix = options_.connections_per_prefix}),
       workers_(options_.worker_threads),
       acceptor_(net::make_strand(io_)),
       accept_backoff_(acceptor_.get_executor()) {}
@@ -265,15 +291,31 @@ void Server::Accept() {
         if (!ec) {
             beast::error_code endpoint_error;
             const tcp::endpoint peer = socket.remote_endpoint(endpoint_error);
-            const bool proxy = !endpoint_error && IsTrustedProxy(peer.address());
-            if (endpoint_error || connections_ >= options_.connections_max ||
-                (!proxy && !peer_connections_.Open(PeerKey(peer.address())))) {
-                // Over the limit (in all, or for this peer): refuse rather than let one peer
-                // degrade everyone.
+            ConnectionSlots::Admission admission;
+            const ConnectionSlots::Id id = next_session_id_++;
+            bool proxy = false;
+            if (!endpoint_error) {
+                proxy = IsTrustedProxy(peer.address());
+                admission =
+                    slots_.Open(id, {.peer = PeerKey(peer.address()),
+                                     .prefix = PrefixKey(peer.address(), options_.prefix_ipv4_bits,
+                                                         options_.prefix_ipv6_bits),
+                                     .reserved = IsReserved(peer.address()),
+                                     .proxy = proxy});
+            }
+            if (!admission.admitted) {
+                // Over a limit (in all with nothing idle to evict, for this peer, or for its
+                // block): refuse rather than let a few peers degrade everyone.
                 beast::error_code ignored;
                 socket.close(ignored);
             } else {
-                std::make_shared<Session>(std::move(socket), peer, proxy, *this)->Run();
+                auto session = std::make_shared<Session>(std::move(socket), peer, proxy, id, *this);
+                {
+                    std::lock_guard lock{sessions_mutex_};
+                    sessions_.emplace(id, session);
+                }
+                if (admission.evict) Evict(*admission.evict);
+                session->Run();
             }
         }
         Accept();
@@ -283,6 +325,21 @@ void Server::Accept() {
 bool Server::IsTrustedProxy(const net::ip::address& address) const {
     return std::any_of(options_.trusted_proxies.begin(), options_.trusted_proxies.end(),
                        [&](const Cidr& block) { return block.Contains(address); });
+}
+
+bool Server::IsReserved(const net::ip::address& address) const {
+    return std::any_of(options_.reserved_for.begin(), options_.reserved_for.end(),
+                       [&](const Cidr& block) { return block.Contains(address); });
+}
+
+void Server::Evict(ConnectionSlots::Id id) {
+    std::shared_ptr<Session> victim;
+    {
+        std::lock_guard lock{sessions_mutex_};
+        const auto it = sessions_.find(id);
+        if (it != sessions_.end()) victim = it->second.lock();
+    }
+    if (victim != nullptr) victim->Evict();
 }
 
 void Server::AcceptLater() {

@@ -10,8 +10,10 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
+#include "api/http/connection_slots.hpp"
 #include "api/http/peer_limits.hpp"
 #include "api/routes/app.hpp"
 
@@ -31,12 +33,17 @@ public:
         std::size_t worker_threads = 8;
         std::chrono::seconds read_timeout{15};  // A whole request, and keep-alive idling.
         std::chrono::seconds write_timeout{15};
-        std::size_t connections_max = 4096;      // limits.connections_max.
-        std::size_t connections_per_peer = 256;  // limits.connections_per_peer.
+        std::size_t connections_max = 4096;         // limits.connections_max.
+        std::size_t connections_per_peer = 256;     // limits.connections_per_peer.
+        std::size_t connections_per_prefix = 1024;  // limits.connections_per_prefix.
+        unsigned prefix_ipv4_bits = 24;             // limits.prefix_ipv4_bits.
+        unsigned prefix_ipv6_bits = 48;             // limits.prefix_ipv6_bits.
         // trusted_proxies: their connections count against connections_max only (one proxy
         // carries many clients), and each request's peer is the client it names
         // (X-Forwarded-For, peer_limits.hpp ForwardedClient).
         std::vector<Cidr> trusted_proxies{};
+        // limits.reserved_for: blocks whose connections always get a slot (ConnectionSlots).
+        std::vector<Cidr> reserved_for{};
     };
 
     Server(App& app, Options options);
@@ -62,12 +69,17 @@ private:
     void RequestStarted();
     void RequestFinished();
     [[nodiscard]] bool IsTrustedProxy(const net::ip::address& address) const;
+    [[nodiscard]] bool IsReserved(const net::ip::address& address) const;
+    // Closes the connection `id` whose slot ConnectionSlots gave to a new one.
+    void Evict(ConnectionSlots::Id id);
 
     App& app_;
     const Options options_;
     // Before io_: sessions that io_ still holds when it is destroyed give their slots back.
-    std::atomic<std::size_t> connections_{0};
-    ConnectionCounter peer_connections_;
+    ConnectionSlots slots_;
+    std::mutex sessions_mutex_;
+    std::unordered_map<ConnectionSlots::Id, std::weak_ptr<Session>> sessions_;  // Guarded.
+    ConnectionSlots::Id next_session_id_ = 0;  // The acceptor's strand only.
     net::io_context io_{};
     std::optional<net::signal_set> signals_{};  // Made by Start, before it listens.
     net::thread_pool workers_;
