@@ -22,7 +22,7 @@ constexpr std::size_t kSecretBytesMin = 16;
 constexpr std::size_t kTokenBytesMin = 16;
 // limits.unverified_bytes_per_minute is at least one largest body with its receipt, or no
 // unverified delivery of that size could ever be stored.
-constexpr std::size_t kRequestBodyBytesMaxForLimits = 64 * 1024 + kUnverifiedReceiptOverheadBytes;
+constexpr std::size_t kRequestBodyBytesMaxForLimits = kUnverifiedDeliveryBytesMax;
 
 std::string RequireString(const json& object, const std::string& key, const std::string& path) {
     const auto it = object.find(key);

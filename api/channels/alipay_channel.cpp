@@ -194,7 +194,9 @@ std::optional<Refusal> AlipayChannel::CheckMerchant(const PlatformFields& fields
 }
 
 ledger::Delivery AlipayChannel::Verify(Incoming& incoming) const {
-    ledger::Receipt receipt = BaseReceipt(incoming, source(), {"Content-Type", "User-Agent"});
+    // Information only: no header verifies this channel's deliveries.
+    ledger::Receipt receipt =
+        BaseReceipt(incoming, source(), {{"Content-Type"}, {"User-Agent"}}).receipt;
     const Checked<PlatformFields> form = DecodeForm(receipt.body);
     if (!form) return Rejected(std::move(receipt), form.refusal());
     const PlatformFields& fields = *form;

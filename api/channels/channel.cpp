@@ -35,20 +35,69 @@ http::status StatusOf(projections::Outcome outcome) {
     return http::status::internal_server_error;
 }
 
-ledger::Receipt BaseReceipt(Incoming& incoming, projections::Source source,
-                            const std::vector<std::string>& header_names) {
+std::string CutForStorage(std::string_view text, std::size_t bytes_max) {
+    if (text.size() <= bytes_max) return std::string(text);
+    std::size_t cut = bytes_max;
+    // Not inside a UTF-8 sequence: back off over continuation bytes (10xxxxxx), at most three.
+    for (int i = 0; i < 3 && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0U) == 0x80U;
+         ++i) {
+        --cut;
+    }
+    std::string out(text.substr(0, cut));
+    out += " \u2026[cut from " + std::to_string(text.size()) + " bytes]";
+    return out;
+}
+
+namespace {
+
+bool AllOf(std::string_view value, std::size_t bytes_max, bool (*allowed)(char)) {
+    if (value.empty() || value.size() > bytes_max) return false;
+    for (const char c : value) {
+        if (!allowed(c)) return false;
+    }
+    return true;
+}
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsVisibleAscii(char c) { return c > ' ' && c < 0x7F; }
+bool IsVisibleAsciiOrSpace(char c) { return c >= ' ' && c < 0x7F; }
+bool IsAlnum(char c) { return IsDigit(c) || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+bool IsSignatureChar(char c) { return IsAlnum(c) || c == '+' || c == '/' || c == '=' || c == '_'; }
+bool IsSerialChar(char c) { return IsAlnum(c) || c == '_' || c == '-'; }
+
+}  // namespace
+
+bool IsUnixSecondsForm(std::string_view value) { return AllOf(value, 20, IsDigit); }
+bool IsNonceForm(std::string_view value) { return AllOf(value, 256, IsVisibleAscii); }
+bool IsSignatureForm(std::string_view value) { return AllOf(value, 2048, IsSignatureChar); }
+bool IsSerialForm(std::string_view value) { return AllOf(value, 256, IsSerialChar); }
+bool IsSchemeForm(std::string_view value) { return AllOf(value, 64, IsVisibleAscii); }
+bool IsSignatureHeaderForm(std::string_view value) {
+    return AllOf(value, 1024, IsVisibleAsciiOrSpace);
+}
+
+BaseReceiptResult BaseReceipt(Incoming& incoming, projections::Source source,
+                              std::initializer_list<KeptHeader> kept) {
+    BaseReceiptResult result;
     nlohmann::json headers = nlohmann::json::object();
-    for (const std::string& name : header_names) {
-        const auto it = incoming.request.find(name);
-        if (it != incoming.request.end()) {
-            headers[name] = std::string(it->value());
+    for (const KeptHeader& header : kept) {
+        const auto it = incoming.request.find(header.name);
+        if (it == incoming.request.end()) continue;
+        const std::string_view value = it->value();
+        const bool whole = header.form != nullptr && header.form(value);
+        headers[std::string(header.name)] =
+            whole ? std::string(value) : CutForStorage(value, kStoredHeaderBytesMax);
+        if (header.form != nullptr && !whole && !result.refused) {
+            result.refused =
+                BadSignature(std::string(header.name) + " is not a value the platform sends");
         }
     }
-    return ledger::Receipt{.source = source,
-                           .received_at = incoming.received_at,
-                           .peer = incoming.peer,
-                           .headers = Dump(headers),
-                           .body = std::move(incoming.request.body())};
+    result.receipt = ledger::Receipt{.source = source,
+                                     .received_at = incoming.received_at,
+                                     .peer = incoming.peer,
+                                     .headers = Dump(headers),
+                                     .body = std::move(incoming.request.body())};
+    return result;
 }
 
 void ClaimOutTradeNo(ledger::Receipt& receipt, std::string_view claimed) {
@@ -70,9 +119,12 @@ Response ErrorAnswer(const ledger::DeliveryResult& result) {
 
 ledger::Delivery Rejected(ledger::Receipt receipt, Refusal refusal) {
     PAYLEDGER_ASSERT(refusal.outcome != projections::Outcome::kAppended);
+    // The message is stored with the receipt; one that echoes the request stays bounded.
     return ledger::Delivery{.receipt = std::move(receipt),
                             .verdict = refusal.outcome,
-                            .message = std::move(refusal.message)};
+                            .message = refusal.message.size() > kStoredMessageBytesMax
+                                           ? CutForStorage(refusal.message, kStoredMessageBytesMax)
+                                           : std::move(refusal.message)};
 }
 
 ledger::Delivery Rejected(ledger::Receipt receipt, projections::Outcome verdict,

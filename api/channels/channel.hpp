@@ -1,5 +1,7 @@
 #pragma once
 
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,11 +37,49 @@ public:
 // answers 201).
 [[nodiscard]] http::status StatusOf(projections::Outcome outcome);
 
-// The receipt fields every channel fills the same way; `header_names` are the headers that
-// matter for verification, kept as evidence. Moves the body out of `incoming` into the
-// receipt: a channel reads the raw bytes from receipt.body from then on.
-[[nodiscard]] ledger::Receipt BaseReceipt(Incoming& incoming, projections::Source source,
-                                          const std::vector<std::string>& header_names);
+// A request header that a receipt keeps (docs/security.md#what-a-receipt-stores). Every stored
+// byte is bounded: a header that verification needs (`form` set) is kept whole only when `form`
+// accepts its value, the form the platform gives it, so that `audit --platform-signatures` can
+// re-verify the receipt; every other value is cut to kStoredHeaderBytesMax and marked as cut.
+struct KeptHeader {
+    std::string_view name{};
+    // The values verification can accept, each bounded in length; null for a header kept as
+    // information only (Content-Type, User-Agent, Request-ID).
+    bool (*form)(std::string_view value) = nullptr;
+};
+
+// What a receipt keeps of a value it cuts, before the marker: " …[cut from <n> bytes]".
+inline constexpr std::size_t kStoredHeaderBytesMax = 256;
+// What a refusal's message may hold (it is stored in the receipt): longer ones are cut and
+// marked the same way. Messages that echo a value from the request stay within it.
+inline constexpr std::size_t kStoredMessageBytesMax = 512;
+
+// `text` when it has at most `bytes_max` bytes, else its first `bytes_max` bytes (never ending
+// inside a UTF-8 sequence) followed by " …[cut from <n> bytes]".
+[[nodiscard]] std::string CutForStorage(std::string_view text, std::size_t bytes_max);
+
+// The forms of evidence headers, each with its length bound: unix seconds (1-20 digits); a
+// nonce (1-256 visible ASCII characters); a signature (1-2048 characters of base64 and of a
+// signature probe's prefix); a key or certificate serial (1-256 of A-Z a-z 0-9 _ -); a
+// signature type or scheme name (1-64 visible ASCII); a whole signature header such as
+// Payledger-Signature (1-1024 visible ASCII and spaces).
+[[nodiscard]] bool IsUnixSecondsForm(std::string_view value);
+[[nodiscard]] bool IsNonceForm(std::string_view value);
+[[nodiscard]] bool IsSignatureForm(std::string_view value);
+[[nodiscard]] bool IsSerialForm(std::string_view value);
+[[nodiscard]] bool IsSchemeForm(std::string_view value);
+[[nodiscard]] bool IsSignatureHeaderForm(std::string_view value);
+
+// The receipt fields every channel fills the same way, with `kept` (KeptHeader) as its headers.
+// Moves the body out of `incoming` into the receipt: a channel reads the raw bytes from
+// receipt.body from then on. `refused` is set when an evidence header has a value that cannot be
+// valid (a bad_signature naming the header): the channel refuses the delivery with it.
+struct BaseReceiptResult {
+    ledger::Receipt receipt{};
+    std::optional<Refusal> refused{};
+};
+[[nodiscard]] BaseReceiptResult BaseReceipt(Incoming& incoming, projections::Source source,
+                                            std::initializer_list<KeptHeader> kept);
 
 // A delivery refused (or ignored) before the ledger.
 [[nodiscard]] ledger::Delivery Rejected(ledger::Receipt receipt, Refusal refusal);

@@ -121,9 +121,12 @@ Checked<projections::Event> BodyEvent(const nlohmann::json& body,
 }  // namespace
 
 ledger::Delivery GenericChannel::Verify(Incoming& incoming) const {
-    ledger::Receipt receipt =
-        BaseReceipt(incoming, source(), {kSignatureHeader, "Content-Type", "User-Agent"});
-    const std::optional<Refusal> unsigned_body = CheckSignature(incoming, receipt.body);
+    BaseReceiptResult base =
+        BaseReceipt(incoming, source(),
+                    {{kSignatureHeader, IsSignatureHeaderForm}, {"Content-Type"}, {"User-Agent"}});
+    ledger::Receipt receipt = std::move(base.receipt);
+    const std::optional<Refusal> unsigned_body =
+        base.refused ? base.refused : CheckSignature(incoming, receipt.body);
     receipt.signature_verified = !unsigned_body.has_value();
     const std::optional<nlohmann::json> body = ParseJsonObject(receipt.body);
     // The out_trade_no the body claims, kept on the receipt even when unverified.

@@ -38,7 +38,9 @@ Checked<projections::Event> OrderEvent(const nlohmann::json& body,
 }  // namespace
 
 ledger::Delivery OrdersChannel::Verify(Incoming& incoming) const {
-    ledger::Receipt receipt = BaseReceipt(incoming, source(), {"Content-Type", "User-Agent"});
+    // Information only: no header verifies this channel's deliveries.
+    ledger::Receipt receipt =
+        BaseReceipt(incoming, source(), {{"Content-Type"}, {"User-Agent"}}).receipt;
     // The route verified the bearer token before: an authenticated delivery, which the
     // per-peer limit of unverified deliveries never counts (docs/security.md#peers-and-limits).
     receipt.signature_verified = true;

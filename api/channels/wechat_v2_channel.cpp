@@ -107,7 +107,9 @@ Checked<NoticeEvent> RefundEvent(const PlatformFields& refund,
 }  // namespace
 
 ledger::Delivery WechatV2Channel::Verify(Incoming& incoming) const {
-    ledger::Receipt receipt = BaseReceipt(incoming, source(), {"Content-Type", "User-Agent"});
+    // Information only: no header verifies this channel's deliveries.
+    ledger::Receipt receipt =
+        BaseReceipt(incoming, source(), {{"Content-Type"}, {"User-Agent"}}).receipt;
     const Checked<PlatformFields> xml = ParseFlatXml(receipt.body, "xml");
     if (!xml) return Rejected(std::move(receipt), xml.refusal());
     ClaimOutTradeNo(receipt, FieldOr(*xml, "out_trade_no"));

@@ -275,10 +275,17 @@ Checked<json> WechatV3Channel::Open(const json& envelope) const {
 }
 
 ledger::Delivery WechatV3Channel::Verify(Incoming& incoming) const {
-    ledger::Receipt receipt =
-        BaseReceipt(incoming, source(),
-                    {kTimestampHeader, kNonceHeader, kSignatureHeader, kSerialHeader,
-                     kSignatureTypeHeader, "Request-ID", "Content-Type", "User-Agent"});
+    BaseReceiptResult base = BaseReceipt(incoming, source(),
+                                         {{kTimestampHeader, IsUnixSecondsForm},
+                                          {kNonceHeader, IsNonceForm},
+                                          {kSignatureHeader, IsSignatureForm},
+                                          {kSerialHeader, IsSerialForm},
+                                          {kSignatureTypeHeader, IsSchemeForm},
+                                          {"Request-ID"},
+                                          {"Content-Type"},
+                                          {"User-Agent"}});
+    ledger::Receipt receipt = std::move(base.receipt);
+    if (base.refused) return Rejected(std::move(receipt), *base.refused);
     // The signature first (docs/platforms.md#apiv3-signature), from the headers and the raw bytes
     // alone. An unverified body is neither parsed nor decrypted, so its receipt names no order (the
     // order number is inside the encrypted resource).

@@ -343,7 +343,10 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
         (delivery.verdict == Outcome::kMalformed || delivery.verdict == Outcome::kBadSignature);
     const projections::Source source = channel.source();
     const UnverifiedLimiter::Clock::time_point admitted_at = UnverifiedLimiter::Clock::now();
-    const std::size_t stored_bytes = delivery.receipt.body.size() + kUnverifiedReceiptOverheadBytes;
+    const ledger::Receipt& receipt = delivery.receipt;
+    const std::size_t stored_bytes = UnverifiedStoredBytes(
+        receipt.body.size(), receipt.headers.size(), delivery.message.size(), receipt.peer.size(),
+        receipt.out_trade_no ? receipt.out_trade_no->size() : 0);
     // Nobody without a key fills the append-only tables: an unverified delivery is stored
     // only within its peer's count and within the bytes all peers may store per minute.
     // Over either: counted, answered in the platform's failure form, never stored.

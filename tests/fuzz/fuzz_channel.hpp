@@ -6,6 +6,7 @@
 // Verify() hands the writer has to be storable (the columns of schema/0001_ledger.sql, libpq text)
 // and consistent.
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -110,6 +111,24 @@ inline bool StorableJsonObject(const std::string& raw) {
     return true;
 }
 
+// Every stored byte is bounded (docs/security.md#what-a-receipt-stores): each header value the
+// receipt keeps is at most an evidence form's 2048 bytes, or cut to kStoredHeaderBytesMax with its
+// marker; the message at most kStoredMessageBytesMax with its marker.
+inline bool BoundedHeaders(const std::string& raw) {
+    const nlohmann::json value = nlohmann::json::parse(raw, nullptr, false);
+    if (value.is_discarded() || !value.is_object()) return false;
+    constexpr std::size_t kMarkerBytesMax = 40;  // " …[cut from <n> bytes]"
+    for (const auto& [name, member] : value.items()) {
+        if (!member.is_string()) return false;
+        // Dump replaced invalid UTF-8 by U+FFFD (three bytes for each byte at most).
+        if (member.get_ref<const std::string&>().size() >
+            3 * std::max<std::size_t>(2048, api::kStoredHeaderBytesMax + kMarkerBytesMax)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 // The contract of Channel::Verify (api/channels/channel.hpp) and what the ledger's columns accept.
 inline void CheckDelivery(const ledger::Delivery& delivery, projections::Source source,
                           std::string_view body) {
@@ -119,6 +138,8 @@ inline void CheckDelivery(const ledger::Delivery& delivery, projections::Source 
     FUZZ_CHECK(receipt.received_at == kNowMicros);
     FUZZ_CHECK(receipt.body == body);
     FUZZ_CHECK(StorableJsonObject(receipt.headers));
+    FUZZ_CHECK(BoundedHeaders(receipt.headers));
+    FUZZ_CHECK(delivery.message.size() <= api::kStoredMessageBytesMax + 40);
     FUZZ_CHECK(!receipt.out_trade_no || projections::IsValidKey(*receipt.out_trade_no));
     FUZZ_CHECK(Storable(delivery.message));
     FUZZ_CHECK((delivery.verdict == projections::Outcome::kAppended) == delivery.event.has_value());

@@ -49,8 +49,10 @@ WITH rx AS (
     INSERT INTO callback_receipts
         (id, source, received_at, peer, headers, body_sha256, body_stored, outcome, seq,
          out_trade_no, message, chain)
-    SELECT id, source, received_at, peer, headers::jsonb, body_sha256, body_stored, outcome,
-           seq, out_trade_no, message, chain
+    -- A duplicate kept without its body keeps no headers either (docs/security.md).
+    SELECT id, source, received_at, peer,
+           CASE WHEN body_stored THEN headers::jsonb ELSE jsonb_build_object() END, body_sha256,
+           body_stored, outcome, seq, out_trade_no, message, chain
     FROM rx
     RETURNING 1
 ), rb AS (
