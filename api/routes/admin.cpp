@@ -113,7 +113,8 @@ Response App::Ready() {
                              "the database is unreachable");
     }
     try {
-        ledger::ConnectionPool::Lease connection = pool_.Acquire();
+        // A connection of its own: readiness never waits behind the reads' pool.
+        ledger::ConnectionPool::Lease connection = readiness_.Acquire();
         bool read_only = false;
         std::optional<std::string> lacking;
         {

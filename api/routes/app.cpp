@@ -137,6 +137,7 @@ App::App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& 
       reads_(MakeReadRouter(config_, pool)),
       committer_(committer),
       metrics_(metrics),
+      readiness_(config_.database_url, 1, kReadinessWaitMax),
       unverified_(config_.limits.unverified_per_peer_per_minute),
       unverified_bytes_(config_.limits.unverified_bytes_per_minute) {
     if (config_.generic) {
@@ -317,15 +318,7 @@ Response App::MetricsResponse() {
             .Sample({}, notifier_->WaiterCount());
         text += feed.Text();
     }
-    if (subscriptions_ != nullptr) {
-        try {
-            text += SubscriptionMetrics(*subscriptions_, pool_);
-        } catch (const std::exception& error) {
-            // The database is away: the process's own metrics still answer.
-            LogJson("warning", Dump(json{{"msg", "subscription metrics unavailable"},
-                                         {"error", error.what()}}));
-        }
-    }
+    if (subscriptions_ != nullptr) text += SubscriptionMetrics(*subscriptions_);
     return MakeResponse(http::status::ok, "text/plain; version=0.0.4", std::move(text));
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -26,9 +27,10 @@ namespace payledger::api {
 // authorizes it. Handle runs on a worker thread and may block on the read pool; writes go to the
 // committer, whose answer thread gives each delivery its answer, log line and metrics after the
 // commit. The auditor reads go through a ReadRouter (docs/design.md#read-replicas: the replica of
-// read_database_url, else `pool`); /readyz and the checkpoint use `pool`. Thread-safe. The handlers
+// read_database_url, else `pool`); the checkpoint uses `pool`. Thread-safe. The handlers
 // live beside this file: app.cpp (routing, authorization, deliveries), orders.cpp, reads.cpp,
-// feeds.cpp, admin.cpp.
+// feeds.cpp, admin.cpp. Nothing that needs no token (/healthz, /readyz, /metrics) uses `pool`:
+// /readyz has a connection of its own, and /metrics does no database work.
 class App {
 public:
     App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
@@ -88,6 +90,10 @@ private:
     std::unique_ptr<ledger::ReadRouter> reads_;  // Auditor reads: docs/design.md#read-replicas.
     ledger::Committer& committer_;
     Metrics& metrics_;
+    // GET /readyz's own connection (it needs no token): readiness never waits behind the reads
+    // of `pool_`, however many auditors, scrapers or exports hold them.
+    static constexpr std::chrono::milliseconds kReadinessWaitMax{2'000};
+    ledger::ConnectionPool readiness_;
     std::map<std::string, std::unique_ptr<Channel>> channels_;  // By path after callbacks/.
     OrdersChannel orders_;
     UnverifiedLimiter unverified_;

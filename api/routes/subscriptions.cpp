@@ -5,6 +5,7 @@
 #include "api/channels/json_input.hpp"
 #include "api/http/json_output.hpp"
 #include "api/http/prometheus.hpp"
+#include "api/routes/admin_input.hpp"
 #include "api/routes/route_helpers.hpp"
 #include "api/subscriptions/webhook_url.hpp"
 #include "ledger/clock.hpp"
@@ -92,19 +93,9 @@ Response ControlSubscription(SubscriptionDeliverer& deliverer, ledger::Connectio
     if (action == "enable") {
         state = ledger::Enable(*connection, name);
     } else {
-        const std::optional<json> body = ParseJsonObject(incoming.request.body());
-        const json* after = body ? &(*body)["after"] : nullptr;
-        if (after == nullptr || !after->is_number_integer() ||
-            (after->is_number_integer() && !after->is_number_unsigned() &&
-             after->get<std::int64_t>() < 0)) {
-            return BadRequest("the body must be {\"after\": <seq>}, a non-negative integer");
-        }
-        if (after->is_number_unsigned() &&
-            after->get<std::uint64_t>() >
-                static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-            return BadRequest("after is out of range");
-        }
-        const std::int64_t to = after->get<std::int64_t>();
+        const Checked<std::int64_t> after = RewindCursor(incoming.request.body());
+        if (!after) return BadRequest(after.refusal().message);
+        const std::int64_t to = *after;
         std::int64_t head = 0;
         {
             pqxx::read_transaction tx{*connection};
@@ -138,8 +129,7 @@ Response SubscriptionChanges(ledger::ConnectionPool& pool, const Incoming& incom
                         [](const ledger::SubscriptionChange& change) { return change.id; });
 }
 
-std::string SubscriptionMetrics(const SubscriptionDeliverer& deliverer,
-                                ledger::ConnectionPool& pool) {
+std::string SubscriptionMetrics(SubscriptionDeliverer& deliverer) {
     if (deliverer.subscriptions().empty()) return {};
     using Type = PrometheusText::Type;
     PrometheusText out;
@@ -156,21 +146,19 @@ std::string SubscriptionMetrics(const SubscriptionDeliverer& deliverer,
                 "Attempts of this process that failed.");
     PrometheusText::Family& disabled = out.Add("payledger_subscription_disabled", Type::kGauge,
                                                "1 while disabled (after a 410), else 0.");
-    ledger::ConnectionPool::Lease connection = pool.Acquire();
-    pqxx::read_transaction tx{*connection};
+    // The gauges as sampled in the background (at most once a second while scraped), the
+    // counters as they are: a scrape, which needs no token, does no database work.
+    for (const SubscriptionGauges::Sample& sample : deliverer.Gauges()) {
+        const PrometheusText::Labels label{{"subscription", sample.name}};
+        lag_events.Sample(label, sample.lag_events);
+        lag_seconds.Sample(label, sample.lag_seconds);
+        disabled.Sample(label, sample.disabled ? 1 : 0);
+    }
     for (const SubscriptionConfig& config : deliverer.subscriptions()) {
-        const std::optional<ledger::SubscriptionState> state =
-            ledger::ReadSubscription(tx, config.name);
-        const std::int64_t after = state ? state->after : 0;
-        const ledger::SubscriptionLag lag =
-            ledger::ReadLag(tx, after, EventFilterOf(config), ledger::NowMicros());
         const SubscriptionDeliverer::Counters* counters = deliverer.counters(config.name);
         const PrometheusText::Labels label{{"subscription", config.name}};
-        lag_events.Sample(label, lag.lag_events);
-        lag_seconds.Sample(label, lag.lag_seconds);
         delivered.Sample(label, counters->delivered_events.load());
         failures.Sample(label, counters->failures.load());
-        disabled.Sample(label, state && state->disabled ? 1 : 0);
     }
     return out.Text();
 }

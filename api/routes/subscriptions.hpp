@@ -30,9 +30,9 @@ namespace payledger::api {
 // moves, disables and enables, paged like the feeds.
 [[nodiscard]] Response SubscriptionChanges(ledger::ConnectionPool& pool, const Incoming& incoming);
 
-// The subscriptions' lines of /metrics: per subscription its lag (events, seconds), the events
-// this process delivered, its failures, and whether it is disabled.
-[[nodiscard]] std::string SubscriptionMetrics(const SubscriptionDeliverer& deliverer,
-                                              ledger::ConnectionPool& pool);
+// The subscriptions' lines of /metrics: per subscription its lag (events, seconds) and whether
+// it is disabled, as last sampled in the background (no database work), the events this process
+// delivered and its failures.
+[[nodiscard]] std::string SubscriptionMetrics(SubscriptionDeliverer& deliverer);
 
 }  // namespace payledger::api

@@ -105,7 +105,11 @@ SubscriptionDeliverer::SubscriptionDeliverer(std::vector<SubscriptionConfig> sub
     : subscriptions_(std::move(subscriptions)),
       options_(std::move(options)),
       notifier_(notifier),
-      log_(std::move(log)) {
+      log_(std::move(log)),
+      gauges_(subscriptions_,
+              SubscriptionGauges::Options{.database_url = options_.database_url,
+                                          .session = options_.session},
+              log_) {
     for (const SubscriptionConfig& config : subscriptions_) {
         workers_.push_back(
             std::unique_ptr<Worker>(new Worker{.config = config, .filter = EventFilterOf(config)}));
@@ -124,6 +128,7 @@ SubscriptionDeliverer::SubscriptionDeliverer(std::vector<SubscriptionConfig> sub
 SubscriptionDeliverer::~SubscriptionDeliverer() { Stop(); }
 
 void SubscriptionDeliverer::Start() {
+    gauges_.Start();
     if (window_ != nullptr) window_->Start();
     for (const std::unique_ptr<Worker>& worker : workers_) {
         worker->thread = std::thread([this, &worker = *worker] { Run(worker); });
@@ -140,6 +145,7 @@ void SubscriptionDeliverer::Stop() {
         worker->wake.notify_all();
     }
     if (window_ != nullptr) window_->Stop();  // Ends the threads' waits for it.
+    gauges_.Stop();
     for (const std::unique_ptr<Worker>& worker : workers_) {
         if (worker->thread.joinable()) worker->thread.join();
     }

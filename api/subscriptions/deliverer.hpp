@@ -15,6 +15,7 @@
 
 #include "api/subscriptions/feed_window.hpp"
 #include "api/subscriptions/subscription_config.hpp"
+#include "api/subscriptions/subscription_gauges.hpp"
 #include "ledger/database.hpp"
 #include "ledger/feed_notifier.hpp"
 #include "ledger/subscriptions.hpp"
@@ -93,6 +94,10 @@ public:
     }
     // Null for a name that is not configured.
     [[nodiscard]] const Counters* counters(const std::string& name) const;
+    // The subscriptions' gauges as last sampled in the background (SubscriptionGauges): no
+    // database work here.
+    [[nodiscard]] std::vector<SubscriptionGauges::Sample> Gauges() { return gauges_.Latest(); }
+    [[nodiscard]] std::uint64_t gauge_samples_taken() const { return gauges_.samples_taken(); }
 
 private:
     struct Worker;
@@ -115,6 +120,7 @@ private:
     std::vector<std::unique_ptr<Worker>> workers_;
     std::map<std::string, Worker*> by_name_;
     std::unique_ptr<FeedWindow> window_;  // Null without subscriptions or window_events_max.
+    SubscriptionGauges gauges_;
     std::atomic<bool> stopping_{false};
     std::mutex lease_mutex_;
     std::shared_ptr<ledger::SubscriptionLease> lease_;  // Guarded by lease_mutex_.

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "api/http/json_output.hpp"
+#include "api/http/request_framing.hpp"
 #include "api/subscriptions/webhook_url.hpp"
 #include "ledger/bytes.hpp"
 #include "projections/assert.hpp"
@@ -103,16 +104,22 @@ net::awaitable<void> SendAndReceive(Stream& stream, WebhookExchange& exchange) {
         co_return FailExchange(exchange, WebhookFailure::kSend, "send to", write_error);
     }
 
-    beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.header_limit(kWebhookResponseHeadBytesMax);
-    parser.body_limit(kWebhookResponseBodyBytesMax);
+    // Bounded like the server's reads (request_framing.hpp): the buffer, the head, and the
+    // body with its chunked framing, so that a receiver answering an endless chunk-size line,
+    // extension or trailer holds at most kReadBufferBytesMax of this process's memory.
+    beast::flat_buffer buffer{kReadBufferBytesMax};
+    ChunkFramingBudget framing;  // Outlives the parser, which refers to it.
+    ResponseParser parser;
+    framing.Apply(parser, kWebhookResponseHeadBytesMax, kWebhookResponseBodyBytesMax);
     socket.expires_at(exchange.deadline);
     const auto [head_error, head_bytes] =
         co_await http::async_read_header(stream, buffer, parser, kAsTuple);
-    // A Content-Length over the bound fails as body_limit once the head is parsed: the
-    // status is there, and the body is not wanted.
-    const bool body_too_large = head_error == http::error::body_limit && parser.is_header_done();
+    // A Content-Length over the bound fails as body_limit once the head is parsed, and what
+    // follows the head may overflow the buffer: the status is there, and the body is not
+    // wanted.
+    const bool body_too_large =
+        (head_error == http::error::body_limit || head_error == http::error::buffer_overflow) &&
+        parser.is_header_done();
     exchange.response_started = parser.got_some() || buffer.size() != 0;
     if (head_error && !body_too_large) {
         co_return FailExchange(exchange, WebhookFailure::kReceive, "response from", head_error);
@@ -125,7 +132,9 @@ net::awaitable<void> SendAndReceive(Stream& stream, WebhookExchange& exchange) {
     bool body_read = !body_too_large;
     if (!body_too_large && !parser.is_done()) {
         // The body is read so that the receiver sees its answer taken, not a reset; past the
-        // bound (body_limit) or on any error it is left. The status stands either way.
+        // bounds (body_limit: its data with its chunked framing; buffer_overflow: a line or a
+        // trailer longer than the buffer) or on any error it is left and the connection is not
+        // kept. The status stands either way.
         const auto [body_error, body_bytes] =
             co_await http::async_read(stream, buffer, parser, kAsTuple);
         body_read = !body_error;
@@ -154,8 +163,14 @@ struct WebhookClient::State {
     // its receiver closed (an idle timeout) or spoke on unasked (a 408 before a close) is not
     // used again. One recv with MSG_PEEK, which never blocks. REQUIRES: a connection is kept.
     bool KeptIsQuiet() {
-        // TLS records already taken off the socket (a close_notify after the answer) count.
-        if (tls && SSL_pending(tls->native_handle()) > 0) return false;
+        // TLS bytes already taken off the socket count: a record decrypted and unread, one in
+        // OpenSSL's read buffer, or one still in the BIO that Asio fills from the socket (a
+        // second answer, or a close_notify, that came in the same segment as the answer). Any
+        // of them would be read as the next request's answer.
+        if (tls) {
+            SSL* ssl = tls->native_handle();
+            if (SSL_has_pending(ssl) == 1 || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0) return false;
+        }
         tcp::socket& socket = tls ? beast::get_lowest_layer(*tls).socket() : plain->socket();
         char byte = 0;
         const ssize_t got = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
