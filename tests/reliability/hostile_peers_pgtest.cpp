@@ -1,7 +1,9 @@
 // Hostile peers against a real `payledger serve` (docs/security.md): the chunked framing bomb
 // on many connections, a chunked body whose framing counts against the body limit, the total
-// connection limit, the byte budget of unverified deliveries across all peers, X-Forwarded-For
-// believed from trusted proxies only, and order numbers a scoped token may not register.
+// connection limit when nothing is idle, slots given fairly when a few peers hold them all, the
+// byte budget of unverified deliveries across all peers (large headers included), the bytes a
+// replayed notice with large headers adds, trailers refused, X-Forwarded-For believed from
+// trusted proxies only, and order numbers a scoped token may not register.
 // Each starts serve with the limits it tests and checks what serve answered and what the
 // database holds.
 #include <arpa/inet.h>
@@ -9,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,12 +20,14 @@
 #include <cerrno>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "api/channels/generic_channel.hpp"
 #include "support/http_client.hpp"
+#include "support/polling.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
@@ -266,44 +271,44 @@ TEST(HostilePeersPgTest, AChunkedBodysFramingCountsAgainstTheBodyLimit) {
     EXPECT_EQ(db.Scalar("SELECT count(*) FROM ledger_events WHERE out_trade_no = 'CHUNK-1'"), "2");
 }
 
-// limits.connections_max bounds every connection, whoever opens them: beyond it, closed at
-// accept; once some close, new ones are served again.
-TEST(HostilePeersPgTest, ConnectionsBeyondConnectionsMaxAreClosedAtAccept) {
+// limits.connections_max when no connection is idle: every slot holds a request in flight (a
+// feed read waiting 8 s for an event), so nothing can give way and a new connection is closed at
+// accept; once those requests are answered, their connections are idle, and a new one is served
+// in the slot of one of them.
+TEST(HostilePeersPgTest, ConnectionsBeyondConnectionsMaxAreClosedAtAcceptWhenNoneIsIdle) {
     TestDatabase db;
     PAYLEDGER_REQUIRE_DB(db);
     constexpr int kMax = 12;
     ServeProcess server{db.url(), {{"limits", {{"connections_max", kMax}}}}};
     // ServeProcess's readiness probe may still hold a slot for a moment after its answer: a
-    // connection the server closed at accept is opened again until every slot is ours, proven
-    // by a request answered on each (the server counts a connection once it has accepted it).
+    // connection the server closed at accept is opened again until every slot is ours, each
+    // proven busy by a request that waits (the server counts a connection once it accepted it).
     std::vector<int> held;
     const char* peers[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"};
+    const std::string wait =
+        "GET /v1/events?after=1000000&wait=8 HTTP/1.1\r\nHost: t\r\n"
+        "Authorization: Bearer " +
+        std::string(testing::kAuditorToken) + "\r\n\r\n";
     const auto fill_deadline = std::chrono::steady_clock::now() + std::chrono::seconds{10};
     while (static_cast<int>(held.size()) < kMax) {
         ASSERT_LT(std::chrono::steady_clock::now(), fill_deadline) << "slots never freed";
         const int fd = OpenFrom(peers[held.size() % 4], server.port());
         ASSERT_GE(fd, 0);
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-        const std::string probe = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
-        char buffer[512];
-        if (send(fd, probe.data(), probe.size(), MSG_NOSIGNAL) ==
-                static_cast<ssize_t>(probe.size()) &&
-            recv(fd, buffer, sizeof buffer, 0) > 0) {
+        // Sent, and not closed within 100 ms: accepted, and its wait is in flight.
+        if (send(fd, wait.data(), wait.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(wait.size()) &&
+            !ClosedWithin(fd, std::chrono::milliseconds{100})) {
             held.push_back(fd);
             continue;
         }
         close(fd);  // Closed at accept: an earlier connection still held its slot.
-        std::this_thread::sleep_for(std::chrono::milliseconds{20});
     }
     const int extra = OpenFrom("127.0.0.6", server.port());
     ASSERT_GE(extra, 0);
     EXPECT_TRUE(ClosedWithin(extra, std::chrono::milliseconds{5'000}))
         << "a connection beyond connections_max was kept";
     close(extra);
-    close(held.back());
-    held.pop_back();
-    // One slot is free again once the server has seen that close: a new client gets served.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+    // The waits end within 8 s; then a new client gets served, in an idle one's slot.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{15};
     int status = 0;
     while (status != 200 && std::chrono::steady_clock::now() < deadline) {
         try {
@@ -317,8 +322,91 @@ TEST(HostilePeersPgTest, ConnectionsBeyondConnectionsMaxAreClosedAtAccept) {
     for (const int fd : held) close(fd);
 }
 
-// limits.unverified_bytes_per_minute: the bodies of unverified deliveries stored per minute
-// from all peers together (each body with 1 KiB for its receipt). Four 64 KiB deliveries fit a
+// Connection slots are fair (docs/security.md#connection-slots): 16 peers, each in a block of its
+// own, hold every slot (256 connections each, connections_max 4096) and open a new connection
+// whenever one of theirs is closed. Before, a 17th address was refused at accept for as long as
+// they kept it up, and a platform behind it backs off for hours. Now its connection takes the
+// slot of an idle connection of the biggest holder, and its signed callback is appended.
+TEST(HostilePeersPgTest, SixteenPeersHoldingEverySlotDoNotKeepASeventeenthOut) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    constexpr int kPeers = 16;
+    // 256 each as the default limits allow, when this process may open that many files.
+    rlimit files{};
+    getrlimit(RLIMIT_NOFILE, &files);
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+    const int per_peer = files.rlim_cur >= 2 * kPeers * 256 + 512
+                             ? 256
+                             : static_cast<int>((files.rlim_cur - 512) / (2 * kPeers));
+    ASSERT_GE(per_peer, 16) << "too few open files allowed: " << files.rlim_cur;
+    ServeProcess server{
+        db.url(),
+        {{"limits", {{"connections_max", kPeers * per_peer}, {"connections_per_peer", per_peer}}}}};
+    HttpClient merchant{server.port()};
+    ASSERT_EQ(CreateOrder(merchant, "FAIR-1").status, 201);
+
+    std::vector<std::string> sources;
+    for (int i = 0; i < kPeers; ++i) sources.push_back("127.0." + std::to_string(i + 1) + ".1");
+    std::vector<int> held(static_cast<std::size_t>(kPeers * per_peer), -1);
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint64_t> closed_by_server{0};
+    std::atomic<int> quiet_passes{0};  // Passes in a row in which the server closed nothing.
+    // The holders: open every slot, then reopen whatever the server closes, until told to stop.
+    std::thread holders([&] {
+        while (!stop.load()) {
+            bool quiet = true;
+            for (std::size_t i = 0; i < held.size() && !stop.load(); ++i) {
+                if (held[i] >= 0) {
+                    pollfd p{.fd = held[i], .events = POLLIN, .revents = 0};
+                    if (poll(&p, 1, 0) == 0) continue;  // Still open, nothing said.
+                    close(held[i]);
+                    closed_by_server.fetch_add(1);
+                    quiet = false;
+                }
+                held[i] = OpenFrom(sources[i % kPeers].c_str(), server.port());
+                quiet = quiet && held[i] >= 0;
+            }
+            quiet_passes = quiet ? quiet_passes + 1 : 0;
+            std::this_thread::sleep_for(std::chrono::milliseconds{10});
+        }
+    });
+    // Stops and joins the holders however the test ends.
+    struct Joiner {
+        std::atomic<bool>& stop;
+        std::thread& thread;
+        ~Joiner() {
+            stop = true;
+            if (thread.joinable()) thread.join();
+        }
+    } joiner{stop, holders};
+    // The holders have every slot once the server has stopped closing their connections (it
+    // closes at accept those beyond the limits) for a while: every one of theirs is open.
+    ASSERT_TRUE(
+        testing::Eventually([&] { return quiet_passes.load() >= 30; }, std::chrono::seconds{60}))
+        << "the server kept closing the holders' connections: " << closed_by_server.load();
+    const std::uint64_t closed_before = closed_by_server.load();
+
+    HttpClient platform{server.port(), "127.0.17.1"};
+    const std::string body = Payment("FAIR-1", 100);
+    const HttpResult paid =
+        platform.Post("/v1/callbacks/generic", body, {{"Payledger-Signature", Signed(body)}});
+    EXPECT_EQ(paid.status, 200) << paid.body;
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM ledger_events WHERE out_trade_no = 'FAIR-1' AND "
+                        "event_type = 'PAYMENT_SUCCEEDED'"),
+              "1");
+    // Its slot was a holder's: one of theirs was closed for it.
+    EXPECT_TRUE(testing::Eventually([&] { return closed_by_server.load() > closed_before; },
+                                    std::chrono::seconds{10}));
+    stop = true;
+    if (holders.joinable()) holders.join();
+    for (const int fd : held) {
+        if (fd >= 0) close(fd);
+    }
+}
+
+// limits.unverified_bytes_per_minute: the bytes of unverified deliveries stored per minute from
+// all peers together (each counting every byte its receipt stores). Four 64 KiB deliveries fit a
 // budget of 4 x 65 KiB, from four peers; the
 // fifth, from a fifth peer well under its own count, is rate_limited and not stored. A
 // delivery whose signature verifies is never limited.
@@ -347,6 +435,128 @@ TEST(HostilePeersPgTest, UnverifiedBytesPerMinuteBoundAllPeersTogether) {
     EXPECT_EQ(
         fifth.Post("/v1/callbacks/generic", body, {{"Payledger-Signature", Signed(body)}}).status,
         200);
+}
+
+// Every stored byte is bounded (docs/security.md#what-a-receipt-stores): one genuine notice
+// replayed thousands of times with an 11 KB random User-Agent. Each receipt keeps its headers
+// cut to 256 bytes (marked), and after the event's 100th duplicate none at all, like its body:
+// the receipts grow by a few hundred bytes a replay, where each added ~15 KB for ever before.
+TEST(HostilePeersPgTest, AReplayedNoticeWithLargeHeadersAddsBoundedBytes) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    ServeProcess server{db.url()};
+    HttpClient merchant{server.port()};
+    ASSERT_EQ(CreateOrder(merchant, "REPLAY-1").status, 201);
+    const std::string body = Payment("REPLAY-1", 100);
+    const std::string signature = Signed(body);
+    const auto replay = [&](int count, int threads) {
+        std::vector<std::thread> senders;
+        std::atomic<int> not_ok{0};
+        for (int t = 0; t < threads; ++t) {
+            senders.emplace_back([&, t] {
+                HttpClient client{server.port(), "127.0.0." + std::to_string(2 + t)};
+                std::mt19937_64 random{static_cast<std::uint64_t>(t)};
+                std::string agent(11 * 1024, 'a');
+                for (int i = t; i < count; i += threads) {
+                    for (char& c : agent) c = static_cast<char>('a' + random() % 26);
+                    const int status =
+                        client
+                            .Post("/v1/callbacks/generic", body,
+                                  {{"Payledger-Signature", signature}, {"User-Agent", agent}})
+                            .status;
+                    if (status != 200) not_ok.fetch_add(1);
+                }
+            });
+        }
+        for (std::thread& sender : senders) sender.join();
+        return not_ok.load();
+    };
+    const std::string size_sql =
+        "SELECT pg_total_relation_size('callback_receipts') + "
+        "pg_total_relation_size('receipt_bodies')";
+    ASSERT_EQ(replay(150, 4), 0);  // The payment, then past the 100th duplicate.
+    const std::int64_t before = std::stoll(db.Scalar(size_sql));
+    constexpr int kReplays = 2'000;
+    ASSERT_EQ(replay(kReplays, 4), 0);
+    const std::int64_t grown = std::stoll(db.Scalar(size_sql)) - before;
+    EXPECT_LT(grown, kReplays * 1'024) << grown << " bytes for " << kReplays << " replays";
+    // The first receipts kept the User-Agent cut and marked; beyond the 100th duplicate, none.
+    const std::string kept = db.Scalar(
+        "SELECT headers->>'User-Agent' FROM callback_receipts WHERE outcome = 'duplicate' "
+        "ORDER BY id LIMIT 1");
+    EXPECT_LT(kept.size(), 300U);
+    EXPECT_NE(kept.find("[cut from 11264 bytes]"), std::string::npos) << kept;
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts WHERE outcome = 'duplicate' AND "
+                        "NOT body_stored AND headers <> '{}'"),
+              "0");
+    EXPECT_EQ(db.Scalar("SELECT max(octet_length(headers::text)) <= 2048 FROM callback_receipts"),
+              "t");
+}
+
+// limits.unverified_bytes_per_minute counts every byte an unverified receipt stores: empty bodies
+// with large headers (each kept cut to 256 bytes, marked) and their messages. Before, each counted
+// its body and 1 KiB, and stored up to 16 KiB of headers: ~20 times the budget.
+TEST(HostilePeersPgTest, UnverifiedDeliveriesWithLargeHeadersStoreWithinTheByteBudget) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    constexpr std::int64_t kBudget = 256 * 1024;
+    ServeProcess server{db.url(),
+                        {{"limits",
+                          {{"unverified_bytes_per_minute", kBudget},
+                           {"unverified_per_peer_per_minute", 1'000'000}}}}};
+    const std::string large(5 * 1024, 'h');
+    int stored = 0;
+    int limited = 0;
+    HttpClient stranger{server.port(), "127.0.0.2"};
+    for (int i = 0; i < 1'000; ++i) {
+        const int status = stranger
+                               .Post("/v1/callbacks/generic", "",
+                                     {{"Payledger-Signature", large},
+                                      {"User-Agent", large},
+                                      {"Content-Type", large}})
+                               .status;
+        if (status == 401) ++stored;
+        if (status == 429) ++limited;
+    }
+    EXPECT_GT(limited, 0);
+    EXPECT_GT(stored, 50);  // The accounting is close, not a refusal of everything.
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts"), std::to_string(stored));
+    const std::int64_t bytes = std::stoll(
+        db.Scalar("SELECT coalesce(sum(pg_column_size(r.*)), 0) FROM callback_receipts AS r"));
+    EXPECT_LE(bytes, kBudget) << stored << " receipts";
+}
+
+// No trailers: Beast merges the fields after a chunked body into the head's, and X-Forwarded-For
+// is read once the whole request is in. Behind a trusted proxy that passes trailers on, a
+// client could name its own peer (its limits, its receipts' `peer`) per request. Refused, 400,
+// nothing stored; the same request without the trailer is a delivery as usual.
+TEST(HostilePeersPgTest, TrailerFieldsAreRefusedSoNoClientNamesItsOwnPeer) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    ServeProcess server{db.url(), {{"trusted_proxies", {"127.0.0.3/32"}}}};
+    const auto send_chunked = [&](const std::string& trailer) {
+        const int fd = OpenFrom("127.0.0.3", server.port());
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        const std::string request =
+            "POST /v1/callbacks/generic HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+            "X-Forwarded-For: 198.51.100.7\r\n\r\n4\r\njunk\r\n0\r\n" +
+            trailer + "\r\n";
+        send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+        std::string answer;
+        char buffer[4096];
+        ssize_t n = 0;
+        while ((n = recv(fd, buffer, sizeof buffer, 0)) > 0) {
+            answer.append(buffer, static_cast<std::size_t>(n));
+            if (answer.find("\r\n\r\n") != std::string::npos) break;
+        }
+        close(fd);
+        return answer.substr(0, answer.find("\r\n"));
+    };
+    EXPECT_EQ(send_chunked("X-Forwarded-For: 203.0.113.66\r\n"), "HTTP/1.1 400 Bad Request");
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM callback_receipts"), "0");
+    EXPECT_EQ(send_chunked(""), "HTTP/1.1 401 Unauthorized");
+    EXPECT_EQ(db.Scalar("SELECT string_agg(split_part(peer, ' ', 1), ',') FROM callback_receipts"),
+              "198.51.100.7");
 }
 
 // trusted_proxies: behind a proxy every client is the proxy's address unless the proxy says

@@ -297,6 +297,131 @@ TEST(SubscriptionDeliveryPgTest, GoneDisablesAndAnAdminsEnableAndRewindDeliverAg
     EXPECT_EQ(rows[2]["to"], 0);
 }
 
+// The framing bomb from the other side (docs/security.md#http-framing): four subscriptions whose
+// receiver answers `200` and then a chunk-size line whose extension never ends, at line rate.
+// Each answer is cut off at the client's 32 KiB buffer, its status kept (the batch is
+// acknowledged) and its connection dropped: serve's memory stays bounded while callbacks keep
+// their latency. Before, each answer grew a buffer without bound for the whole timeout.
+TEST(SubscriptionDeliveryPgTest, ReceiversAnsweringEndlessChunksCostServeNoMemory) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    WebhookReceiver receiver{
+        [](const ReceivedRequest&) { return ReceiverAnswer{.endless_chunk_extension = true}; }};
+    json subscriptions = json::array();
+    for (int i = 0; i < 4; ++i) {
+        subscriptions.push_back(Subscription("bomb-" + std::to_string(i), receiver.port(),
+                                             {{"timeout_seconds", 10}, {"batch_max", 2}}));
+    }
+    ServeProcess server{db.url(), {{"subscriptions", subscriptions}}};
+    HttpClient client{server.port()};
+    std::vector<double> latencies_ms;
+    for (int i = 0; i < 40; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        OrderAndPayment(client, "BOMB-" + std::to_string(i));
+        latencies_ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count() /
+            2);
+    }
+    // Every subscription gets through the events (each answer's status stands).
+    const std::string last = std::to_string(LedgerSeqs(db).back());
+    ASSERT_TRUE(Eventually(
+        [&] {
+            return db.Scalar("SELECT count(*) FROM subscriptions WHERE after = " + last) == "4";
+        },
+        std::chrono::seconds{60}));
+    std::sort(latencies_ms.begin(), latencies_ms.end());
+    const double p99 = latencies_ms[latencies_ms.size() * 99 / 100];
+    std::printf(
+        "endless chunks to 4 subscriptions: %zu receiver connections, peak RSS %ld KiB, "
+        "callback p99 %.1f ms\n",
+        receiver.connections(), server.PeakRssKiB(), p99);
+    EXPECT_LE(server.PeakRssKiB(), 256 * 1024) << "peak RSS over 256 MiB";
+    EXPECT_LT(p99, 1'000.0);
+}
+
+// GET /metrics needs no token, so it must cost no database work: 128 scrapers at once, while a
+// disabled subscription lies 20 000 events behind (its lag is the costliest read: up to ~30 ms),
+// leave /readyz answering 200 within 100 ms. The gauges come from a sample taken in the background
+// (at most once a second, on a connection of its own); /readyz has a connection of its own too.
+// Before, every scrape took a connection of the 8 that /readyz shares and ran the lag read:
+// /readyz took seconds, then answered 503.
+TEST(SubscriptionDeliveryPgTest, HundredsOfScrapesLeaveReadinessFastAndAnswered) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    const std::string seed = "psql -X -q '" + db.url() +
+                             "' -v prefix=FAR- -v pad=6 -v orders=20000 -v paid=0 -v accounts=10 "
+                             "-f '" PAYLEDGER_SOURCE_DIR "/bench/lib/seed_ledger.sql' >/dev/null";
+    ASSERT_EQ(std::system(seed.c_str()), 0);
+    WebhookReceiver receiver{[](const ReceivedRequest&) { return ReceiverAnswer{.status = 410}; }};
+    ServeProcess server{db.url(), {{"subscriptions", {Subscription("far", receiver.port())}}}};
+    ASSERT_TRUE(Eventually(
+        [&] { return db.Scalar("SELECT disabled FROM subscriptions WHERE name = 'far'") == "t"; },
+        std::chrono::seconds{30}));
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint64_t> scrapes{0};
+    std::vector<std::thread> scrapers;
+    for (int i = 0; i < 128; ++i) {
+        scrapers.emplace_back([&] {
+            HttpClient client{server.port()};
+            while (!stop.load()) {
+                if (client.Get("/metrics").status == 200) scrapes.fetch_add(1);
+            }
+        });
+    }
+    std::vector<double> ready_ms;
+    HttpClient probe{server.port()};
+    for (int i = 0; i < 20; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        const HttpResult ready = probe.Get("/readyz");
+        ready_ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count());
+        EXPECT_EQ(ready.status, 200) << ready.body;
+        std::this_thread::sleep_for(std::chrono::milliseconds{50});  // Spread over the load.
+    }
+    stop = true;
+    for (std::thread& scraper : scrapers) scraper.join();
+    std::sort(ready_ms.begin(), ready_ms.end());
+    std::printf("%llu scrapes from 128 clients; /readyz median %.1f ms, max %.1f ms\n",
+                static_cast<unsigned long long>(scrapes.load()), ready_ms[ready_ms.size() / 2],
+                ready_ms.back());
+    EXPECT_LT(ready_ms.back(), 100.0);
+    EXPECT_GT(scrapes.load(), 1'000U);
+    // The gauges are there, from the background sample: far behind, and disabled.
+    const std::string metrics = probe.Get("/metrics").body;
+    EXPECT_NE(metrics.find("payledger_subscription_disabled{subscription=\"far\"} 1"),
+              std::string::npos)
+        << metrics;
+    EXPECT_NE(metrics.find("payledger_subscription_lag_events{subscription=\"far\"} 10000"),
+              std::string::npos)
+        << metrics;
+}
+
+// Every admin body is read with checked access: a body without `after`, or with one of another
+// type, is 400 naming the field and changes nothing. (The missing member used to be read through
+// nlohmann's const operator[]: undefined behaviour, which this test shows under ASan.)
+TEST(SubscriptionDeliveryPgTest, ARewindWithoutAValidAfterIs400AndChangesNothing) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    WebhookReceiver receiver{[](const ReceivedRequest&) { return ReceiverAnswer{}; }};
+    ServeProcess server{db.url(), {{"subscriptions", {Subscription("rebates", receiver.port())}}}};
+    HttpClient admin{server.port()};
+    for (const std::string body :
+         {"{}", R"({"x":1})", R"({"after":"5"})", R"({"after":1e3})", R"({"after":5.0})",
+          R"({"after":null})", R"({"after":18446744073709551615})",
+          R"({"after":99999999999999999999999})", "[]", "", "not json"}) {
+        const HttpResult refused =
+            admin.Post("/v1/admin/subscriptions/rebates/rewind", body,
+                       {{"Authorization", std::string("Bearer ") + testing::kAdminToken}});
+        EXPECT_EQ(refused.status, 400) << body << ": " << refused.body;
+        EXPECT_EQ(refused.Json()["outcome"], "malformed") << body;
+        EXPECT_NE(refused.Json()["message"].get<std::string>().find("after"), std::string::npos)
+            << body << ": " << refused.body;
+    }
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM subscription_changes"), "0");
+}
+
 TEST(SubscriptionDeliveryPgTest, TwoInstancesNeverDeliverTwiceAndAKilledDeliverersWorkIsTakenOver) {
     TestDatabase db;
     PAYLEDGER_REQUIRE_DB(db);

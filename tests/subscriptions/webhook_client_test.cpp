@@ -147,6 +147,26 @@ TEST(PostWebhook, AnAnswerLargerThanTheBoundIsReadInPartAndNotAnError) {
     EXPECT_LT(WebhookClock::now() - start, milliseconds{2'000});  // Not a timeout in disguise.
 }
 
+// The framing bomb the server is protected from (docs/security.md), from a receiver: `200`, then a
+// chunk-size line whose extension never ends. The read stops at the bounded buffer, well within
+// the timeout; the status stands, and the connection is never used again.
+TEST(WebhookClient, AnEndlessChunkExtensionKeepsTheStatusAndDropsTheConnection) {
+    std::atomic<int> answered{0};
+    WebhookReceiver receiver{[&answered](const ReceivedRequest&) {
+        return answered.fetch_add(1) == 0 ? ReceiverAnswer{.endless_chunk_extension = true}
+                                          : ReceiverAnswer{.status = 204};
+    }};
+    WebhookClient client;
+    const WebhookClock::time_point start = WebhookClock::now();
+    const WebhookResult bomb = client.Post(ReceiverUrl(receiver), {}, "{}", kWebhookClientTimeout);
+    EXPECT_EQ(bomb.status, 200) << bomb.error;
+    EXPECT_EQ(bomb.failure, WebhookFailure::kNone);
+    EXPECT_LT(WebhookClock::now() - start, milliseconds{2'000});  // Not a timeout in disguise.
+    const WebhookResult next = client.Post(ReceiverUrl(receiver), {}, "{}", kWebhookClientTimeout);
+    EXPECT_EQ(next.status, 204) << next.error;
+    EXPECT_EQ(client.connections_opened(), 2U);
+}
+
 TEST(PostWebhook, AReceiverThatNeverAnswersTimesOutWithinTheTimeout) {
     WebhookReceiver receiver{
         [](const ReceivedRequest&) { return ReceiverAnswer{.never_answer = true}; }};
@@ -361,12 +381,13 @@ TEST(PostWebhook, ASelfSignedCertificateIsRefused) {
 class PostWebhookTlsTest : public ::testing::Test {
 protected:
     // A server certificate for `names`, signed by the test CA, served by a new receiver.
-    std::unique_ptr<WebhookReceiver> ReceiverFor(const std::vector<std::string>& names) {
+    std::unique_ptr<WebhookReceiver> ReceiverFor(
+        const std::vector<std::string>& names,
+        WebhookReceiver::Answer answer = AnswerWithStatus(200)) {
         const TestCertificate leaf = testing::MakeTestServerCertificate(names, ca_);
         return std::make_unique<WebhookReceiver>(
-            AnswerWithStatus(200),
-            testing::TlsIdentity{.certificate_chain_pem = leaf.certificate_pem,
-                                 .private_key_pem = leaf.private_key_pem});
+            std::move(answer), testing::TlsIdentity{.certificate_chain_pem = leaf.certificate_pem,
+                                                    .private_key_pem = leaf.private_key_pem});
     }
 
     TestCertificate ca_ = testing::MakeTestCa("payledger test CA");
@@ -419,6 +440,30 @@ TEST_F(PostWebhookTlsTest, AClientKeepsItsTlsConnectionBetweenPosts) {
     EXPECT_EQ(receiver->Requests().size(), 3U);
     EXPECT_EQ(receiver->connections(), 1U);  // One TCP connection, one TLS handshake.
     EXPECT_EQ(client.connections_opened(), 1U);
+}
+
+// A receiver that sends a second answer nobody asked for, in a TLS record of its own but in the
+// same TCP segment as the first: that record is already off the socket (in the BIO that Asio fills,
+// or OpenSSL's read buffer) when the first answer is read, so the socket looks quiet. The next
+// POST must not take it for its own answer: the kept connection is dropped, and the next answer
+// comes on a new one.
+TEST_F(PostWebhookTlsTest, AStaleRecordAfterTheAnswerIsNeverReadAsTheNextAnswer) {
+    std::atomic<int> answered{0};
+    const auto receiver = ReceiverFor({"DNS:localhost"}, [&answered](const ReceivedRequest&) {
+        if (answered.fetch_add(1) > 0) return ReceiverAnswer{.status = 204};
+        return ReceiverAnswer{
+            .status = 200,
+            .body = "ok",
+            .stale_after_answer = "HTTP/1.1 500 Stale\r\nContent-Length: 0\r\n\r\n"};
+    });
+    WebhookClient client{ca_file_.path()};
+    const std::string url = ReceiverUrl(*receiver, "https", "localhost");
+    const WebhookResult first = client.Post(url, {}, "{}", kWebhookClientTimeout);
+    EXPECT_EQ(first.status, 200) << first.error;
+    const WebhookResult second = client.Post(url, {}, "{}", kWebhookClientTimeout);
+    EXPECT_EQ(second.status, 204) << second.error;
+    EXPECT_EQ(receiver->Requests().size(), 2U);
+    EXPECT_EQ(client.connections_opened(), 2U);
 }
 
 TEST_F(PostWebhookTlsTest, PlainHttpToATlsServerIsNotAStatus) {

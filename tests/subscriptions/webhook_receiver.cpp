@@ -1,9 +1,12 @@
 #include "tests/subscriptions/webhook_receiver.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <sys/socket.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -15,6 +18,7 @@
 #include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <stdexcept>
+#include <tuple>
 
 namespace payledger::testing {
 namespace {
@@ -52,6 +56,17 @@ net::awaitable<void> ServeReceiverRequests(Stream& stream, WebhookReceiver& rece
         const ReceiverAnswer answer = receiver.AnswerFor(received);
         if (answer.never_answer) continue;  // Wait for more, which never comes, or the close.
         if (answer.close_without_answer) co_return;
+        if (answer.endless_chunk_extension) {
+            const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;";
+            const std::string filler(16 * 1024, 'a');
+            auto [head_error, head_written] =
+                co_await net::async_write(stream, net::buffer(head), kReceiverAsTuple);
+            while (!head_error) {
+                std::tie(head_error, head_written) =
+                    co_await net::async_write(stream, net::buffer(filler), kReceiverAsTuple);
+            }
+            co_return;
+        }
         http::response<http::string_body> response{static_cast<http::status>(answer.status),
                                                    request.version()};
         for (const auto& [name, value] : answer.headers) response.set(name, value);
@@ -60,8 +75,18 @@ net::awaitable<void> ServeReceiverRequests(Stream& stream, WebhookReceiver& rece
         if (!bodiless) response.body() = answer.body;
         response.keep_alive(request.keep_alive() && !answer.announce_close);
         response.prepare_payload();
+        const int fd = beast::get_lowest_layer(stream).socket().native_handle();
+        int cork = answer.stale_after_answer.empty() ? 0 : 1;
+        if (cork == 1) ::setsockopt(fd, IPPROTO_TCP, TCP_CORK, &cork, sizeof cork);
         const auto [write_error, written] =
             co_await http::async_write(stream, response, kReceiverAsTuple);
+        if (!write_error && cork == 1) {
+            const auto [stale_error, stale_written] = co_await net::async_write(
+                stream, net::buffer(answer.stale_after_answer), kReceiverAsTuple);
+            cork = 0;
+            ::setsockopt(fd, IPPROTO_TCP, TCP_CORK, &cork, sizeof cork);
+            if (stale_error) co_return;
+        }
         if (write_error || answer.close_after_answer) co_return;
         // After `Connection: close` the connection stays open: the client must close it.
     }

@@ -40,6 +40,12 @@ struct ReceiverAnswer {
     bool announce_close = false;
     // Close the connection without answering (after recording the request).
     bool close_without_answer = false;
+    // Answer `200` with `Transfer-Encoding: chunked` and a first chunk-size line `1;` whose
+    // extension never ends: bytes at line rate until the client goes away.
+    bool endless_chunk_extension = false;
+    // Bytes written right after the answer, in the same TCP segment (TCP_CORK) but, over TLS, in
+    // a record of their own: a second answer nobody asked for.
+    std::string stale_after_answer{};
 };
 
 // A PEM certificate chain and its private key, for a TLS receiver.
