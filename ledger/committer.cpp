@@ -48,6 +48,9 @@ Committer::Committer(Options options) : options_(std::move(options)) {
         cache_ = std::make_unique<WriterCache>(options_.cache_orders_max);
     }
     answer_thread_ = std::thread([this] { AnswerLoop(); });
+    if (cache_ != nullptr && options_.prefetch) {
+        prefetch_thread_ = std::thread([this] { PrefetchLoop(); });
+    }
     thread_ = std::thread([this] {
         Run();
         {
@@ -64,6 +67,13 @@ void Committer::Submit(Delivery delivery, Done done) {
     // Here, on the submitting thread: the writing thread holds the writer lock.
     PrepareForWrite(delivery);
     const std::size_t bytes = QueuedBytes(delivery);
+    if (cache_ != nullptr && options_.prefetch && delivery.event) {
+        std::lock_guard lock{prefetch_mutex_};
+        if (prefetch_waiting_.size() < kPrefetchWaitingMax) {
+            prefetch_waiting_.push_back(delivery.event->out_trade_no);
+            prefetch_ready_.notify_one();
+        }
+    }
     const char* refusal = nullptr;
     {
         std::lock_guard lock{mutex_};
@@ -92,8 +102,14 @@ void Committer::Stop() {
         stopping_ = true;
     }
     ready_.notify_all();
+    {
+        std::lock_guard lock{prefetch_mutex_};
+        prefetch_stopping_ = true;
+    }
+    prefetch_ready_.notify_all();
     // Two threads may stop at once (a signal handler's thread and the destructor).
     std::lock_guard join_lock{join_mutex_};
+    if (prefetch_thread_.joinable()) prefetch_thread_.join();
     if (thread_.joinable()) thread_.join();
     if (answer_thread_.joinable()) answer_thread_.join();
     if (disposal_.joinable()) disposal_.join();  // The writing thread, its user, has ended.
@@ -148,6 +164,43 @@ void Committer::TellCommitted(const std::vector<DeliveryResult>& results) noexce
         options_.on_committed(newest);
     } catch (...) {
         // Only a waiter's hint is lost: the shared poll finds the commit within a second.
+    }
+}
+
+void Committer::PrefetchLoop() {
+    std::unique_ptr<pqxx::connection> connection;
+    SessionSettings session = options_.session;
+    session.application_name += "_prefetch";
+    for (;;) {
+        std::vector<std::string> keys;
+        {
+            std::unique_lock lock{prefetch_mutex_};
+            prefetch_ready_.wait(
+                lock, [this] { return prefetch_stopping_ || !prefetch_waiting_.empty(); });
+            if (prefetch_stopping_) return;
+            const std::size_t take = std::min(prefetch_waiting_.size(), kPrefetchReadMax);
+            keys.assign(std::make_move_iterator(prefetch_waiting_.begin()),
+                        std::make_move_iterator(prefetch_waiting_.begin() +
+                                                static_cast<std::ptrdiff_t>(take)));
+            prefetch_waiting_.erase(prefetch_waiting_.begin(),
+                                    prefetch_waiting_.begin() + static_cast<std::ptrdiff_t>(take));
+        }
+        try {
+            if (cache_->Unknown(keys).empty()) continue;  // No round trip for what it knows.
+            if (connection == nullptr || IdleSessionEnded(*connection)) {
+                connection = Connect(options_.url, session);
+            }
+            stats_.prefetch_reads.fetch_add(1);
+            stats_.prefetched_orders.fetch_add(PrefetchState(*connection, keys, *cache_));
+        } catch (const std::exception&) {
+            // A hint lost: the writer reads those orders under the lock itself. The database
+            // is away or failing over; wait before the next try, or until stopped.
+            connection.reset();
+            std::unique_lock lock{prefetch_mutex_};
+            prefetch_waiting_.clear();
+            prefetch_ready_.wait_for(lock, std::chrono::milliseconds{500},
+                                     [this] { return prefetch_stopping_; });
+        }
     }
 }
 

@@ -52,6 +52,11 @@ public:
         // WriterCache's bound (`limits.writer_cache_orders`, docs/design.md#the-writer-cache); 0:
         // every batch reads.
         std::size_t cache_orders_max = kCacheOrdersMaxDefault;
+        // With a cache: a thread of its own, on a connection of its own, reads the orders of
+        // queued deliveries that the cache does not know, outside the writer lock, while the
+        // writer writes the batch before (PrefetchState), so that their batch is written in one
+        // round trip too (docs/design.md#the-writer-cache).
+        bool prefetch = true;
         // Told the newest seq of each batch that appended events, after its COMMIT and before
         // its answers (the waiting feed and the subscriptions: ledger::FeedNotifier::Committed).
         // On the writing thread: it must be cheap and must not block. A throw is ignored.
@@ -92,6 +97,8 @@ public:
         std::atomic<std::uint64_t> queue_bytes{0};          // QueuedBytes of what is queued.
         std::atomic<std::uint64_t> queue_full_refusals{0};  // Submits answered at once.
         std::atomic<std::uint64_t> answer_failures{0};      // `done` calls that threw.
+        std::atomic<std::uint64_t> prefetch_reads{0};       // Reads of the prefetch thread.
+        std::atomic<std::uint64_t> prefetched_orders{0};    // Orders the cache learned from them.
     };
     [[nodiscard]] const Stats& stats() const { return stats_; }
 
@@ -130,6 +137,12 @@ private:
     void DisposeDropped() noexcept;
     // Options::on_committed with the newest seq `results` appended, if any.
     void TellCommitted(const std::vector<DeliveryResult>& results) noexcept;
+    // The prefetch thread: reads what the cache lacks of the orders Submit names.
+    void PrefetchLoop();
+    // The most order numbers waiting for the prefetch: beyond, they are dropped (a hint only).
+    static constexpr std::size_t kPrefetchWaitingMax = 10'000;
+    // The most orders one prefetch read asks for.
+    static constexpr std::size_t kPrefetchReadMax = 512;
 
     const Options options_;
     std::mutex mutex_;
@@ -145,8 +158,13 @@ private:
     std::condition_variable answers_ready_;
     std::deque<Answers> answers_;  // Guarded by answers_mutex_.
     bool written_all_ = false;     // Guarded by answers_mutex_: Run() has returned.
+    std::mutex prefetch_mutex_;
+    std::condition_variable prefetch_ready_;
+    std::vector<std::string> prefetch_waiting_;  // Guarded by prefetch_mutex_.
+    bool prefetch_stopping_ = false;             // Guarded by prefetch_mutex_.
     Stats stats_;
     std::thread answer_thread_;
+    std::thread prefetch_thread_;  // Only with a cache and Options::prefetch.
     std::thread thread_;
 };
 

@@ -387,6 +387,33 @@ std::set<std::string> KeysOf(std::span<const Delivery> deliveries) {
 
 }  // namespace
 
+std::size_t PrefetchState(pqxx::connection& connection, const std::vector<std::string>& keys,
+                          WriterCache& cache) {
+    const std::vector<std::string> unknown = cache.Unknown(keys);
+    if (unknown.empty()) return 0;
+    std::map<std::string, std::vector<Event>> events;
+    for (const std::string& key : unknown) events[key];  // None found: an order with none.
+    ChainValue head = kChainStart;
+    {
+        pqxx::nontransaction tx{connection};
+        const pqxx::result rows =
+            tx.exec_prepared(std::string(kPrefetchName),
+                             TextArray(std::set<std::string>(unknown.begin(), unknown.end())));
+        PAYLEDGER_ASSERT(!rows.empty());
+        if (!rows[0][0].is_null()) {
+            const pqxx::binarystring stored{rows[0][0]};
+            PAYLEDGER_ASSERT(stored.size() == head.size());
+            std::copy(stored.begin(), stored.end(), head.begin());
+        }
+        for (const pqxx::row& row : rows) {
+            if (row[kFirstPrefetchEventColumn].is_null()) continue;  // No event at all.
+            Event event = EventFromRow(row, kFirstPrefetchEventColumn);
+            events.at(event.out_trade_no).push_back(std::move(event));
+        }
+    }
+    return cache.Learn(head, std::move(events));
+}
+
 std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                                        std::span<const Delivery> deliveries, BatchStats* stats,
                                        WriterCache* cache) {

@@ -93,4 +93,12 @@ struct BatchStats {
                                                      BatchStats* stats = nullptr,
                                                      WriterCache* cache = nullptr);
 
+// Reads, outside the writer lock and in one snapshot, the stored events of the orders `keys`
+// that `cache` does not know, and has the cache learn them (WriterCache::Learn: only when that
+// snapshot is the ledger the cache knows, or the one before its last batch). Returns how many
+// orders the cache learned. For a thread beside the writer's, on a connection of its own.
+// Throws pqxx exceptions; the cache is unchanged then.
+std::size_t PrefetchState(pqxx::connection& connection, const std::vector<std::string>& keys,
+                          WriterCache& cache);
+
 }  // namespace payledger::ledger

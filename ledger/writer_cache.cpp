@@ -27,9 +27,31 @@ WriterCache::WriterCache(std::size_t orders_max)
     : generation_max_(std::max<std::size_t>(1, orders_max / 2)) {}
 
 void WriterCache::Clear() {
+    std::lock_guard lock{mutex_};
+    ClearLocked();
+}
+
+void WriterCache::ClearLocked() {
     valid_ = false;
+    previous_head_.reset();
+    last_keys_.clear();
     Drop(newer_);
     Drop(older_);
+}
+
+bool WriterCache::valid() const {
+    std::lock_guard lock{mutex_};
+    return valid_;
+}
+
+std::size_t WriterCache::size() const {
+    std::lock_guard lock{mutex_};
+    return newer_.size() + older_.size();
+}
+
+std::vector<WriterCache::Generation> WriterCache::TakeDropped() {
+    std::lock_guard lock{mutex_};
+    return std::exchange(dropped_, {});
 }
 
 void WriterCache::Drop(Generation& generation) {
@@ -41,6 +63,7 @@ void WriterCache::Drop(Generation& generation) {
 
 std::optional<projections::LedgerState> WriterCache::StateFor(const std::set<std::string>& keys,
                                                               ChainValue& head) {
+    std::lock_guard lock{mutex_};
     if (!valid_) return std::nullopt;
     projections::LedgerState state{.next_seq = next_seq_, .next_receipt_id = next_receipt_id_};
     for (const std::string& key : keys) {
@@ -58,25 +81,68 @@ std::optional<projections::LedgerState> WriterCache::StateFor(const std::set<std
     return state;
 }
 
+void WriterCache::Insert(const std::string& key, std::vector<Event> events) {
+    older_.erase(key);
+    newer_.insert_or_assign(key, std::move(events));
+    if (newer_.size() >= generation_max_) {
+        Drop(older_);
+        older_ = std::move(newer_);
+        newer_ = Generation{};
+    }
+}
+
 void WriterCache::Remember(const projections::LedgerState& before, std::int64_t next_seq_after,
                            std::int64_t next_receipt_id_after, const ChainValue& head,
                            std::map<std::string, std::vector<Event>> events) {
-    if (valid_ && (before.next_seq != next_seq_ || before.next_receipt_id != next_receipt_id_)) {
-        Clear();  // Another writer's batches came in between: what it changed is unknown.
+    std::lock_guard lock{mutex_};
+    const bool continued =
+        valid_ && before.next_seq == next_seq_ && before.next_receipt_id == next_receipt_id_;
+    if (valid_ && !continued) {
+        ClearLocked();  // Another writer's batches came in between: what it changed is unknown.
     }
+    previous_head_.reset();
+    last_keys_.clear();
+    if (continued) previous_head_ = head_;
     valid_ = true;
     next_seq_ = next_seq_after;
     next_receipt_id_ = next_receipt_id_after;
     head_ = head;
     for (auto& [key, stored] : events) {
-        older_.erase(key);
-        newer_.insert_or_assign(key, std::move(stored));
-        if (newer_.size() >= generation_max_) {
-            Drop(older_);
-            older_ = std::move(newer_);
-            newer_ = Generation{};
+        if (continued) last_keys_.insert(key);
+        Insert(key, std::move(stored));
+    }
+}
+
+std::vector<std::string> WriterCache::Unknown(const std::vector<std::string>& keys) const {
+    std::lock_guard lock{mutex_};
+    std::vector<std::string> unknown;
+    for (const std::string& key : keys) {
+        if (newer_.find(key) == newer_.end() && older_.find(key) == older_.end()) {
+            unknown.push_back(key);
         }
     }
+    return unknown;
+}
+
+std::size_t WriterCache::Learn(const ChainValue& snapshot_head,
+                               std::map<std::string, std::vector<Event>> events) {
+    std::lock_guard lock{mutex_};
+    if (!valid_) return 0;
+    const bool now = snapshot_head == head_;
+    if (!now && !(previous_head_ && snapshot_head == *previous_head_)) return 0;
+    std::size_t learned = 0;
+    for (auto& [key, stored] : events) {
+        // What the cache knows is as new as the snapshot, or newer; the last batch's orders
+        // changed after a snapshot taken before it.
+        if (newer_.find(key) != newer_.end() || older_.find(key) != older_.end()) continue;
+        if (!now && last_keys_.count(key) != 0) continue;
+        std::vector<Event> kept;
+        kept.reserve(stored.size());
+        for (Event& event : stored) kept.push_back(AsStored(std::move(event)));
+        Insert(key, std::move(kept));
+        ++learned;
+    }
+    return learned;
 }
 
 void RememberCommitted(WriterCache& cache, const std::set<std::string>& keys,

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -27,7 +28,12 @@ namespace payledger::ledger {
 // took 6-11 ms (measured), which on the committer's path stalled a batch's answers and the next
 // batch. It waits in TakeDropped() for its owner to free it elsewhere (the Committer: on a
 // thread of its own); what is not taken by the next drop is destroyed then, as before.
-// Not thread-safe: one per writing connection, like the connection.
+// It also learns orders it has not seen from reads made outside the writer lock, beside the
+// writer (Learn, the Committer's prefetch: docs/design.md#the-writer-cache), so that a batch
+// whose orders were registered long ago, or by another process, is planned without a read of
+// its own under the lock.
+// Thread-safe (one mutex; the writer takes it a few times a batch), but written by one writer
+// only: one per writing connection, like the connection.
 class WriterCache {
 public:
     using Generation = std::unordered_map<std::string, std::vector<projections::Event>>;
@@ -36,11 +42,11 @@ public:
 
     // Forgets everything (after a batch that failed or may have committed).
     void Clear();
-    [[nodiscard]] bool valid() const { return valid_; }
-    [[nodiscard]] std::size_t size() const { return newer_.size() + older_.size(); }
+    [[nodiscard]] bool valid() const;
+    [[nodiscard]] std::size_t size() const;
     // The generations dropped since the last call (at most the last two drops' worth), for
     // the caller to destroy where it costs nothing.
-    [[nodiscard]] std::vector<Generation> TakeDropped() { return std::exchange(dropped_, {}); }
+    [[nodiscard]] std::vector<Generation> TakeDropped();
 
     // The state for orders `keys`, when known for all of them.
     [[nodiscard]] std::optional<projections::LedgerState> StateFor(
@@ -53,16 +59,35 @@ public:
                   std::int64_t next_receipt_id_after, const ChainValue& head,
                   std::map<std::string, std::vector<projections::Event>> events);
 
+    // Of `keys`, those the cache does not know (what a prefetch should read).
+    [[nodiscard]] std::vector<std::string> Unknown(const std::vector<std::string>& keys) const;
+    // The stored events of orders read outside the writer lock (an empty vector: an order with
+    // none), in one snapshot whose chain's head was `snapshot_head`. The cache learns those it
+    // does not know yet when that snapshot is the ledger it knows now, or the ledger before this
+    // writer's last batch (then only the orders that batch did not name: it changed no other).
+    // Either way nothing else wrote between the snapshot and the ledger the cache knows, and
+    // WriteBatch's check under the lock (schema 0007) proves that nothing wrote since, or forgets
+    // everything. Returns how many orders it learned (0 when the snapshot is another ledger's).
+    std::size_t Learn(const ChainValue& snapshot_head,
+                      std::map<std::string, std::vector<projections::Event>> events);
+
 private:
     // Moves `generation` to dropped_, keeping dropped_ to kDroppedMax generations.
-    void Drop(Generation& generation);
+    void Drop(Generation& generation);  // Caller holds mutex_.
+    void Insert(const std::string& key, std::vector<projections::Event> events);  // Likewise.
+    void ClearLocked();                                                           // Likewise.
     static constexpr std::size_t kDroppedMax = 2;
 
     const std::size_t generation_max_;
+    mutable std::mutex mutex_;
     bool valid_ = false;
     std::int64_t next_seq_ = 0;
     std::int64_t next_receipt_id_ = 0;
     ChainValue head_{};
+    // The head before this writer's last batch, and the orders that batch named, while the
+    // batch continued the ledger the cache knew (Learn).
+    std::optional<ChainValue> previous_head_{};
+    std::set<std::string> last_keys_{};
     Generation newer_;
     Generation older_;
     std::vector<Generation> dropped_;  // TakeDropped().

@@ -23,6 +23,13 @@ inline constexpr std::string_view kWriteName = "writer_write";
 // key, the next seq, the next receipt id (bigint each) and the chain's head (bytea).
 inline constexpr std::string_view kBeginName = "writer_begin";
 
+// The prefetch (WriterCache::Learn, Committer): outside the writer lock, in one statement's
+// snapshot, the chain's head and the stored events of the orders $1 (a text array). Its rows:
+// the head (null on an empty ledger), then from kFirstPrefetchEventColumn an event's columns as
+// EventFromRow reads them (null when the orders have none).
+inline constexpr std::string_view kPrefetchName = "writer_prefetch";
+inline constexpr int kFirstPrefetchEventColumn = 1;
+
 // SQLSTATE of payledger_writer_begin's refusal: the ledger was written since the cache's batch.
 inline constexpr std::string_view kLedgerMoved = "PLD01";
 // SQLSTATE assert_failure: payledger_expect_counts found a row count other than the plan's.

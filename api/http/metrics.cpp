@@ -110,6 +110,13 @@ std::string Metrics::Render(const ledger::ConnectionPool& pool, const ledger::Co
             "Committed batches planned on the state read under the writer lock; the others were "
             "planned from the committer's memory of its last batch, in one round trip.")
         .Sample({}, writes.state_reads.load());
+    out.Add("payledger_commit_prefetch_reads_total", Type::kCounter,
+            "Reads outside the writer lock of the orders of queued deliveries the committer's "
+            "memory lacks.")
+        .Sample({}, writes.prefetch_reads.load());
+    out.Add("payledger_commit_prefetched_orders_total", Type::kCounter,
+            "Orders the committer's memory learned from those reads.")
+        .Sample({}, writes.prefetched_orders.load());
     out.Add("payledger_commit_failures_total", Type::kCounter, "Batches answered unavailable.")
         .Sample({}, writes.failures.load());
     out.Add("payledger_answer_failures_total", Type::kCounter,

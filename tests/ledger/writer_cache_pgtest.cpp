@@ -5,10 +5,14 @@
 // check under the lock (and, were it missing, by the receipts' primary key, which the next id
 // would collide with), also when it only wrote a rejected receipt (the chain's head) or when
 // the next batch reads anyway; any failure makes it forget; and it stays within its bound.
+// The prefetch (PrefetchState: orders read outside the lock, WriterCache::Learn) lets a batch
+// of orders the cache never saw go in one round trip, and a snapshot of another ledger, or one
+// taken before another writer's batch, is never learned, or is caught by the check.
 // The cache's own logic, which needs no database, is tested in writer_cache_test.cpp.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <map>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -249,6 +253,66 @@ TEST_F(WriterCacheTwoWritersPgTest, TheCheckUnderTheLockRefusesALedgerElsewhere)
             EXPECT_EQ(e.sqlstate(), "PLD01");
         }
     }
+}
+
+TEST_F(WriterCacheTwoWritersPgTest, APrefetchedOrderIsWrittenInOneRoundTrip) {
+    (void)Other(Order("ORD-1", 500));  // Registered by another process: the cache never saw it.
+    (void)Mine(Order("ORD-2", 200));   // The cache now knows the ledger, not ORD-1.
+    ASSERT_TRUE(stats_.state_read);
+    auto prefetcher = db_.Connect();
+    EXPECT_EQ(PrefetchState(*prefetcher, {"ORD-1", "ORD-2", "ORD-9"}, cache_), 2u);  // 1 and 9.
+    EXPECT_EQ(Mine(Payment("ORD-1", "TX-1", 500)).outcome, Outcome::kAppended);
+    EXPECT_FALSE(stats_.state_read);  // Planned from what the prefetch read: one round trip.
+    EXPECT_EQ(Mine(Payment("ORD-9", "TX-9", 900)).outcome, Outcome::kUnknownOrder);
+    EXPECT_FALSE(stats_.state_read);
+    const AuditReport report = Audit(db_.url());
+    EXPECT_TRUE(report.ok()) << FormatAuditReport(report);
+}
+
+TEST_F(WriterCacheTwoWritersPgTest, ASnapshotFromBeforeAnotherWritersBatchIsNotLearned) {
+    (void)Mine(Order("ORD-1", 500));
+    (void)Other(Order("ORD-3", 300));  // Unknown to the cache...
+    (void)Mine(Order("ORD-2", 200));   // ...which reads it into its view of the ledger.
+    auto prefetcher = db_.Connect();
+    // A prefetch's snapshot, then another writer's batch and two of this writer's.
+    pqxx::work snapshot{*prefetcher, "prefetch"};
+    snapshot.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+    (void)snapshot.exec("SELECT 1");  // The snapshot is taken here.
+    (void)Other(Order("ORD-4", 400));
+    (void)Mine(Order("ORD-6", 600));  // Reads (another writer wrote): knows the ledger after ORD-4.
+    ASSERT_TRUE(stats_.state_read);
+    (void)Mine(Order("ORD-5", 500));  // This writer's batch, after the snapshot.
+    // Read as the prefetch would, in the old snapshot: ORD-5 had no event then.
+    const std::string head =
+        pqxx::binarystring(snapshot.exec("SELECT chain FROM callback_receipts ORDER BY id DESC "
+                                         "LIMIT 1")[0][0])
+            .str();
+    snapshot.commit();
+    ChainValue snapshot_head{};
+    std::copy(head.begin(), head.end(), snapshot_head.begin());
+    std::map<std::string, std::vector<projections::Event>> seen;
+    seen["ORD-4"];  // Not there yet in that snapshot.
+    seen["ORD-5"];
+    // The snapshot is from before ORD-4 (another writer's): neither is learned.
+    EXPECT_EQ(cache_.Learn(snapshot_head, seen), 0u);
+    EXPECT_EQ(Mine(Payment("ORD-4", "TX-4", 400)).outcome, Outcome::kAppended);
+    EXPECT_TRUE(stats_.state_read);
+}
+
+TEST_F(WriterCacheTwoWritersPgTest, AnotherWriterAfterThePrefetchIsCaughtByTheCheck) {
+    (void)Mine(Order("ORD-1", 500));
+    (void)Other(Order("ORD-2", 200));
+    (void)Mine(Order("ORD-3", 300));  // Reads: the cache knows the ledger with ORD-2's.
+    auto prefetcher = db_.Connect();
+    EXPECT_EQ(PrefetchState(*prefetcher, {"ORD-2"}, cache_), 1u);
+    (void)Other(Close("ORD-2"));  // After the prefetch: the cache's ORD-2 is now wrong.
+    const DeliveryResult paid = Mine(Payment("ORD-2", "TX-2", 200));
+    EXPECT_EQ(paid.outcome, Outcome::kAppended);  // A payment after a close is appended...
+    EXPECT_TRUE(stats_.state_read);               // ...planned on what was read under the lock.
+    ASSERT_TRUE(paid.order.has_value());
+    EXPECT_EQ(paid.order->anomalies, std::vector<std::string>{"paid_after_close"});
+    const AuditReport report = Audit(db_.url());
+    EXPECT_TRUE(report.ok()) << FormatAuditReport(report);
 }
 
 TEST_F(WriterCacheTwoWritersPgTest, AFailedBatchForgetsEverything) {

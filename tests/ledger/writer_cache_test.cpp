@@ -1,6 +1,8 @@
 // Tests of ledger/writer_cache.hpp without a database: the cache's own logic (its bound of two
 // generations, what it drops and hands over, what it forgets on Clear or when another writer's
-// batch came in between, and the form in which RememberCommitted keeps a batch's events). That
+// batch came in between, and the form in which RememberCommitted keeps a batch's events), and
+// what it learns from a prefetch (Learn: only a snapshot of the ledger it knows, or of the one
+// before its last batch without the orders that batch named). That
 // a batch planned from it decides as one planned from a read is proved against PostgreSQL in
 // writer_cache_pgtest.cpp.
 #include "ledger/writer_cache.hpp"
@@ -200,6 +202,55 @@ TEST(WriterCacheTest, RememberCommittedKeepsEventsAsTheDatabaseStoresThem) {
     ASSERT_TRUE(later.has_value());
     EXPECT_EQ(later->next_seq, 4);
     EXPECT_EQ(later->next_receipt_id, 5);
+}
+
+TEST(WriterCacheTest, LearnsOnlyFromASnapshotOfTheLedgerItKnowsOrTheOneBeforeItsLastBatch) {
+    WriterCache cache{100};
+    ChainValue h1{};
+    h1[0] = 1;
+    ChainValue h2{};
+    h2[0] = 2;
+    ChainValue h3{};
+    h3[0] = 3;
+    const auto none = [](std::initializer_list<const char*> keys) {
+        std::map<std::string, std::vector<Event>> events;
+        for (const char* key : keys) events[key];
+        return events;
+    };
+    // This writer's batch that wrote `key` at `seq`, leaving the ledger at `after_head`.
+    const auto batch = [&](const std::string& key, std::int64_t seq, const ChainValue& after_head) {
+        std::map<std::string, std::vector<Event>> events;
+        events[key].push_back(Event{.seq = seq, .out_trade_no = key, .receipt_id = seq});
+        cache.Remember({.next_seq = seq, .next_receipt_id = seq}, seq + 1, seq + 1, after_head,
+                       std::move(events));
+    };
+    EXPECT_EQ(cache.Learn(h1, none({"A"})), 0u);           // Knows no ledger yet.
+    batch("ORD-1", 1, h1);                                 // The ledger at h1.
+    EXPECT_EQ(cache.Learn(h2, none({"A"})), 0u);           // Another ledger's snapshot.
+    EXPECT_EQ(cache.Learn(h1, none({"A", "ORD-1"})), 1u);  // A; ORD-1 it knows already.
+    batch("ORD-2", 2, h2);                                 // This writer's next batch: h1 -> h2.
+    // A snapshot from before that batch: what it did not name is still true, ORD-2 is not.
+    EXPECT_EQ(cache.Learn(h1, none({"B", "ORD-2"})), 1u);
+    ChainValue head{};
+    const std::optional<projections::LedgerState> b = cache.StateFor({"B", "ORD-2"}, head);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(b->events.at("ORD-2").size(), 1u);  // Its own batch's, not the snapshot's none.
+    EXPECT_EQ(cache.Learn(h2, none({"C"})), 1u);  // The ledger it knows now.
+    // Another writer in between (a batch not planned on what the cache knew): only now counts.
+    cache.Remember({.next_seq = 7, .next_receipt_id = 7}, 8, 8, h3, none({"ORD-7"}));
+    EXPECT_FALSE(cache.StateFor({"A"}, head).has_value());  // Forgot what it knew...
+    EXPECT_EQ(cache.Learn(h2, none({"D"})), 0u);            // ...and the ledger before.
+    EXPECT_EQ(cache.Learn(h3, none({"D"})), 1u);            // The ledger it read, it knows.
+    cache.Clear();
+    EXPECT_EQ(cache.Learn(h3, none({"E"})), 0u);  // After a Clear it knows no ledger.
+}
+
+TEST(WriterCacheTest, UnknownNamesTheOrdersItDoesNotKnow) {
+    WriterCache cache{100};
+    Remembering remembering{cache};
+    remembering.Order(1);
+    EXPECT_EQ(cache.Unknown({"ORD-1", "ORD-2", "ORD-3"}),
+              (std::vector<std::string>{"ORD-2", "ORD-3"}));
 }
 
 }  // namespace
