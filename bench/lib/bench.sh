@@ -15,7 +15,18 @@ bench_die() {
 # -Wrestrict stays a warning: g++ 12 at -O3 reports a false positive inside libstdc++'s
 # std::string operator+ (GCC bug 105329) in ledger/database.cpp; every other warning is an
 # error as in every build.
+# With PAYLEDGER_BENCH_PREBUILT set to a build tree that holds the targets already (the ctest
+# of bench/load/compare.sh: scripts/test's Release tree), nothing is built: that tree is used.
 bench_build() {
+    if [ -n "${PAYLEDGER_BENCH_PREBUILT:-}" ]; then
+        BENCH_BUILD_DIR="$PAYLEDGER_BENCH_PREBUILT"
+        local target
+        for target in "$@"; do
+            [ -x "$BENCH_BUILD_DIR/$target" ] ||
+                bench_die "PAYLEDGER_BENCH_PREBUILT: no $target in $BENCH_BUILD_DIR"
+        done
+        return 0
+    fi
     local log="$BENCH_TMP/build.log"
     bench_log "building $* (Release) in $BENCH_BUILD_DIR"
     if ! { cmake -S "$PAYLEDGER_ROOT" -B "$BENCH_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
@@ -61,7 +72,9 @@ bench_psql() {
 # bench_createdb DB: creates the database and applies payledger's migrations to it.
 bench_createdb() {
     payledger_pg_createdb "$BENCH_PG_DATA" "$BENCH_PG_PORT" "$1"
-    PAYLEDGER_DATABASE_URL="$(bench_url "$1")" "$BENCH_BIN/payledger" migrate >/dev/null ||
+    # BENCH_MIGRATE_BIN: another revision's binary migrates the database it will serve.
+    PAYLEDGER_DATABASE_URL="$(bench_url "$1")" "${BENCH_MIGRATE_BIN:-$BENCH_BIN/payledger}" \
+        migrate >/dev/null ||
         bench_die "payledger migrate failed on $1"
 }
 bench_url() { payledger_pg_url "$BENCH_PG_DATA" "$BENCH_PG_PORT" "$1"; }

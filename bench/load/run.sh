@@ -6,7 +6,8 @@
 #                     [--low-load-requests 1000] [--loadgen-threads 2]
 #                     [--preload-orders 0] [--pgbench-orders N] [--keep] [--perf DIR]
 #                     [--perf-system] [--statements DIR] [--pg-setting 'NAME = VALUE']...
-#                     [--writer-cache-orders N]
+#                     [--writer-cache-orders N] [--bin PAYLEDGER] [--mixed-only]
+#                     [--summary FILE]
 #   --loadgen-threads: the load generator's I/O threads; 2, as pgbench's -j for (c) and (d)
 #               (with one, a batch's answers were read and followed up one after another:
 #               about 50 us each, 1.5 ms for the last of 29)
@@ -23,6 +24,12 @@
 #               reads every batch's state under the lock, in a round trip of its own)
 #   --pg-setting: a line for the throwaway PostgreSQL's postgresql.conf, e.g.
 #               "shared_preload_libraries = 'auto_explain'" (repeatable)
+#   --bin PAYLEDGER: serve this payledger binary (another revision's, built by
+#               bench/load/compare.sh) instead of the working tree's; the load generator is
+#               always the working tree's
+#   --mixed-only: only (a) and (b), without pgbench's (c) and (d) and the low-load rounds
+#               (compare.sh: the two binaries' own figures, side by side)
+#   --summary FILE: also writes the figures as `name=value` lines to FILE
 #
 # Phases, each from C keep-alive connections (default 64):
 #   ceiling   the load generator's own: GET /healthz
@@ -62,6 +69,9 @@ KEEP=""
 PERF_DIR=""
 PERF_SYSTEM=""
 STATEMENTS_DIR=""
+SERVE_BIN=""
+MIXED_ONLY=""
+SUMMARY_FILE=""
 PG_SETTINGS=()
 WRITER_CACHE_ORDERS=""
 ACCOUNTS=1000
@@ -83,6 +93,9 @@ while [ $# -gt 0 ]; do
             [[ "$2" =~ ^[0-9]+$ ]] || bench_die "--writer-cache-orders takes a whole number"
             WRITER_CACHE_ORDERS="$2"; shift 2 ;;
         --preload-orders) PRELOAD_ORDERS="$2"; shift 2 ;;
+        --bin) SERVE_BIN="$2"; shift 2 ;;
+        --mixed-only) MIXED_ONLY=1; shift ;;
+        --summary) SUMMARY_FILE="$2"; shift 2 ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
     esac
@@ -138,20 +151,27 @@ fi
 bench_build payledger payledger_loadgen
 BENCH_BIN="$BENCH_BUILD_DIR"
 LOADGEN="$BENCH_BIN/payledger_loadgen"
+PAYLEDGER_BIN="$BENCH_BIN/payledger"
+if [ -n "$SERVE_BIN" ]; then
+    [ -x "$SERVE_BIN" ] || bench_die "--bin: $SERVE_BIN is not an executable"
+    PAYLEDGER_BIN="$(cd "$(dirname "$SERVE_BIN")" && pwd)/$(basename "$SERVE_BIN")"
+fi
 
 bench_pg_up "${PG_SETTINGS[@]}"
 bench_log "PostgreSQL on $BENCH_PG_DATA port $BENCH_PG_PORT"
-bench_createdb payledger
+BENCH_MIGRATE_BIN="$PAYLEDGER_BIN" bench_createdb payledger
 [ -z "$STATEMENTS_DIR" ] || bench_psql payledger -c "CREATE EXTENSION pg_stat_statements" >/dev/null
 # (a) fresh: autovacuum never analyzes these tables behind the run's back; (b) resets it.
 LEDGER_TABLES=(ledger_events callback_receipts orders balances)
 for table in "${LEDGER_TABLES[@]}"; do
     bench_psql payledger -c "ALTER TABLE $table SET (autovacuum_enabled = false)" >/dev/null
 done
-bench_createdb pgbench_ledger
-bench_log "loading $PGBENCH_ORDERS orders for pgbench into pgbench_ledger"
-bench_seed pgbench_ledger PGB- "$PGBENCH_ORDERS" 0 "$ACCOUNTS"
-bench_psql pgbench_ledger -c "VACUUM ANALYZE" -c CHECKPOINT
+if [ -z "$MIXED_ONLY" ]; then
+    bench_createdb pgbench_ledger
+    bench_log "loading $PGBENCH_ORDERS orders for pgbench into pgbench_ledger"
+    bench_seed pgbench_ledger PGB- "$PGBENCH_ORDERS" 0 "$ACCOUNTS"
+    bench_psql pgbench_ledger -c "VACUUM ANALYZE" -c CHECKPOINT
+fi
 if [ "$PRELOAD_ORDERS" -gt 0 ]; then
     # An older ledger under the new orders: half of the preloaded orders paid.
     bench_log "preloading $PRELOAD_ORDERS orders (half paid) into the payledger database"
@@ -178,7 +198,7 @@ cat >"$CONFIG" <<JSON
 }
 JSON
 chmod 600 "$CONFIG"
-"$BENCH_BIN/payledger" serve --config "$CONFIG" >"$BENCH_TMP/serve.out" 2>"$BENCH_TMP/serve.log" &
+"$PAYLEDGER_BIN" serve --config "$CONFIG" >"$BENCH_TMP/serve.out" 2>"$BENCH_TMP/serve.log" &
 SERVER_PID=$!
 for _ in $(seq 1 300); do
     curl -fsS -o /dev/null "http://127.0.0.1:$PORT/readyz" 2>/dev/null && break
@@ -372,53 +392,55 @@ done
 bench_psql payledger -c ANALYZE -c CHECKPOINT >/dev/null
 mixed analyzed "$ORDERS"
 
-bench_log "(c) pgbench: one callback per transaction, no writer lock, $CONNECTIONS clients"
-PGBENCH_C="$(pgbench_run c callback.pgbench "$CONNECTIONS" "$SECONDS_LIMIT" -D lock=0)"
-bench_psql pgbench_ledger -c CHECKPOINT >/dev/null
-bench_log "(d) pgbench: $PGBENCH_BATCH callbacks per transaction, 2 clients"
-PGBENCH_D_TPS="$(pgbench_run d callback_batch.pgbench 2 "$SECONDS_LIMIT" -D n="$PGBENCH_BATCH")"
-PGBENCH_D="$(bench_calc "$PGBENCH_D_TPS * $PGBENCH_BATCH")"
-bench_psql pgbench_ledger -c CHECKPOINT >/dev/null
-
-bench_log "low load: 1 connection; $LOW_LOAD_ROUNDS rounds of lone appends, then pgbench 1 client"
-# Interleaved rounds, each after a CHECKPOINT of both databases: the WAL flush dominates a
-# lone transaction, and its time drifts with what the disk is doing (a checkpoint half-way,
-# another tenant), so both sides of the difference are measured side by side, round by round.
-LOW_FIRST=$((2 * ORDERS))
-PER_ROUND=$((LOW_LOAD_REQUESTS / LOW_LOAD_ROUNDS))
-[ "$PER_ROUND" -ge 20 ] || bench_die "--low-load-requests: at least 20 per round ($LOW_LOAD_ROUNDS rounds)"
-phase create_1 --mode create --connections "$CONNECTIONS" --first-order "$LOW_FIRST" \
-    --orders "$LOW_LOAD_REQUESTS" --seconds 600
-phase healthz_1 --mode healthz --connections 1 --orders "$LOW_LOAD_REQUESTS" \
-    --seconds "$LOW_LOAD_SECONDS"
-declare -a ROUND_APPEND_P50 ROUND_APPEND_P99 ROUND_PGB_P50 ROUND_PGB_P99 ROUND_ADDED
-for round in $(seq 1 "$LOW_LOAD_ROUNDS"); do
-    bench_psql payledger -c CHECKPOINT >/dev/null
+if [ -z "$MIXED_ONLY" ]; then
+    bench_log "(c) pgbench: one callback per transaction, no writer lock, $CONNECTIONS clients"
+    PGBENCH_C="$(pgbench_run c callback.pgbench "$CONNECTIONS" "$SECONDS_LIMIT" -D lock=0)"
     bench_psql pgbench_ledger -c CHECKPOINT >/dev/null
-    phase "unique_1_$round" --mode pay --expect appended --connections 1 \
-        --first-order "$((LOW_FIRST + (round - 1) * PER_ROUND))" --orders "$PER_ROUND" \
+    bench_log "(d) pgbench: $PGBENCH_BATCH callbacks per transaction, 2 clients"
+    PGBENCH_D_TPS="$(pgbench_run d callback_batch.pgbench 2 "$SECONDS_LIMIT" -D n="$PGBENCH_BATCH")"
+    PGBENCH_D="$(bench_calc "$PGBENCH_D_TPS * $PGBENCH_BATCH")"
+    bench_psql pgbench_ledger -c CHECKPOINT >/dev/null
+
+    bench_log "low load: 1 connection; $LOW_LOAD_ROUNDS rounds of lone appends, then pgbench 1 client"
+    # Interleaved rounds, each after a CHECKPOINT of both databases: the WAL flush dominates a
+    # lone transaction, and its time drifts with what the disk is doing (a checkpoint half-way,
+    # another tenant), so both sides of the difference are measured side by side, round by round.
+    LOW_FIRST=$((2 * ORDERS))
+    PER_ROUND=$((LOW_LOAD_REQUESTS / LOW_LOAD_ROUNDS))
+    [ "$PER_ROUND" -ge 20 ] || bench_die "--low-load-requests: at least 20 per round ($LOW_LOAD_ROUNDS rounds)"
+    phase create_1 --mode create --connections "$CONNECTIONS" --first-order "$LOW_FIRST" \
+        --orders "$LOW_LOAD_REQUESTS" --seconds 600
+    phase healthz_1 --mode healthz --connections 1 --orders "$LOW_LOAD_REQUESTS" \
         --seconds "$LOW_LOAD_SECONDS"
-    ROUND_APPEND_P50+=("${P50[unique_1_$round]}")
-    ROUND_APPEND_P99+=("${P99[unique_1_$round]}")
-    rm -f "$BENCH_TMP"/pgb1.*
-    pgbench_run "one_$round" callback.pgbench 1 "$LOW_LOAD_ROUND_SECONDS" -D lock=0 --log \
-        --log-prefix="$BENCH_TMP/pgb1" >/dev/null
-    # The per-transaction log: the third field is the latency in microseconds.
-    read -r pgb_p50 pgb_p99 < <(cat "$BENCH_TMP"/pgb1.* | awk '{ print $3 }' | sort -n | awk '
-        { v[NR] = $1 }
-        END { i50 = int(NR * 0.50 + 0.999999); i99 = int(NR * 0.99 + 0.999999);
-              printf "%.2f %.2f\n", v[i50] / 1000, v[i99] / 1000 }')
-    ROUND_PGB_P50+=("$pgb_p50")
-    ROUND_PGB_P99+=("$pgb_p99")
-    ROUND_ADDED+=("$(bench_calc "${P50[unique_1_$round]} - $pgb_p50")")
-    bench_log "low load round $round: lone appends p50 ${P50[unique_1_$round]} ms," \
-        "pgbench 1 client p50 $pgb_p50 ms"
-done
-LONE_P50="$(bench_median "${ROUND_APPEND_P50[@]}")"
-LONE_P99="$(bench_median "${ROUND_APPEND_P99[@]}")"
-PGB1_P50="$(bench_median "${ROUND_PGB_P50[@]}")"
-PGB1_P99="$(bench_median "${ROUND_PGB_P99[@]}")"
-ADDED_P50="$(bench_median "${ROUND_ADDED[@]}")"
+    declare -a ROUND_APPEND_P50 ROUND_APPEND_P99 ROUND_PGB_P50 ROUND_PGB_P99 ROUND_ADDED
+    for round in $(seq 1 "$LOW_LOAD_ROUNDS"); do
+        bench_psql payledger -c CHECKPOINT >/dev/null
+        bench_psql pgbench_ledger -c CHECKPOINT >/dev/null
+        phase "unique_1_$round" --mode pay --expect appended --connections 1 \
+            --first-order "$((LOW_FIRST + (round - 1) * PER_ROUND))" --orders "$PER_ROUND" \
+            --seconds "$LOW_LOAD_SECONDS"
+        ROUND_APPEND_P50+=("${P50[unique_1_$round]}")
+        ROUND_APPEND_P99+=("${P99[unique_1_$round]}")
+        rm -f "$BENCH_TMP"/pgb1.*
+        pgbench_run "one_$round" callback.pgbench 1 "$LOW_LOAD_ROUND_SECONDS" -D lock=0 --log \
+            --log-prefix="$BENCH_TMP/pgb1" >/dev/null
+        # The per-transaction log: the third field is the latency in microseconds.
+        read -r pgb_p50 pgb_p99 < <(cat "$BENCH_TMP"/pgb1.* | awk '{ print $3 }' | sort -n | awk '
+            { v[NR] = $1 }
+            END { i50 = int(NR * 0.50 + 0.999999); i99 = int(NR * 0.99 + 0.999999);
+                  printf "%.2f %.2f\n", v[i50] / 1000, v[i99] / 1000 }')
+        ROUND_PGB_P50+=("$pgb_p50")
+        ROUND_PGB_P99+=("$pgb_p99")
+        ROUND_ADDED+=("$(bench_calc "${P50[unique_1_$round]} - $pgb_p50")")
+        bench_log "low load round $round: lone appends p50 ${P50[unique_1_$round]} ms," \
+            "pgbench 1 client p50 $pgb_p50 ms"
+    done
+    LONE_P50="$(bench_median "${ROUND_APPEND_P50[@]}")"
+    LONE_P99="$(bench_median "${ROUND_APPEND_P99[@]}")"
+    PGB1_P50="$(bench_median "${ROUND_PGB_P50[@]}")"
+    PGB1_P99="$(bench_median "${ROUND_PGB_P99[@]}")"
+    ADDED_P50="$(bench_median "${ROUND_ADDED[@]}")"
+fi
 
 RSS_MIB="$(bench_vmhwm_mib "$SERVER_PID")"
 bench_log "payledger serve peak RSS (VmHWM): $RSS_MIB MiB"
@@ -429,12 +451,38 @@ SERVER_PID=""
 
 bench_log "payledger verify (after the run)"
 VERIFY_STATUS=0
-"$BENCH_BIN/payledger" verify --config "$CONFIG" >"$BENCH_TMP/verify.out" 2>&1 || VERIFY_STATUS=$?
+"$PAYLEDGER_BIN" verify --config "$CONFIG" >"$BENCH_TMP/verify.out" 2>&1 || VERIFY_STATUS=$?
 cat "$BENCH_TMP/verify.out" >&2
 [ "$VERIFY_STATUS" -eq 0 ] || FAILED=1
-PGBENCH_VERIFY="$(PAYLEDGER_DATABASE_URL="$(bench_url pgbench_ledger)" "$BENCH_BIN/payledger" verify \
-    2>&1 | tr '\n' ' ')" || bench_die "the pgbench database fails verify: $PGBENCH_VERIFY"
-bench_log "payledger verify of the pgbench database: $PGBENCH_VERIFY"
+if [ -z "$MIXED_ONLY" ]; then
+    PGBENCH_VERIFY="$(PAYLEDGER_DATABASE_URL="$(bench_url pgbench_ledger)" "$BENCH_BIN/payledger" \
+        verify 2>&1 | tr '\n' ' ')" || bench_die "the pgbench database fails verify: $PGBENCH_VERIFY"
+    bench_log "payledger verify of the pgbench database: $PGBENCH_VERIFY"
+fi
+
+if [ -n "$SUMMARY_FILE" ]; then
+    {
+        for label in fresh analyzed; do
+            echo "${label}_rps=${RPS[$label]}"
+            echo "${label}_p99_ms=${P99[$label]}"
+            echo "${label}_batch=${BATCH[$label]}"
+        done
+        echo "rss_mib=$RSS_MIB"
+        echo "verify=$VERIFY_STATUS"
+        [ -n "$MIXED_ONLY" ] || echo "pgbench_c=$PGBENCH_C"
+        [ -n "$MIXED_ONLY" ] || echo "pgbench_d=$PGBENCH_D"
+    } >"$SUMMARY_FILE"
+fi
+if [ -n "$MIXED_ONLY" ]; then
+    printf '\n### bench/load (mixed only)\n\n`%s` — %s\n\n' "$COMMAND" "$(bench_machine)"
+    for label in fresh analyzed; do
+        printf -- '- %s: %s/s, p50 %s ms, p99 %s ms, %s errors; %s deliveries per commit\n' \
+            "$label" "$(bench_fmt 0 "${RPS[$label]}")" "${P50[$label]}" "${P99[$label]}" \
+            "${ERRORS[$label]}" "$(bench_fmt 1 "${BATCH[$label]}")"
+    done
+    [ -z "$FAILED" ] || bench_die "some answers were not the expected ones, or verify failed (above)"
+    exit 0
+fi
 
 # --- report -------------------------------------------------------------------------------
 row() { printf '| %s | %s | %s | %s |\n' "$@"; }
