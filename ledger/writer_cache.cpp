@@ -33,8 +33,7 @@ void WriterCache::Clear() {
 
 void WriterCache::ClearLocked() {
     valid_ = false;
-    previous_head_.reset();
-    last_keys_.clear();
+    history_.clear();
     Drop(newer_);
     Drop(older_);
 }
@@ -100,17 +99,20 @@ void WriterCache::Remember(const projections::LedgerState& before, std::int64_t 
     if (valid_ && !continued) {
         ClearLocked();  // Another writer's batches came in between: what it changed is unknown.
     }
-    previous_head_.reset();
-    last_keys_.clear();
-    if (continued) previous_head_ = head_;
+    if (continued) {
+        Written written{.head_before = head_};
+        written.keys.reserve(events.size());
+        for (const auto& [key, stored] : events) written.keys.push_back(key);
+        history_.push_back(std::move(written));
+        if (history_.size() > kHistoryMax) history_.pop_front();
+    } else {
+        history_.clear();
+    }
     valid_ = true;
     next_seq_ = next_seq_after;
     next_receipt_id_ = next_receipt_id_after;
     head_ = head;
-    for (auto& [key, stored] : events) {
-        if (continued) last_keys_.insert(key);
-        Insert(key, std::move(stored));
-    }
+    for (auto& [key, stored] : events) Insert(key, std::move(stored));
 }
 
 std::vector<std::string> WriterCache::Unknown(const std::vector<std::string>& keys) const {
@@ -128,14 +130,21 @@ std::size_t WriterCache::Learn(const ChainValue& snapshot_head,
                                std::map<std::string, std::vector<Event>> events) {
     std::lock_guard lock{mutex_};
     if (!valid_) return 0;
-    const bool now = snapshot_head == head_;
-    if (!now && !(previous_head_ && snapshot_head == *previous_head_)) return 0;
+    // The orders this writer's batches named since the snapshot: they changed after it.
+    std::set<std::string> changed_since;
+    if (snapshot_head != head_) {
+        auto since = history_.end();
+        while (since != history_.begin() && (since - 1)->head_before != snapshot_head) --since;
+        if (since == history_.begin()) return 0;  // Another ledger, or too long ago.
+        for (auto written = since - 1; written != history_.end(); ++written) {
+            changed_since.insert(written->keys.begin(), written->keys.end());
+        }
+    }
     std::size_t learned = 0;
     for (auto& [key, stored] : events) {
-        // What the cache knows is as new as the snapshot, or newer; the last batch's orders
-        // changed after a snapshot taken before it.
+        // What the cache knows is as new as the snapshot, or newer.
         if (newer_.find(key) != newer_.end() || older_.find(key) != older_.end()) continue;
-        if (!now && last_keys_.count(key) != 0) continue;
+        if (changed_since.count(key) != 0) continue;
         std::vector<Event> kept;
         kept.reserve(stored.size());
         for (Event& event : stored) kept.push_back(AsStored(std::move(event)));

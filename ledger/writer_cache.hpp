@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -63,11 +64,12 @@ public:
     [[nodiscard]] std::vector<std::string> Unknown(const std::vector<std::string>& keys) const;
     // The stored events of orders read outside the writer lock (an empty vector: an order with
     // none), in one snapshot whose chain's head was `snapshot_head`. The cache learns those it
-    // does not know yet when that snapshot is the ledger it knows now, or the ledger before this
-    // writer's last batch (then only the orders that batch did not name: it changed no other).
-    // Either way nothing else wrote between the snapshot and the ledger the cache knows, and
-    // WriteBatch's check under the lock (schema 0007) proves that nothing wrote since, or forgets
-    // everything. Returns how many orders it learned (0 when the snapshot is another ledger's).
+    // does not know yet when that snapshot is the ledger it knows now, or the ledger before one
+    // of this writer's last kHistoryMax batches (then only the orders those batches did not name:
+    // they changed no other). Either way nothing else wrote between the snapshot and the ledger
+    // the cache knows, and WriteBatch's check under the lock (schema 0007) proves that nothing
+    // wrote since, or forgets everything. Returns how many orders it learned (0 when the
+    // snapshot is another ledger's).
     std::size_t Learn(const ChainValue& snapshot_head,
                       std::map<std::string, std::vector<projections::Event>> events);
 
@@ -84,10 +86,15 @@ private:
     std::int64_t next_seq_ = 0;
     std::int64_t next_receipt_id_ = 0;
     ChainValue head_{};
-    // The head before this writer's last batch, and the orders that batch named, while the
-    // batch continued the ledger the cache knew (Learn).
-    std::optional<ChainValue> previous_head_{};
-    std::set<std::string> last_keys_{};
+    // This writer's last batches that continued the ledger the cache knew, oldest first: the
+    // head before each, and the orders it named (Learn). A prefetch's read takes a millisecond
+    // or two, in which the writer commits a batch or two.
+    struct Written {
+        ChainValue head_before{};
+        std::vector<std::string> keys{};
+    };
+    static constexpr std::size_t kHistoryMax = 16;
+    std::deque<Written> history_{};
     Generation newer_;
     Generation older_;
     std::vector<Generation> dropped_;  // TakeDropped().

@@ -14,6 +14,7 @@
 #   --rev-file F    REV is the first line of F that is not a comment (bench/baseline: the last
 #                   landed round)
 #   --rounds N      runs of each binary (default 3)
+#   --logs DIR      keep every run's log (serve's, the load generator's, run.sh's) in DIR
 #   --max-loss P    exit 1 when the working tree's median throughput, in either phase, is more
 #                   than P % below REV's (default: none, report only)
 #   after --         passed on to every bench/load/run.sh (--writer-cache-orders 0, --pg-setting …)
@@ -31,6 +32,7 @@ ORDERS=20000
 SECONDS_LIMIT=20
 CONNECTIONS=64
 MAX_LOSS=""
+LOGS=""
 EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -44,6 +46,7 @@ while [ $# -gt 0 ]; do
         --seconds) SECONDS_LIMIT="$2"; shift 2 ;;
         --connections) CONNECTIONS="$2"; shift 2 ;;
         --max-loss) MAX_LOSS="$2"; shift 2 ;;
+        --logs) LOGS="$2"; shift 2 ;;
         --) shift; EXTRA=("$@"); break ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
@@ -88,8 +91,10 @@ run_one() {
         --seconds "$SECONDS_LIMIT" --connections "$CONNECTIONS" \
         --summary "$BENCH_TMP/$1.summary" "${EXTRA[@]}" >"$BENCH_TMP/$1.out" 2>"$BENCH_TMP/$1.log" ||
         { tail -30 "$BENCH_TMP/$1.log" >&2; bench_die "the run of $1 failed (log above)"; }
+    [ -z "$LOGS" ] || cp "$BENCH_TMP/$1.log" "$BENCH_TMP/$1.out" "$LOGS/"
 }
 value() { sed -n "s/^$2=//p" "$BENCH_TMP/$1.summary"; }
+[ -z "$LOGS" ] || mkdir -p "$LOGS"
 
 declare -a RATIO_FRESH RATIO_ANALYZED
 LINES=()

@@ -245,6 +245,32 @@ TEST(WriterCacheTest, LearnsOnlyFromASnapshotOfTheLedgerItKnowsOrTheOneBeforeIts
     EXPECT_EQ(cache.Learn(h3, none({"E"})), 0u);  // After a Clear it knows no ledger.
 }
 
+TEST(WriterCacheTest, ASnapshotSomeBatchesOldSkipsEveryOrderTheyNamed) {
+    WriterCache cache{100};
+    std::vector<ChainValue> heads(4);
+    for (std::size_t i = 0; i < heads.size(); ++i) heads[i][0] = static_cast<std::uint8_t>(i + 1);
+    // Batch i (0 ... 3) writes ORD-i and leaves the ledger at heads[i], each continuing the last.
+    for (std::int64_t i = 0; i < 4; ++i) {
+        const std::string key = "ORD-" + std::to_string(i);
+        std::map<std::string, std::vector<Event>> events;
+        events[key].push_back(Event{.seq = i + 1, .out_trade_no = key, .receipt_id = i + 1});
+        cache.Remember({.next_seq = i + 1, .next_receipt_id = i + 1}, i + 2, i + 2,
+                       heads[static_cast<std::size_t>(i)], std::move(events));
+    }
+    // A snapshot of the ledger at heads[0]: batches 1 to 3 came after it.
+    std::map<std::string, std::vector<Event>> seen;
+    for (const char* key : {"NEW", "ORD-1", "ORD-2", "ORD-3"}) seen[key];
+    EXPECT_EQ(cache.Learn(heads[0], seen), 1u);
+    ChainValue head{};
+    const std::optional<projections::LedgerState> state =
+        cache.StateFor({"NEW", "ORD-1", "ORD-2", "ORD-3"}, head);
+    ASSERT_TRUE(state.has_value());
+    for (const char* key : {"ORD-1", "ORD-2", "ORD-3"}) {
+        EXPECT_EQ(state->events.at(key).size(), 1u) << key;  // The batches', not the snapshot's.
+    }
+    EXPECT_EQ(state->events.count("NEW"), 0u);  // Learned: an order without events.
+}
+
 TEST(WriterCacheTest, UnknownNamesTheOrdersItDoesNotKnow) {
     WriterCache cache{100};
     Remembering remembering{cache};
