@@ -148,6 +148,65 @@ std::vector<Cidr> ParseCidrs(const json& value, const std::string& field) {
     return blocks;
 }
 
+// The longest a schedule's step, or the first query's delay, may be: a day, after which the
+// daily statement is the net (docs/query.md#when).
+constexpr std::int64_t kQueryStepSecondsMax = 24 * 60 * 60;
+constexpr std::size_t kQueryStepsMax = 32;
+constexpr std::size_t kQueryConcurrencyMax = 64;
+constexpr std::int64_t kQueryTimeoutSecondsMax = 60;
+
+}  // namespace
+
+std::vector<std::chrono::seconds> DefaultQuerySteps() {
+    std::vector<std::chrono::seconds> steps;
+    for (const std::int64_t seconds : {60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400}) {
+        steps.emplace_back(seconds);
+    }
+    return steps;
+}
+
+namespace {
+
+// The top-level `query` section (docs/query.md#when).
+QuerySchedule ParseQuerySchedule(const json& query) {
+    if (!query.is_object()) throw ConfigError("query: must be an object");
+    QuerySchedule schedule;
+    const auto seconds = [](const json& value, const std::string& field, std::int64_t min,
+                            std::int64_t max) {
+        if (!value.is_number_unsigned() ||
+            value.get<std::uint64_t>() < static_cast<std::uint64_t>(min) ||
+            value.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) {
+            throw ConfigError(field + ": must be an integer from " + std::to_string(min) + " to " +
+                              std::to_string(max));
+        }
+        return std::chrono::seconds{value.get<std::int64_t>()};
+    };
+    if (const auto first = query.find("first_after_seconds"); first != query.end()) {
+        schedule.first_after =
+            seconds(*first, "query.first_after_seconds", 0, kQueryStepSecondsMax);
+    }
+    if (const auto steps = query.find("schedule_seconds"); steps != query.end()) {
+        if (!steps->is_array() || steps->size() > kQueryStepsMax) {
+            throw ConfigError("query.schedule_seconds: must be an array of at most " +
+                              std::to_string(kQueryStepsMax) + " step lengths in seconds");
+        }
+        schedule.steps.clear();
+        for (std::size_t i = 0; i < steps->size(); ++i) {
+            schedule.steps.push_back(seconds((*steps)[i],
+                                             "query.schedule_seconds[" + std::to_string(i) + "]", 1,
+                                             kQueryStepSecondsMax));
+        }
+    }
+    if (const auto concurrency = query.find("concurrency"); concurrency != query.end()) {
+        schedule.concurrency = static_cast<std::size_t>(
+            seconds(*concurrency, "query.concurrency", 1, kQueryConcurrencyMax).count());
+    }
+    if (const auto timeout = query.find("timeout_seconds"); timeout != query.end()) {
+        schedule.timeout = seconds(*timeout, "query.timeout_seconds", 1, kQueryTimeoutSecondsMax);
+    }
+    return schedule;
+}
+
 // The URL payledger writes through (docs/design.md#failover), checked by libpq's own parser.
 std::string ParseWriteUrl(const std::string& url, const std::string& field) {
     try {
@@ -265,6 +324,9 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
     }
     if (const auto subscriptions = root.find("subscriptions"); subscriptions != root.end()) {
         config.subscriptions = ParseSubscriptions(*subscriptions);
+    }
+    if (const auto query = root.find("query"); query != root.end()) {
+        config.query = ParseQuerySchedule(*query);
     }
     ParsePlatformSections(root, base_dir, config);
     return config;

@@ -31,11 +31,45 @@ struct GenericConfig {
 // `wechat_v2` (docs/platforms.md#wechat-pay-apiv2): sign_type MD5 (default) or HMAC-SHA256.
 enum class WechatV2SignType { kMd5, kHmacSha256 };
 
+// Where a channel's `query` section sends its queries and closes (docs/query.md): `https://`,
+// or `http://` to a loopback address (a simulator). The base URL as given, without a trailing
+// slash.
+struct QueryEndpoint {
+    std::string api_base{};
+};
+
 struct WechatV2Config {
     std::string appid{};
     std::string mch_id{};
     std::string api_key{};  // The APIv2 key: signs notices, and its MD5 decrypts refunds.
     WechatV2SignType sign_type = WechatV2SignType::kMd5;
+    // `wechat_v2.query`: queries sign with api_key and sign_type, as notices do.
+    std::optional<QueryEndpoint> query{};
+};
+
+// `wechat_v3.query`: requests are signed with the merchant API private key, whose certificate
+// serial goes in the Authorization header.
+struct WechatV3QueryConfig {
+    QueryEndpoint endpoint{};
+    PrivateKey merchant_private_key{};
+    std::string merchant_serial{};
+};
+
+// `alipay.query`: requests are signed RSA2 with the app private key.
+struct AlipayQueryConfig {
+    QueryEndpoint endpoint{};
+    PrivateKey app_private_key{};
+};
+
+// The schedule's steps when the config names none: 1, 2, 5, 10, 30 minutes, 1, 2, 6, 24 hours.
+[[nodiscard]] std::vector<std::chrono::seconds> DefaultQuerySteps();
+
+// The top-level `query` section: when the platforms are asked (docs/query.md#when).
+struct QuerySchedule {
+    std::chrono::seconds first_after{60};
+    std::vector<std::chrono::seconds> steps = DefaultQuerySteps();
+    std::size_t concurrency = 8;
+    std::chrono::seconds timeout{10};
 };
 
 // `wechat_v3` (docs/platforms.md#wechat-pay-apiv3). The simulate_* fields are optional, for
@@ -48,6 +82,7 @@ struct WechatV3Config {
     std::map<std::string, PublicKey> platform_public_keys{};  // By Wechatpay-Serial.
     std::optional<PrivateKey> simulate_private_key{};
     std::string simulate_serial{};
+    std::optional<WechatV3QueryConfig> query{};
 };
 
 // `alipay` (docs/platforms.md#alipay); simulate_private_key as for WechatV3Config.
@@ -56,6 +91,7 @@ struct AlipayConfig {
     PublicKey alipay_public_key{};
     std::string seller_id{};  // Optional: when set, every notice's seller_id must be it.
     std::optional<PrivateKey> simulate_private_key{};
+    std::optional<AlipayQueryConfig> query{};
 };
 
 // `limits` (docs/security.md#peers-and-limits).
@@ -129,6 +165,15 @@ struct Config {
     std::optional<std::string> audit_signing_key_pem{};
     // The ledger's events pushed to receivers (api/subscriptions/subscription_config.hpp).
     std::vector<SubscriptionConfig> subscriptions{};
+    // When the platforms are asked about orders registered with a channel whose section has a
+    // `query` (docs/query.md); the defaults when the config has no top-level `query`.
+    QuerySchedule query{};
+
+    // True when some channel's section has a `query`: serve then runs the scheduler.
+    [[nodiscard]] bool AsksPlatforms() const {
+        return (wechat_v2 && wechat_v2->query) || (wechat_v3 && wechat_v3->query) ||
+               (alipay && alipay->query);
+    }
 };
 
 // File modes (docs/design.md#configuration). A secret file (the config, a private key) that users

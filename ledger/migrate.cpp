@@ -66,6 +66,9 @@ void GrantServiceRole(pqxx::connection& connection, const std::string& role) {
     tx.exec("GRANT SELECT, INSERT, UPDATE ON subscriptions TO " + grantee);
     tx.exec("GRANT SELECT, INSERT ON subscription_changes TO " + grantee);
     tx.exec("GRANT USAGE ON SEQUENCE subscription_changes_id_seq TO " + grantee);
+    // Asking the platforms (schema/0011): the schedule's rows, made by the trigger on the
+    // ledger's ORDER_CREATEDs, and the first query's delay that serve writes at start.
+    tx.exec("GRANT SELECT, INSERT, UPDATE ON order_queries, order_query_settings TO " + grantee);
     // The writer reads the sequences' state and moves them with setval (SELECT, UPDATE);
     // reconciliations takes ids with nextval (USAGE).
     tx.exec(

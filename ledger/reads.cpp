@@ -43,6 +43,17 @@ std::string ReceiptPage(const char* where, const char* direction, const char* li
 const std::vector<Statement>& ReadStatements() {
     static const std::vector<Statement> statements = {
         {"read_order", Select(kOrderColumns, "FROM orders WHERE out_trade_no = $1")},
+        {"read_order_view",
+         "SELECT o.*, e.data::text, q.out_trade_no IS NOT NULL, q.attempts, "
+         "(extract(epoch FROM q.last_at) * 1000000)::bigint, q.last_answer, "
+         "(extract(epoch FROM q.next_at) * 1000000)::bigint, "
+         "(extract(epoch FROM q.closed_at) * 1000000)::bigint "
+         "FROM (" +
+             Select(kOrderColumns, "FROM orders WHERE out_trade_no = $1") +
+             ") AS o "
+             "LEFT JOIN ledger_events AS e "
+             "ON e.out_trade_no = $1 AND e.event_type = 'ORDER_CREATED' "
+             "LEFT JOIN order_queries AS q ON q.out_trade_no = $1"},
         {"read_order_events",
          Select(kEventColumns, "FROM ledger_events WHERE out_trade_no = $1 ORDER BY seq")},
         {"read_order_receipts",
@@ -73,6 +84,31 @@ std::optional<projections::OrderRow> ReadOrder(pqxx::transaction_base& tx,
     const pqxx::result rows = tx.exec_prepared("read_order", out_trade_no);
     if (rows.empty()) return std::nullopt;
     return OrderFromRow(rows[0]);
+}
+
+std::optional<OrderView> ReadOrderView(pqxx::transaction_base& tx,
+                                       const std::string& out_trade_no) {
+    const pqxx::result rows = tx.exec_prepared("read_order_view", out_trade_no);
+    if (rows.empty()) return std::nullopt;
+    const pqxx::row& row = rows[0];
+    constexpr pqxx::row::size_type kFirst = 10;  // After kOrderColumns' ten.
+    const auto time = [&](pqxx::row::size_type column) -> std::optional<projections::TimeMicros> {
+        if (row[column].is_null()) return std::nullopt;
+        return row[column].as<std::int64_t>();
+    };
+    OrderView view{.order = OrderFromRow(row)};
+    if (!row[kFirst].is_null()) view.registered_data = row[kFirst].as<std::string>();
+    if (row[kFirst + 1].as<bool>()) {
+        view.query =
+            QueryState{.attempts = row[kFirst + 2].as<std::int64_t>(),
+                       .last_at = time(kFirst + 3),
+                       .last_answer = row[kFirst + 4].is_null()
+                                          ? std::nullopt
+                                          : std::optional(row[kFirst + 4].as<std::string>()),
+                       .next_at = time(kFirst + 5),
+                       .closed_at = time(kFirst + 6)};
+    }
+    return view;
 }
 
 std::vector<projections::Event> ReadOrderEvents(pqxx::transaction_base& tx,

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ledger/order_json.hpp"
 #include "ledger/rows.hpp"
 #include "projections/event.hpp"
 #include "projections/order_fold.hpp"
@@ -24,6 +25,16 @@ inline constexpr std::int64_t kPageSizeMax = 1000;
 // 64 KiB each would otherwise be 64 MiB in memory, twice (the driver's result and the copies).
 inline constexpr std::int64_t kPageBodyBytesMax = 8 * 1024 * 1024;
 
+// An order as the API shows it (docs/query.md): its row, what its registration said (its
+// ORDER_CREATED's data) and where asking its platform stands (order_queries; none when it was
+// registered without a channel). One read, one snapshot.
+struct OrderView {
+    projections::OrderRow order{};
+    std::string registered_data = "{}";
+    std::optional<QueryState> query{};
+};
+[[nodiscard]] std::optional<OrderView> ReadOrderView(pqxx::transaction_base& tx,
+                                                     const std::string& out_trade_no);
 [[nodiscard]] std::optional<projections::OrderRow> ReadOrder(pqxx::transaction_base& tx,
                                                              const std::string& out_trade_no);
 [[nodiscard]] std::vector<projections::Event> ReadOrderEvents(pqxx::transaction_base& tx,

@@ -273,6 +273,8 @@ std::vector<DeliveryResult> ResultsOf(projections::BatchPlan& plan) {
                            .seq = planned.seq,
                            .message = std::move(planned.message),
                            .order = std::move(planned.order),
+                           .registered_data = std::move(planned.registered_data),
+                           .registered_at = planned.registered_at,
                            .receipt_id = planned.receipt_id});
     }
     return results;

@@ -58,6 +58,9 @@ struct DeliveryResult {
     // never in an answer (it names hosts, ports, sockets and SQL).
     std::string detail{};
     std::optional<projections::OrderRow> order{};  // The order after this delivery, if known.
+    // An ORDER_CREATED's: the data of the order's ORDER_CREATED (PlannedDelivery).
+    std::string registered_data{};
+    projections::TimeMicros registered_at = 0;
     std::int64_t receipt_id = 0;
     bool internal_error = false;  // An invariant or a database rule failed: answer 500.
 };

@@ -16,8 +16,14 @@ Event AsStored(Event event) {
     }
     if (event.transaction_id) event.transaction_id = StorableText(*event.transaction_id);
     event.recorded_at = 0;
-    event.data.clear();
-    event.data.shrink_to_fit();
+    // An ORDER_CREATED's data is what its registration said (a channel, an expiry): the answer to
+    // a repeated registration shows it. Every other event's is not read from the cache.
+    if (event.event_type == projections::EventType::kOrderCreated) {
+        event.data = StorableText(JsonWithoutNul(std::move(event.data)));
+    } else {
+        event.data.clear();
+        event.data.shrink_to_fit();
+    }
     return event;
 }
 

@@ -15,7 +15,7 @@ constexpr std::array<std::pair<EventType, std::string_view>, 4> kEventTypeNames{
     {EventType::kRefundSucceeded, "REFUND_SUCCEEDED"},
 }};
 
-constexpr std::array<std::pair<Source, std::string_view>, 7> kSourceNames{{
+constexpr std::array<std::pair<Source, std::string_view>, 13> kSourceNames{{
     {Source::kApi, "api"},
     {Source::kWechatV2, "wechat_v2"},
     {Source::kWechatV3, "wechat_v3"},
@@ -23,6 +23,12 @@ constexpr std::array<std::pair<Source, std::string_view>, 7> kSourceNames{{
     {Source::kGeneric, "generic"},
     {Source::kWechatBill, "wechat_bill"},
     {Source::kAlipayBill, "alipay_bill"},
+    {Source::kWechatV2Query, "wechat_v2_query"},
+    {Source::kWechatV3Query, "wechat_v3_query"},
+    {Source::kAlipayQuery, "alipay_query"},
+    {Source::kWechatV2Close, "wechat_v2_close"},
+    {Source::kWechatV3Close, "wechat_v3_close"},
+    {Source::kAlipayClose, "alipay_close"},
 }};
 
 constexpr std::array<std::pair<Outcome, std::string_view>, 10> kOutcomeNames{{

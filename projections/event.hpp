@@ -15,8 +15,23 @@ static_assert(kAmountMax <= INT64_MAX / kEventsPerOrderMax, "sums of one order c
 // The event types (docs/design.md#events), in that order everywhere.
 enum class EventType { kOrderCreated, kPaymentSucceeded, kPaymentClosed, kRefundSucceeded };
 
-// Where a delivery came from (the `source` of docs/design.md#events; the bill sources last).
-enum class Source { kApi, kWechatV2, kWechatV3, kAlipay, kGeneric, kWechatBill, kAlipayBill };
+// Where a delivery came from (the `source` of docs/design.md#events): the bill sources, then what
+// payledger learned by asking the platform itself (docs/query.md): a query's answer, a close's.
+enum class Source {
+    kApi,
+    kWechatV2,
+    kWechatV3,
+    kAlipay,
+    kGeneric,
+    kWechatBill,
+    kAlipayBill,
+    kWechatV2Query,
+    kWechatV3Query,
+    kAlipayQuery,
+    kWechatV2Close,
+    kWechatV3Close,
+    kAlipayClose,
+};
 
 // One enumerator per outcome, in the order of docs/design.md#outcomes.
 enum class Outcome {

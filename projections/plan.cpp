@@ -75,6 +75,14 @@ BatchPlan PlanBatch(LedgerState state, std::span<const PlanInput> inputs) {
             order.now = FoldOrder(order.events);  // Every order's events include ORDER_CREATED.
         }
         delivery.order = order.now;
+        if (input.event->event_type == EventType::kOrderCreated) {
+            for (const Event& stored : order.events) {
+                if (stored.event_type == EventType::kOrderCreated) {
+                    delivery.registered_data = stored.data;
+                    delivery.registered_at = stored.occurred_at;
+                }
+            }
+        }
     }
     plan.last_receipt_id = next_receipt_id - 1;
     plan.last_seq = plan.events.empty() ? 0 : next_seq - 1;

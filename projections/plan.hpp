@@ -45,6 +45,11 @@ struct PlannedDelivery {
     std::int64_t seq = 0;
     std::string message{};
     std::optional<OrderRow> order{};  // The order after this delivery, when it exists.
+    // For an ORDER_CREATED delivery whose order exists after it (appended, or the one already
+    // there): the data of the order's ORDER_CREATED, what its registration said beside the
+    // fingerprint (channel, expires_at), which a duplicate does not change.
+    std::string registered_data{};
+    TimeMicros registered_at = 0;  // That ORDER_CREATED's occurred_at.
 
     // What the receipt stores in its `seq` column: appended and duplicate only.
     [[nodiscard]] std::optional<std::int64_t> ReceiptSeq() const;

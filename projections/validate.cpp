@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string>
 
+#include "projections/assert.hpp"
+
 namespace payledger::projections {
 namespace {
 
@@ -284,5 +286,40 @@ std::string FormatRfc3339Micros(TimeMicros time) {
 }
 
 void AppendRfc3339Micros(TimeMicros time, std::string& out) { AppendUtc(time, true, out); }
+
+namespace {
+
+// "yyyy-MM-ddTHH:mm:ss" of `time`'s whole seconds in Asia/Shanghai.
+std::string ShanghaiLocal(TimeMicros time) {
+    TimeMicros seconds = time / kMicrosPerSecond;
+    if (time < 0 && time % kMicrosPerSecond != 0) --seconds;  // Whole seconds, downwards.
+    std::string text = FormatRfc3339((seconds + kShanghaiOffsetSeconds) * kMicrosPerSecond);
+    text.pop_back();  // The "Z": the fields are local time.
+    return text;
+}
+
+}  // namespace
+
+std::string FormatShanghaiCompact(TimeMicros time) {
+    std::string text;
+    for (const char c : ShanghaiLocal(time)) {
+        if (c >= '0' && c <= '9') text += c;
+    }
+    return text;
+}
+
+std::string FormatShanghaiDashed(TimeMicros time) {
+    std::string text = ShanghaiLocal(time);
+    text[10] = ' ';
+    return text;
+}
+
+std::string FormatShanghaiRfc3339(TimeMicros time) { return ShanghaiLocal(time) + "+08:00"; }
+
+std::string FormatMajorUnits(std::int64_t minor) {
+    PAYLEDGER_ASSERT(minor >= 0);
+    const std::int64_t cents = minor % 100;
+    return std::to_string(minor / 100) + (cents < 10 ? ".0" : ".") + std::to_string(cents);
+}
 
 }  // namespace payledger::projections

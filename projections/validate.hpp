@@ -62,6 +62,14 @@ inline constexpr const char* kPlatformIdRuleText = "1-128 visible ASCII characte
 [[nodiscard]] std::string FormatRfc3339(TimeMicros time);
 // The same with exactly six fractional digits, always (receipt lines, checkpoints).
 [[nodiscard]] std::string FormatRfc3339Micros(TimeMicros time);
+// The inverses of the Asia/Shanghai parsers, of `time`'s whole seconds: "yyyyMMddHHmmss",
+// "yyyy-MM-dd HH:mm:ss", and "yyyy-MM-ddTHH:mm:ss+08:00" (WeChat Pay v3's times).
+[[nodiscard]] std::string FormatShanghaiCompact(TimeMicros time);
+[[nodiscard]] std::string FormatShanghaiDashed(TimeMicros time);
+[[nodiscard]] std::string FormatShanghaiRfc3339(TimeMicros time);
+// Minor units as major units with two decimals, "88.80" (Alipay's amounts); the inverse of
+// ParseMajorUnits. REQUIRES: minor >= 0.
+[[nodiscard]] std::string FormatMajorUnits(std::int64_t minor);
 // The same, appended to `out` (no allocation once `out` has room).
 void AppendRfc3339Micros(TimeMicros time, std::string& out);
 

@@ -6,6 +6,7 @@
 #include "api/http/json_output.hpp"
 #include "ledger/order_json.hpp"
 #include "projections/assert.hpp"
+#include "projections/validate.hpp"
 
 namespace payledger::api {
 namespace {
@@ -26,13 +27,33 @@ Checked<projections::Event> OrderEvent(const nlohmann::json& body,
     const Checked<std::string> currency =
         RequireCurrency(StringMember(body, "currency").value_or(""), "currency");
     if (!currency) return currency.refusal();
+    nlohmann::json data = nlohmann::json::object();
+    if (body.contains("channel")) {
+        const std::string channel = StringMember(body, "channel").value_or("");
+        if (channel != "wechat_v2" && channel != "wechat_v3" && channel != "alipay") {
+            return Malformed("channel must be wechat_v2, wechat_v3 or alipay");
+        }
+        if (channel != "alipay" && !IsWechatQueryableKey(*out_trade_no)) {
+            return Malformed("out_trade_no must be at most 32 characters without '.' for " +
+                             channel + ": WeChat Pay cannot be asked about it");
+        }
+        data["channel"] = channel;
+    }
+    if (body.contains("expires_at")) {
+        const std::optional<std::string> text = StringMember(body, "expires_at");
+        const std::optional<projections::TimeMicros> expires_at =
+            text ? projections::ParseRfc3339(*text) : std::nullopt;
+        if (!expires_at) return Malformed("expires_at must be an RFC 3339 date-time");
+        data["expires_at"] = projections::FormatRfc3339(*expires_at);
+    }
     return projections::Event{.out_trade_no = *out_trade_no,
                               .event_type = projections::EventType::kOrderCreated,
                               .source = projections::Source::kApi,
                               .account_id = *account_id,
                               .amount = *amount,
                               .currency = *currency,
-                              .occurred_at = received_at};
+                              .occurred_at = received_at,
+                              .data = Dump(data)};
 }
 
 }  // namespace
@@ -55,9 +76,25 @@ ledger::Delivery OrdersChannel::Verify(Incoming& incoming) const {
 Response OrdersChannel::Answer(const ledger::DeliveryResult& result) const {
     if (!IsSuccess(result)) return ErrorAnswer(result);
     PAYLEDGER_ASSERT(result.order.has_value());
+    const ledger::OrderRegistration registration = ledger::RegistrationOf(result.registered_data);
+    // An appended order's schedule starts as the ledger's trigger starts it (schema/0011): no
+    // query yet, the first due `first_after` after the registration, or at its expiry. A
+    // duplicate's has moved on since, unknown here: GET /v1/orders/{out_trade_no} says.
+    std::optional<ledger::QueryState> query;
+    if (result.outcome == Outcome::kAppended && registration.channel &&
+        queried_.contains(*registration.channel)) {
+        projections::TimeMicros next =
+            result.registered_at + std::chrono::microseconds(first_after_).count();
+        if (registration.expires_at) next = std::min(next, *registration.expires_at);
+        query = ledger::QueryState{.next_at = next};
+    }
     return MakeResponse(
         result.outcome == Outcome::kAppended ? http::status::created : http::status::ok,
-        "application/json", Dump(ledger::OrderJson(*result.order)));
+        "application/json", Dump(ledger::OrderObject(*result.order, registration, query)));
+}
+
+bool IsWechatQueryableKey(std::string_view out_trade_no) {
+    return out_trade_no.size() <= 32 && out_trade_no.find('.') == std::string_view::npos;
 }
 
 }  // namespace payledger::api

@@ -1,8 +1,10 @@
 #include "api/channels/platform_config.hpp"
 
+#include <boost/asio/ip/address.hpp>
 #include <fstream>
 #include <sstream>
 
+#include "api/subscriptions/webhook_url.hpp"
 #include "ledger/checkpoint.hpp"
 
 namespace payledger::api {
@@ -85,6 +87,41 @@ bool IsValidSerial(const std::string& serial) {
     return true;
 }
 
+std::optional<PrivateKey> LoadPrivateKey(const json& object, const std::string& field,
+                                         const std::string& base_dir) {
+    const std::string path = RequireString(object, field);
+    const std::optional<PrivateKey> key =
+        ParsePrivateKey(ReadKeyFile(path, base_dir, field, FileKind::kSecret));
+    if (!key) throw ConfigError(field + ": " + path + " holds no RSA private key (PEM)");
+    return key;
+}
+
+// A `query` section's api_base: https://, or http:// to a loopback address only (a simulator on
+// this machine: nobody on the path can read or change what is asked and answered).
+QueryEndpoint ParseEndpoint(const json& query, const std::string& section) {
+    const std::string field = section + ".query.api_base";
+    std::string base = RequireString(query, field);
+    const Checked<WebhookUrl> url = ParseWebhookUrl(base);
+    if (!url) throw ConfigError(field + ": " + url.refusal().message);
+    boost::system::error_code not_an_address;
+    const boost::asio::ip::address address =
+        boost::asio::ip::make_address(url->host, not_an_address);
+    const bool loopback = url->host == "localhost" || (!not_an_address && address.is_loopback());
+    if (!url->tls && !loopback) {
+        throw ConfigError(field + ": must be https://, or http:// to a loopback address");
+    }
+    if (url->basic_credentials) throw ConfigError(field + ": must not hold user info");
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    return QueryEndpoint{.api_base = std::move(base)};
+}
+
+const json* QuerySection(const json& section, const std::string& name) {
+    const auto query = section.find("query");
+    if (query == section.end()) return nullptr;
+    if (!query->is_object()) throw ConfigError(name + ".query: must be an object");
+    return &*query;
+}
+
 WechatV2Config ParseWechatV2(const json& section) {
     WechatV2Config config{.appid = RequireString(section, "wechat_v2.appid"),
                           .mch_id = RequireString(section, "wechat_v2.mch_id"),
@@ -99,6 +136,9 @@ WechatV2Config ParseWechatV2(const json& section) {
             throw ConfigError("wechat_v2.sign_type: must be MD5 or HMAC-SHA256, got \"" +
                               sign_type + "\"");
         }
+    }
+    if (const json* query = QuerySection(section, "wechat_v2")) {
+        config.query = ParseEndpoint(*query, "wechat_v2");
     }
     return config;
 }
@@ -136,6 +176,19 @@ WechatV3Config ParseWechatV3(const json& section, const std::string& base_dir) {
         throw ConfigError(
             "wechat_v3.simulate_serial: must name one of wechat_v3.platform_public_keys");
     }
+    if (const json* query = QuerySection(section, "wechat_v3")) {
+        WechatV3QueryConfig parsed{
+            .endpoint = ParseEndpoint(*query, "wechat_v3"),
+            .merchant_private_key =
+                *LoadPrivateKey(*query, "wechat_v3.query.merchant_private_key", base_dir),
+            .merchant_serial = RequireString(*query, "wechat_v3.query.merchant_serial")};
+        if (!IsValidSerial(parsed.merchant_serial) || parsed.merchant_serial.starts_with("PUB")) {
+            throw ConfigError(
+                "wechat_v3.query.merchant_serial: must be the merchant API certificate's serial, "
+                "upper-case hex");
+        }
+        config.query = std::move(parsed);
+    }
     return config;
 }
 
@@ -157,6 +210,11 @@ AlipayConfig ParseAlipay(const json& section, const std::string& base_dir) {
                 "alipay.seller_id: must be the merchant's Alipay user id, 16 digits starting "
                 "with 2088");
         }
+    }
+    if (const json* query = QuerySection(section, "alipay")) {
+        config.query = AlipayQueryConfig{
+            .endpoint = ParseEndpoint(*query, "alipay"),
+            .app_private_key = *LoadPrivateKey(*query, "alipay.query.app_private_key", base_dir)};
     }
     return config;
 }

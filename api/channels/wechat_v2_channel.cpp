@@ -106,6 +106,11 @@ Checked<NoticeEvent> RefundEvent(const PlatformFields& refund,
 
 }  // namespace
 
+Checked<NoticeEvent> WechatV2PaymentEvent(const PlatformFields& fields,
+                                          projections::TimeMicros received_at) {
+    return PaymentEvent(fields, received_at);
+}
+
 ledger::Delivery WechatV2Channel::Verify(Incoming& incoming) const {
     // Information only: no header verifies this channel's deliveries.
     ledger::Receipt receipt =

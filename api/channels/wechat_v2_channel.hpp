@@ -40,4 +40,10 @@ private:
     WechatV2Config config_;
 };
 
+// The PAYMENT_SUCCEEDED that v2 payment fields record (a notification's, or an order query's
+// answer, which names the same fields: docs/query.md): total_fee in fee_type (default CNY),
+// transaction_id, time_end; source wechat_v2 (the caller sets another). No merchant check here.
+[[nodiscard]] Checked<NoticeEvent> WechatV2PaymentEvent(const PlatformFields& fields,
+                                                        projections::TimeMicros received_at);
+
 }  // namespace payledger::api

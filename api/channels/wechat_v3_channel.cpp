@@ -107,6 +107,13 @@ Checked<NoticeEvent> PaymentEvent(const json& envelope, const json& resource,
     if (trade_state != "SUCCESS") {
         return Ignored("trade_state " + trade_state + " records no event");
     }
+    return WechatV3TransactionPayment(resource, EnvelopeData(envelope), received_at);
+}
+
+}  // namespace
+
+Checked<NoticeEvent> WechatV3TransactionPayment(const json& resource, json data,
+                                                projections::TimeMicros received_at) {
     const json& amount = AmountOf(resource);
     const Checked<std::string> out_trade_no =
         RequireKey(Text(resource, "out_trade_no"), "out_trade_no");
@@ -120,7 +127,6 @@ Checked<NoticeEvent> PaymentEvent(const json& envelope, const json& resource,
     if (!currency) return currency.refusal();
     const Checked<projections::TimeMicros> success_time = SuccessTime(resource, received_at);
     if (!success_time) return success_time.refusal();
-    json data = EnvelopeData(envelope);
     for (const char* key : {"trade_state", "trade_type", "bank_type", "attach"}) {
         Keep(data, key, resource, key);
     }
@@ -138,6 +144,8 @@ Checked<NoticeEvent> PaymentEvent(const json& envelope, const json& resource,
                                  .occurred_at = *success_time,
                                  .data = Dump(data)}};
 }
+
+namespace {
 
 // `wechat_v3` REFUND.SUCCESS. amount.total and transaction_id, where the notice
 // names them, are the order's total and its payment's number: cross-checked by the ledger.

@@ -54,6 +54,14 @@ private:
                                                        const nlohmann::json& resource,
                                                        projections::TimeMicros received_at);
 
+// The PAYMENT_SUCCEEDED of a paid WeChat Pay v3 Transaction object (a notification's decrypted
+// resource, or an order query's answer: docs/query.md), whatever its trade_state: amount.total,
+// amount.currency (default CNY), transaction_id, success_time; `data` with the transaction's
+// kept fields added; source wechat_v3 (the caller sets another). No merchant check here.
+[[nodiscard]] Checked<NoticeEvent> WechatV3TransactionPayment(const nlohmann::json& resource,
+                                                              nlohmann::json data,
+                                                              projections::TimeMicros received_at);
+
 // The envelope's fields that the channel keeps in an event's data (id, event_type,
 // create_time, summary: in plain text, readable without the APIv3 key).
 [[nodiscard]] nlohmann::json WechatV3EnvelopeData(const nlohmann::json& envelope);

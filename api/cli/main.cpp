@@ -14,14 +14,17 @@
 
 #include "api/cli/platform_audit.hpp"
 #include "api/cli/progress.hpp"
+#include "api/cli/query_command.hpp"
 #include "api/cli/reconcile_command.hpp"
 #include "api/cli/simulate.hpp"
 #include "api/cli/simulate_bill.hpp"
+#include "api/cli/simulate_platform.hpp"
 #include "api/config.hpp"
 #include "api/http/json_output.hpp"
 #include "api/http/peer_limits.hpp"
 #include "api/http/server.hpp"
 #include "api/log.hpp"
+#include "api/query/query_scheduler.hpp"
 #include "api/routes/app.hpp"
 #include "api/subscriptions/deliverer.hpp"
 #include "ledger/audit.hpp"
@@ -30,6 +33,7 @@
 #include "ledger/database.hpp"
 #include "ledger/feed_notifier.hpp"
 #include "ledger/migrate.hpp"
+#include "ledger/order_queries.hpp"
 #include "ledger/read_router.hpp"
 #include "ledger/reads.hpp"
 #include "ledger/rebuild.hpp"
@@ -158,6 +162,16 @@ int Serve(const api::Config& config) {
             api::LogJson(level.c_str(), line);
         }};
     app.SetSubscriptions(&deliverer, &notifier);
+    // Asking the platforms (docs/query.md), when a channel's section has `query`.
+    api::QueryScheduler scheduler{
+        config,
+        committer,
+        {.database_url = config.database_url,
+         .session = ledger::SessionSettings{.application_name = "payledger_queries"}},
+        [](const std::string& level, const std::string& line) {
+            api::LogJson(level.c_str(), line);
+        }};
+    app.SetQueryScheduler(&scheduler);
     const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
     api::Server server{app,
                        {.host = config.listen_host,
@@ -186,6 +200,17 @@ int Serve(const api::Config& config) {
                 std::raise(SIGTERM);  // Ends ServeUntilSignal: serve exits 2.
                 return;
             }
+            if (config.AsksPlatforms()) {
+                try {
+                    ledger::WriteQuerySettings(*connection, config.query.first_after);
+                } catch (const pqxx::sql_error& error) {
+                    // A role without the right (an old grant): the trigger's default (60 s), or
+                    // another serve's delay, stands until this one can write its own.
+                    api::LogJson("warning",
+                                 api::Dump(nlohmann::json{{"msg", "query settings not written"},
+                                                          {"error", error.what()}}));
+                }
+            }
         } catch (const std::exception& error) {
             std::cerr << "payledger: serve: " << error.what() << "\n";
             exit_code = kExitError;
@@ -204,17 +229,20 @@ int Serve(const api::Config& config) {
                                                                  {"error", message}}));
             });
         deliverer.Start();
+        scheduler.Start();
         api::LogJson("info", "{\"msg\":\"ready\"}");
     });
     // Before the server drains its requests: the subscriptions stop (their leases go at once,
     // for another process to take), and every waiting read is answered with what it has.
     server.ServeUntilSignal(kShutdownGrace, [&] {
         deliverer.Stop();
+        scheduler.Stop();
         notifier.Stop();
     });
     stop.Set();
     preparing.join();
     deliverer.Stop();
+    scheduler.Stop();
     notifier.Stop();
     wait_continuations.join();
     committer.Stop();
@@ -397,8 +425,12 @@ int main(int argc, char** argv) {
     CLI::App* reconcile = api::AddReconcileCommand(cli, reconcile_command);
     api::SimulateBillCommand simulate_bill_command;
     CLI::App* simulate_bill = api::AddSimulateBillCommand(cli, simulate_bill_command);
+    api::QueryCommand query_command;
+    CLI::App* query = api::AddQueryCommand(cli, query_command);
+    api::SimulatePlatformCommand simulate_platform_command;
+    CLI::App* simulate_platform = api::AddSimulatePlatformCommand(cli, simulate_platform_command);
     for (CLI::App* command : {serve, migrate, events, simulate, verify, rebuild, reconcile,
-                              simulate_bill, audit, checkpoint}) {
+                              simulate_bill, audit, checkpoint, query, simulate_platform}) {
         command->add_option("--config", config_path, "JSON config file");
     }
     try {
@@ -427,6 +459,10 @@ int main(int argc, char** argv) {
         if (*simulate) return api::RunSimulate(config, simulate_options, simulate_url);
         if (*reconcile) return api::RunReconcileCommand(config, reconcile_command);
         if (*simulate_bill) return api::RunSimulateBillCommand(config, simulate_bill_command);
+        if (*query) return api::RunQueryCommand(config, query_command);
+        if (*simulate_platform) {
+            return api::RunSimulatePlatformCommand(config, simulate_platform_command);
+        }
         if (!out_trade_no.empty() && !projections::IsValidKey(out_trade_no)) {
             std::cerr << "payledger: --out-trade-no: must be " << projections::kKeyRuleText << "\n";
             return kExitError;

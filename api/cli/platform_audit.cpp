@@ -302,7 +302,10 @@ AuditSetup LoadAuditSetup(const std::string& path) {
         return {.config = ParseConfig(text.str(), env("PAYLEDGER_DATABASE_URL"),
                                       env("PAYLEDGER_LISTEN"), base_dir)};
     }
-    AuditSetup setup{.keys = LoadKeys(root, base_dir)};
+    // Not an aggregate initializer: g++ 12 destroys a default-initialized member twice when an
+    // initializer after it throws (ConfigError, here).
+    AuditSetup setup;
+    setup.keys = LoadKeys(root, base_dir);
     root.erase("wechat_v3");
     root.erase("alipay");
     setup.config =

@@ -18,36 +18,22 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::int64_t kShanghaiOffsetSeconds = 8 * 3600;
 constexpr std::int64_t kMicrosPerSecond = 1'000'000;
 constexpr std::size_t kPlatformNumberDigits = 28;  // As WeChat's transaction_id.
 
-// "yyyy-MM-ddTHH:mm:ss" in Asia/Shanghai.
-std::string ShanghaiLocal(std::int64_t unix_seconds) {
-    std::string text =
-        projections::FormatRfc3339((unix_seconds + kShanghaiOffsetSeconds) * kMicrosPerSecond);
-    text.pop_back();  // The "Z": the fields are local time.
-    return text;
-}
-
 std::string ShanghaiDashed(std::int64_t unix_seconds) {
-    std::string text = ShanghaiLocal(unix_seconds);
-    text[10] = ' ';
-    return text;
+    return projections::FormatShanghaiDashed(unix_seconds * kMicrosPerSecond);
 }
 
 std::string ShanghaiCompact(std::int64_t unix_seconds) {
-    std::string text;
-    for (const char c : ShanghaiLocal(unix_seconds)) {
-        if (c >= '0' && c <= '9') text += c;
-    }
-    return text;
+    return projections::FormatShanghaiCompact(unix_seconds * kMicrosPerSecond);
 }
 
-std::string Yuan(std::int64_t fen) {
-    const std::int64_t cents = fen % 100;
-    return std::to_string(fen / 100) + (cents < 10 ? ".0" : ".") + std::to_string(cents);
+std::string ShanghaiRfc3339(std::int64_t unix_seconds) {
+    return projections::FormatShanghaiRfc3339(unix_seconds * kMicrosPerSecond);
 }
+
+std::string Yuan(std::int64_t fen) { return projections::FormatMajorUnits(fen); }
 
 // A platform-looking number: `prefix`, then digits derived from `seed` (deterministic).
 std::string PlatformNumber(const std::string& prefix, const std::string& seed) {
@@ -126,7 +112,7 @@ SimulatedNotice WechatV2(const Config& config, const SimulateOptions& options) {
 
 json WechatV3Resource(const WechatV3Config& v3, const SimulateOptions& options) {
     const std::string number = NumberFor(options, "4200", "5030");
-    const std::string success_time = ShanghaiLocal(options.unix_seconds) + "+08:00";
+    const std::string success_time = ShanghaiRfc3339(options.unix_seconds);
     if (IsRefund(options)) {
         return {{"mchid", v3.mchid},
                 {"out_trade_no", options.out_trade_no},
@@ -173,7 +159,7 @@ SimulatedNotice WechatV3(const Config& config, const SimulateOptions& options) {
     const std::string id = RandomHex(4) + "-" + RandomHex(2) + "-" + RandomHex(2) + "-" +
                            RandomHex(2) + "-" + RandomHex(6);
     const json envelope = {{"id", id},
-                           {"create_time", ShanghaiLocal(options.unix_seconds) + "+08:00"},
+                           {"create_time", ShanghaiRfc3339(options.unix_seconds)},
                            {"resource_type", "encrypt-resource"},
                            {"event_type", refund ? "REFUND.SUCCESS" : "TRANSACTION.SUCCESS"},
                            {"summary", refund ? "退款成功" : "支付成功"},

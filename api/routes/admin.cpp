@@ -57,7 +57,9 @@ SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool,
                            (10, 'sequence', 'reconciliations_id_seq', 'SELECT,UPDATE,USAGE'),
                            (11, 'table', 'subscriptions', 'SELECT,INSERT,UPDATE'),
                            (12, 'table', 'subscription_changes', 'SELECT,INSERT'),
-                           (13, 'sequence', 'subscription_changes_id_seq', 'USAGE'))
+                           (13, 'sequence', 'subscription_changes_id_seq', 'USAGE'),
+                           (14, 'table', 'order_queries', 'SELECT,INSERT,UPDATE'),
+                           (15, 'table', 'order_query_settings', 'SELECT,INSERT,UPDATE'))
                        AS n (position, kind, object, privileges),
                    unnest(string_to_array(n.privileges, ',')) WITH ORDINALITY
                        AS p (privilege, position)

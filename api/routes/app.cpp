@@ -130,6 +130,19 @@ ledger::DeliveryResult NotReady() {
 
 }  // namespace
 
+namespace {
+
+// The channels whose sections have `query`: the platforms this process asks.
+std::set<std::string> QueriedChannels(const Config& config) {
+    std::set<std::string> channels;
+    if (config.wechat_v2 && config.wechat_v2->query) channels.insert("wechat_v2");
+    if (config.wechat_v3 && config.wechat_v3->query) channels.insert("wechat_v3");
+    if (config.alipay && config.alipay->query) channels.insert("alipay");
+    return channels;
+}
+
+}  // namespace
+
 App::App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
          Metrics& metrics)
     : config_(config),
@@ -138,6 +151,7 @@ App::App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& 
       committer_(committer),
       metrics_(metrics),
       readiness_(config_.database_url, 1, kReadinessWaitMax),
+      orders_(QueriedChannels(config_), config_.query.first_after),
       unverified_(config_.limits.unverified_per_peer_per_minute),
       unverified_bytes_(config_.limits.unverified_bytes_per_minute) {
     if (config_.generic) {
@@ -319,6 +333,7 @@ Response App::MetricsResponse() {
         text += feed.Text();
     }
     if (subscriptions_ != nullptr) text += SubscriptionMetrics(*subscriptions_);
+    if (queries_ != nullptr) text += queries_->MetricsText();
     return MakeResponse(http::status::ok, "text/plain; version=0.0.4", std::move(text));
 }
 

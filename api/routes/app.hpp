@@ -15,6 +15,7 @@
 #include "api/http/http.hpp"
 #include "api/http/metrics.hpp"
 #include "api/http/peer_limits.hpp"
+#include "api/query/query_scheduler.hpp"
 #include "api/subscriptions/deliverer.hpp"
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
@@ -54,6 +55,9 @@ public:
         subscriptions_ = deliverer;
         notifier_ = notifier;
     }
+    // The schedule of asking the platforms (docs/query.md), whose counters /metrics shows.
+    // Outlives the App. Call before the server starts.
+    void SetQueryScheduler(const QueryScheduler* scheduler) { queries_ = scheduler; }
 
 private:
     // The write path of every channel: verify, then the per-peer limit of unverified
@@ -102,6 +106,7 @@ private:
     std::atomic<bool> ready_{false};
     std::shared_ptr<std::atomic<int>> exports_active_ = std::make_shared<std::atomic<int>>(0);
     SubscriptionDeliverer* subscriptions_ = nullptr;
+    const QueryScheduler* queries_ = nullptr;
     ledger::FeedNotifier* notifier_ = nullptr;
 };
 

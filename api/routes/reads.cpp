@@ -28,12 +28,19 @@ Response Balances(pqxx::read_transaction& tx, const std::string& account_id) {
 
 // The read of `segments` for `key` in `tx`.
 Response Read(pqxx::read_transaction& tx, const std::vector<std::string>& segments,
-              const std::string& key, const PageQuery& page) {
+              const std::string& key, const PageQuery& page, const std::set<std::string>& queried) {
     if (segments[1] == "accounts") return Balances(tx, key);
     if (segments.size() == 3) {
-        const std::optional<projections::OrderRow> order = ledger::ReadOrder(tx, key);
-        if (!order) return UnknownOrder("no order " + key);
-        return JsonResponse(http::status::ok, ledger::OrderJson(*order));
+        std::optional<ledger::OrderView> view = ledger::ReadOrderView(tx, key);
+        if (!view) return UnknownOrder("no order " + key);
+        const ledger::OrderRegistration registration =
+            ledger::RegistrationOf(view->registered_data);
+        // Not queried by this process's config: no schedule to show. Settled (paid, closed):
+        // nothing more is due, whatever the row still says (docs/query.md#when).
+        if (!registration.channel || !queried.contains(*registration.channel)) view->query.reset();
+        if (view->query && view->order.status != "WAIT_PAY") view->query->next_at.reset();
+        return JsonResponse(http::status::ok,
+                            ledger::OrderObject(view->order, registration, view->query));
     }
     if (segments[3] == "events") {  // At most one per event type: never more than four.
         json items = json::array();
@@ -67,7 +74,7 @@ Response App::HandleRead(const Incoming& incoming, const std::vector<std::string
     ledger::ReadLease lease = reads_->Acquire();  // The replica when it is fresh enough.
     Response response = [&] {
         pqxx::read_transaction tx{*lease.connection};
-        return Read(tx, segments, *checked, page);
+        return Read(tx, segments, *checked, page, orders_.queried());
     }();
     // A 404 says where it was served from too: a replica may not have the order yet.
     SetReadFrom(response, lease.source);

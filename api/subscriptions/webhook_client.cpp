@@ -14,6 +14,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cctype>
 #include <cerrno>
 #include <memory>
 
@@ -47,6 +48,8 @@ struct WebhookExchange {
     bool response_started = false;
     // The response was read whole and allows the connection to serve the next request.
     bool reusable = false;
+    // Send's keep_answer: the answer's head and body go to the result.
+    bool keep_answer = false;
 };
 
 std::string WhereOf(const WebhookUrl& url) {
@@ -129,6 +132,11 @@ net::awaitable<void> SendAndReceive(Stream& stream, WebhookExchange& exchange) {
     if (retry_after != parser.get().end()) {
         exchange.result.retry_after_seconds = ParseRetryAfterSeconds(retry_after->value());
     }
+    if (exchange.keep_answer && body_too_large) {
+        exchange.result.failure = WebhookFailure::kReceive;
+        exchange.result.error = "the answer from " + WhereOf(exchange.url) + " is over " +
+                                std::to_string(kWebhookResponseBodyBytesMax / 1024) + " KiB";
+    }
     bool body_read = !body_too_large;
     if (!body_too_large && !parser.is_done()) {
         // The body is read so that the receiver sees its answer taken, not a reset; past the
@@ -138,6 +146,24 @@ net::awaitable<void> SendAndReceive(Stream& stream, WebhookExchange& exchange) {
         const auto [body_error, body_bytes] =
             co_await http::async_read(stream, buffer, parser, kAsTuple);
         body_read = !body_error;
+        if (body_error && exchange.keep_answer) {
+            // The answer is wanted whole: one cut short is no answer.
+            FailExchange(
+                exchange, WebhookFailure::kReceive, "response from", body_error,
+                body_error == http::error::body_limit || body_error == http::error::buffer_overflow
+                    ? "the answer is over " + std::to_string(kWebhookResponseBodyBytesMax / 1024) +
+                          " KiB"
+                    : std::string{});
+        }
+    }
+    if (exchange.keep_answer && exchange.result.failure == WebhookFailure::kNone) {
+        for (const auto& field : parser.get()) {
+            std::string name(field.name_string());
+            for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            exchange.result.answer_headers.emplace_back(std::move(name),
+                                                        std::string(field.value()));
+        }
+        exchange.result.answer_body = std::move(parser.get().body());
     }
     // A connection is not kept with bytes beyond the response (they would be read as the next
     // one's), nor after an interim (1xx) answer (its final answer would come on it later).
@@ -339,8 +365,16 @@ std::uint64_t WebhookClient::connections_opened() const { return state_->opened;
 
 WebhookResult WebhookClient::Post(std::string_view url, const WebhookHeaders& headers,
                                   std::string_view body, std::chrono::milliseconds timeout) {
+    return Send("POST", url, headers, body, timeout, false);
+}
+
+WebhookResult WebhookClient::Send(std::string_view method, std::string_view url,
+                                  const WebhookHeaders& headers, std::string_view body,
+                                  std::chrono::milliseconds timeout, bool keep_answer) {
     PAYLEDGER_ASSERT(timeout.count() > 0);
+    PAYLEDGER_ASSERT(method == "GET" || method == "POST");
     WebhookExchange exchange;
+    exchange.keep_answer = keep_answer;
     exchange.timeout = timeout;
     exchange.deadline = Clock::now() + timeout;
     Checked<WebhookUrl> parsed = ParseWebhookUrl(url);
@@ -352,7 +386,7 @@ WebhookResult WebhookClient::Post(std::string_view url, const WebhookHeaders& he
     exchange.url = std::move(*parsed);
 
     http::request<http::string_body>& request = exchange.request;
-    request.method(http::verb::post);
+    request.method(method == "GET" ? http::verb::get : http::verb::post);
     request.target(exchange.url.target);
     request.version(11);
     request.set(http::field::host, exchange.url.host_header);
@@ -367,8 +401,10 @@ WebhookResult WebhookClient::Post(std::string_view url, const WebhookHeaders& he
         request.set(name, value);
     }
     request.keep_alive(state_->keep_alive);
-    request.body() = std::string(body);
-    request.prepare_payload();
+    if (method == "POST") {
+        request.body() = std::string(body);
+        request.prepare_payload();
+    }
 
     std::exception_ptr thrown;
     state_->io.restart();

@@ -43,6 +43,11 @@ struct WebhookResult {
     // ("connect to 127.0.0.1:9000: Connection refused"). Names the host and port only,
     // never the URL's user info.
     std::string error{};
+    // With WebhookClient::Send's `keep_answer` only: the answer's fields, names in lower case,
+    // in order, and its whole body (an answer whose body, with its chunked framing, is over
+    // kWebhookResponseBodyBytesMax is then a failure, kReceive, status kept).
+    std::vector<std::pair<std::string, std::string>> answer_headers{};
+    std::string answer_body{};
 };
 
 using WebhookHeaders = std::vector<std::pair<std::string, std::string>>;
@@ -91,6 +96,12 @@ public:
 
     [[nodiscard]] WebhookResult Post(std::string_view url, const WebhookHeaders& headers,
                                      std::string_view body, std::chrono::milliseconds timeout);
+    // The same exchange with `method` (GET or POST), and with `keep_answer` the answer's head and
+    // whole body kept in the result: the platforms' query and close APIs (docs/query.md), whose
+    // answers are verified and parsed.
+    [[nodiscard]] WebhookResult Send(std::string_view method, std::string_view url,
+                                     const WebhookHeaders& headers, std::string_view body,
+                                     std::chrono::milliseconds timeout, bool keep_answer);
     // Closes the kept connection, if any (a subscription about to wait long, say).
     void Close();
     // Connections this client has opened (connected, whether or not a response came).

@@ -1,0 +1,107 @@
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/config.hpp"
+#include "api/query/platform_protocol.hpp"
+#include "api/query/query_schedule.hpp"
+#include "api/subscriptions/webhook_client.hpp"
+#include "ledger/committer.hpp"
+#include "ledger/database.hpp"
+#include "ledger/order_queries.hpp"
+
+namespace payledger::api {
+
+// Asks the platform once about `out_trade_no` (docs/query.md): builds `channel`'s request for
+// `action`, sends it on `client` within `timeout`, and verifies and reads the answer. Never
+// throws for what the network or the platform does (those are answers: kFailed).
+// REQUIRES: the channel's section has `query`.
+[[nodiscard]] PlatformAnswer AskPlatform(const Config& config, QueryChannel channel,
+                                         QueryAction action, const std::string& out_trade_no,
+                                         WebhookClient& client, std::chrono::milliseconds timeout);
+
+// Puts an answer's receipt (and event) through the committer, as a notification's, and waits
+// for the ledger's result: none when the answer holds nothing to store.
+[[nodiscard]] std::optional<ledger::DeliveryResult> StoreAnswer(ledger::Committer& committer,
+                                                                PlatformAnswer& answer);
+
+// The schedule of asking the platforms (docs/query.md#when), run by `serve` when a channel's
+// section has `query`. One thread claims due orders from PostgreSQL (ledger::ClaimDueQueries: at
+// most as many as it has idle askers, each held by this process alone) and records what each
+// attempt decided (NextStep, ledger::RecordAttempt); `schedule.concurrency` asker threads each
+// ask the platform on a connection of its own (WebhookClient) and put the answer through the
+// committer. No database transaction or writer lock is held while a platform is asked: a slow or
+// silent platform holds its asker only, never a callback. Thread-safe; Stop() ends an exchange in
+// flight within its timeout.
+class QueryScheduler {
+public:
+    struct Options {
+        std::string database_url{};
+        ledger::SessionSettings session{};
+        // How often the claimer looks for due orders when nothing woke it.
+        std::chrono::milliseconds poll{1'000};
+        std::optional<std::string> ca_file_for_tests{};  // WebhookClient's; tests only.
+    };
+    using Log = std::function<void(const std::string& level, const std::string& json)>;
+
+    QueryScheduler(const Config& config, ledger::Committer& committer, Options options, Log log);
+    ~QueryScheduler();  // Stop().
+    QueryScheduler(const QueryScheduler&) = delete;
+    QueryScheduler& operator=(const QueryScheduler&) = delete;
+
+    void Start();
+    void Stop();
+
+    // The lines of /metrics (no database work: the due gauge is the claimer's last count):
+    // payledger_queries_total{channel,answer}, payledger_query_closes_total{channel},
+    // payledger_query_due.
+    [[nodiscard]] std::string MetricsText() const;
+
+private:
+    struct Job {
+        ledger::DueQuery due{};
+    };
+    struct Done {
+        ledger::DueQuery due{};
+        ledger::AttemptRecord record{};
+    };
+    void ClaimLoop();
+    void AskLoop();
+    [[nodiscard]] Done Attempt(const ledger::DueQuery& due, WebhookClient& client);
+    void Count(QueryChannel channel, QueryAction action, AnswerKind kind);
+
+    const Config& config_;
+    ledger::Committer& committer_;
+    const Options options_;
+    const Log log_;
+    std::vector<std::string> channels_;  // Those with a `query` section.
+    mutable std::mutex mutex_;
+    std::condition_variable work_ready_;
+    std::condition_variable done_ready_;
+    std::deque<Job> jobs_;   // Guarded by mutex_.
+    std::deque<Done> done_;  // Guarded by mutex_.
+    std::size_t idle_ = 0;   // Guarded by mutex_: askers waiting for a job.
+    bool more_due_ = false;  // Guarded by mutex_: the last claim took all it asked for.
+    bool stopping_ = false;  // Guarded by mutex_.
+    std::thread claimer_{};
+    std::vector<std::thread> askers_{};
+    // Per channel (QueryChannel's order), per answer: final, not_final, bad_signature, failed;
+    // and confirmed closes.
+    std::array<std::array<std::atomic<std::uint64_t>, 4>, 3> answers_{};
+    std::array<std::atomic<std::uint64_t>, 3> closes_{};
+    std::atomic<std::int64_t> due_{0};
+};
+
+}  // namespace payledger::api

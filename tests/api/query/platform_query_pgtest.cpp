@@ -1,0 +1,541 @@
+// Asking the platforms, end to end (docs/query.md): a merchant's `payledger serve` with the three
+// channels' `query` sections, a `payledger simulate-platform` process answering from a second
+// ledger that stands for the platform's record (fed the notifications the merchant never got),
+// both on real PostgreSQL, over real HTTP. Per channel: a notification lost for good is found by
+// the query, appended with the platform's amount and transaction id (source <channel>_query), and
+// the late notification is a duplicate; an order notified in time is never asked about; an
+// unpaid order is asked again on each step of the schedule, then no more; an order that expires
+// unpaid is closed on the platform (PAYMENT_CLOSED, source <channel>_close) and a payment notified
+// after that is appended and flagged paid_after_close; two serves make each due query once, and
+// one killed with queries in flight leaves them to another. The metrics of docs/query.md are
+// checked.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "api/channels/platform_crypto.hpp"
+#include "api/channels/wechat_v3_channel.hpp"
+#include "api/cli/simulate.hpp"
+#include "api/config.hpp"
+#include "ledger/bytes.hpp"
+#include "projections/validate.hpp"
+#include "subscriptions/webhook_receiver.hpp"
+#include "support/http_client.hpp"
+#include "support/polling.hpp"
+#include "support/serve_process.hpp"
+#include "support/test_database.hpp"
+#include "support/test_service.hpp"
+
+namespace payledger::api {
+namespace {
+
+using nlohmann::json;
+using testing::HttpClient;
+using testing::HttpResult;
+using testing::ServeProcess;
+using testing::TestDatabase;
+
+constexpr const char* kQueryV3Serial = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1";
+constexpr const char* kMerchantSerial = "1DDE55AD98ED71D6EDD4A4A16996DE7B47773A8C";
+
+#define PAYLEDGER_REQUIRE_DB(db) \
+    if (!(db).available()) GTEST_SKIP() << "no test database"
+
+void WriteFile(const std::string& path, const std::string& text, mode_t mode) {
+    std::ofstream{path} << text;
+    chmod(path.c_str(), mode);
+}
+
+// `payledger simulate-platform` as a child process on `port`, with `config_path`.
+class SimulatorProcess {
+public:
+    SimulatorProcess(const std::string& config_path, unsigned short port) {
+        log_path_ = config_path + ".log";
+        pid_ = fork();
+        if (pid_ == 0) {
+            const int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+            dup2(log, STDERR_FILENO);
+            dup2(log, STDOUT_FILENO);
+            const std::string listen = "127.0.0.1:" + std::to_string(port);
+            execl(PAYLEDGER_BINARY_PATH, PAYLEDGER_BINARY_PATH, "simulate-platform", "--listen",
+                  listen.c_str(), "--config", config_path.c_str(), nullptr);
+            _exit(127);
+        }
+        EXPECT_TRUE(testing::AwaitListening(port, &pid_)) << "simulate-platform did not listen";
+    }
+    ~SimulatorProcess() {
+        if (pid_ > 0) {
+            kill(pid_, SIGTERM);
+            waitpid(pid_, nullptr, 0);
+        }
+    }
+    SimulatorProcess(const SimulatorProcess&) = delete;
+    SimulatorProcess& operator=(const SimulatorProcess&) = delete;
+    // SIGSTOP and SIGCONT: a platform that accepts and never answers, then answers again.
+    void Pause() { kill(pid_, SIGSTOP); }
+    void Resume() { kill(pid_, SIGCONT); }
+
+private:
+    pid_t pid_ = -1;
+    std::string log_path_;
+};
+
+class PlatformQueryPgTest : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        if (!merchant_db_.available() || !platform_db_.available()) GTEST_SKIP() << "no database";
+        dir_ = testing::MakeTestTmpDir("query-");
+        simulator_port_ = testing::FreePort();
+        const std::string base = "http://127.0.0.1:" + std::to_string(simulator_port_);
+        const PrivateKey v3_platform = GenerateRsaKey();
+        const PrivateKey alipay_platform = GenerateRsaKey();
+        WriteFile(dir_ + "/v3_platform.pem", PrivateKeyPem(v3_platform), 0600);
+        WriteFile(dir_ + "/v3_platform.pub", PublicKeyPem(v3_platform.Public()), 0644);
+        WriteFile(dir_ + "/alipay_platform.pem", PrivateKeyPem(alipay_platform), 0600);
+        WriteFile(dir_ + "/alipay_platform.pub", PublicKeyPem(alipay_platform.Public()), 0644);
+        WriteFile(dir_ + "/v3_merchant.pem", PrivateKeyPem(GenerateRsaKey()), 0600);
+        WriteFile(dir_ + "/alipay_app.pem", PrivateKeyPem(GenerateRsaKey()), 0600);
+        channels_ = {{"wechat_v2",
+                      {{"appid", "wx0000000000000001"},
+                       {"mch_id", "1900000001"},
+                       {"api_key", "192006250b4c09247ec02edce69f6a2d"},
+                       {"query", {{"api_base", base}}}}},
+                     {"wechat_v3",
+                      {{"appid", "wx0000000000000002"},
+                       {"mchid", "1900000002"},
+                       {"api_v3_key", "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb"},
+                       {"platform_public_keys", {{kQueryV3Serial, dir_ + "/v3_platform.pub"}}},
+                       {"simulate_private_key", dir_ + "/v3_platform.pem"},
+                       {"query",
+                        {{"api_base", base},
+                         {"merchant_private_key", dir_ + "/v3_merchant.pem"},
+                         {"merchant_serial", kMerchantSerial}}}}},
+                     {"alipay",
+                      {{"app_id", "2021000000000001"},
+                       {"alipay_public_key", dir_ + "/alipay_platform.pub"},
+                       {"simulate_private_key", dir_ + "/alipay_platform.pem"},
+                       {"query",
+                        {{"api_base", base + "/gateway.do"},
+                         {"app_private_key", dir_ + "/alipay_app.pem"}}}}},
+                     {"query",
+                      {{"first_after_seconds", 1},
+                       {"schedule_seconds", {1, 1, 1}},
+                       {"concurrency", 4},
+                       {"timeout_seconds", 2}}}};
+        json simulator_config = channels_;
+        simulator_config["database_url"] = platform_db_.url();
+        simulator_config["listen"] = "127.0.0.1:1";
+        simulator_config["tokens"] = {{"merchant", {testing::kMerchantToken}},
+                                      {"auditor", {testing::kAuditorToken}},
+                                      {"admin", {testing::kAdminToken}}};
+        WriteFile(dir_ + "/simulator.json", simulator_config.dump(2), 0600);
+        notice_config_ = ParseConfig(simulator_config.dump(), std::nullopt, std::nullopt, dir_);
+        simulator_ = std::make_unique<SimulatorProcess>(dir_ + "/simulator.json", simulator_port_);
+        // The platform's own ledger: it registers and is paid, asked about nothing.
+        json platform_sections = channels_;
+        platform_sections.erase("query");
+        for (const char* name : {"wechat_v2", "wechat_v3", "alipay"}) {
+            platform_sections[name].erase("query");
+        }
+        platform_ = std::make_unique<ServeProcess>(platform_db_.url(), platform_sections);
+        merchant_ = std::make_unique<ServeProcess>(merchant_db_.url(), channels_);
+    }
+
+    void TearDown() override {
+        merchant_.reset();
+        platform_.reset();
+        simulator_.reset();
+        if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    }
+
+public:
+    // POST /v1/orders to `port`: with the channel (and expiry) on the merchant's side.
+    static HttpResult Register(unsigned short port, const std::string& out_trade_no,
+                               const std::optional<std::string>& channel,
+                               std::optional<std::string> expires_at = std::nullopt) {
+        json body = {{"out_trade_no", out_trade_no},
+                     {"account_id", "shop-1"},
+                     {"amount", 1999},
+                     {"currency", "CNY"}};
+        if (channel) body["channel"] = *channel;
+        if (expires_at) body["expires_at"] = *expires_at;
+        HttpClient client{port};
+        return client.Post("/v1/orders", body.dump(),
+                           {{"Authorization", std::string("Bearer ") + testing::kMerchantToken}});
+    }
+
+protected:
+    // The channel's payment notification of `out_trade_no`, posted to `port`.
+    HttpResult Notify(unsigned short port, const std::string& out_trade_no,
+                      const std::string& kind = "payment") {
+        const SimulatedNotice notice =
+            BuildNotice(notice_config_, {.channel = GetParam(),
+                                         .out_trade_no = out_trade_no,
+                                         .kind = kind,
+                                         .transaction_id = "TX" + out_trade_no});
+        HttpClient client{port};
+        std::map<std::string, std::string> headers(notice.headers.begin(), notice.headers.end());
+        return client.Post(notice.target, notice.body, headers);
+    }
+
+    json Order(const std::string& out_trade_no) {
+        HttpClient client{merchant_->port()};
+        return client.Get("/v1/orders/" + out_trade_no, testing::kAuditorToken).Json();
+    }
+
+    std::string Metrics() {
+        HttpClient client{merchant_->port()};
+        return client.Get("/metrics").body;
+    }
+
+    TestDatabase merchant_db_;
+    TestDatabase platform_db_;
+    std::string dir_;
+    unsigned short simulator_port_ = 0;
+    json channels_;
+    Config notice_config_;
+    std::unique_ptr<SimulatorProcess> simulator_;
+    std::unique_ptr<ServeProcess> platform_;
+    std::unique_ptr<ServeProcess> merchant_;
+};
+
+TEST_P(PlatformQueryPgTest, ALostNotificationIsFoundByTheQueryAndTheLateOneIsADuplicate) {
+    const std::string channel = GetParam();
+    ASSERT_EQ(Register(platform_->port(), "LOST-1", std::nullopt).status, 201);
+    const HttpResult registered = Register(merchant_->port(), "LOST-1", channel);
+    ASSERT_EQ(registered.status, 201) << registered.body;
+    EXPECT_EQ(registered.Json()["channel"], channel);
+    EXPECT_FALSE(registered.Json()["query"]["next_at"].is_null());
+    // Paid on the platform; the notification never reaches the merchant.
+    ASSERT_EQ(Notify(platform_->port(), "LOST-1").status / 100, 2);
+    // Paid once the query's answer is committed; its attempt recorded just after.
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+            const json order = Order("LOST-1");
+            return order["status"] == "PAID" && order["query"]["attempts"] == 1;
+        },
+        std::chrono::seconds{30}))
+        << Order("LOST-1").dump();
+    const json order = Order("LOST-1");
+    EXPECT_EQ(order["transaction_id"], "TX" + std::string("LOST-1"));
+    EXPECT_EQ(order["paid_amount"], 1999);
+    EXPECT_TRUE(order["query"]["next_at"].is_null());
+    EXPECT_EQ(merchant_db_.Scalar("SELECT source FROM ledger_events WHERE out_trade_no = 'LOST-1' "
+                                  "AND event_type = 'PAYMENT_SUCCEEDED'"),
+              channel + "_query");
+    EXPECT_EQ(merchant_db_.Scalar("SELECT r.source || ' ' || r.outcome FROM callback_receipts AS r "
+                                  "JOIN ledger_events AS e ON e.receipt_id = r.id "
+                                  "WHERE e.out_trade_no = 'LOST-1' AND e.event_type = "
+                                  "'PAYMENT_SUCCEEDED'"),
+              channel + "_query appended");
+    // WeChat's (or Alipay's) own retry, a day later: the same fingerprint, a duplicate.
+    const HttpResult late = Notify(merchant_->port(), "LOST-1");
+    EXPECT_EQ(late.status / 100, 2) << late.body;
+    EXPECT_EQ(merchant_db_.Scalar("SELECT outcome FROM callback_receipts ORDER BY id DESC LIMIT 1"),
+              "duplicate");
+    EXPECT_NE(
+        Metrics().find("payledger_queries_total{channel=\"" + channel + "\",answer=\"final\"} 1"),
+        std::string::npos)
+        << Metrics();
+}
+
+TEST_P(PlatformQueryPgTest, AnOrderNotifiedInTimeIsNeverAskedAbout) {
+    ASSERT_EQ(Register(platform_->port(), "ONTIME-1", std::nullopt).status, 201);
+    ASSERT_EQ(Register(merchant_->port(), "ONTIME-1", GetParam()).status, 201);
+    ASSERT_EQ(Notify(merchant_->port(), "ONTIME-1").status / 100, 2);
+    // Its first query fell due a second later: the schedule found it settled and ended.
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+            return merchant_db_.Scalar(
+                       "SELECT next_at IS NULL FROM order_queries WHERE "
+                       "out_trade_no = 'ONTIME-1'") == "t";
+        },
+        std::chrono::seconds{30}));
+    EXPECT_EQ(
+        merchant_db_.Scalar("SELECT attempts FROM order_queries WHERE out_trade_no = 'ONTIME-1'"),
+        "0");
+    EXPECT_EQ(Order("ONTIME-1")["query"]["attempts"], 0);
+}
+
+TEST_P(PlatformQueryPgTest, AnUnpaidOrderIsAskedOnEveryStepThenNoMore) {
+    ASSERT_EQ(Register(platform_->port(), "UNPAID-1", std::nullopt).status, 201);
+    ASSERT_EQ(Register(merchant_->port(), "UNPAID-1", GetParam()).status, 201);
+    // The first query, then one per step of [1, 1, 1]: four, all not final, then nothing.
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+            return merchant_db_.Scalar(
+                       "SELECT attempts = 4 AND next_at IS NULL FROM order_queries "
+                       "WHERE out_trade_no = 'UNPAID-1'") == "t";
+        },
+        std::chrono::seconds{60}))
+        << Order("UNPAID-1").dump();
+    const json order = Order("UNPAID-1");
+    EXPECT_EQ(order["status"], "WAIT_PAY");
+    const std::string not_paid = GetParam() == "alipay" ? "WAIT_BUYER_PAY" : "NOTPAY";
+    EXPECT_EQ(order["query"]["last_answer"], not_paid);
+    // Not-final answers are counted, not stored.
+    EXPECT_EQ(
+        merchant_db_.Scalar("SELECT count(*) FROM callback_receipts WHERE source LIKE '%_query'"),
+        "0");
+    EXPECT_NE(Metrics().find("payledger_queries_total{channel=\"" + GetParam() +
+                             "\",answer=\"not_final\"} 4"),
+              std::string::npos)
+        << Metrics();
+}
+
+TEST_P(PlatformQueryPgTest, AnExpiredOrderIsClosedOnThePlatformAndAPaymentAfterIsFlagged) {
+    const std::string channel = GetParam();
+    const std::string expires = projections::FormatRfc3339(
+        projections::TimeMicros{std::chrono::duration_cast<std::chrono::microseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count()} +
+        2'000'000);
+    ASSERT_EQ(Register(platform_->port(), "EXPIRE-1", std::nullopt).status, 201);
+    ASSERT_EQ(Register(merchant_->port(), "EXPIRE-1", channel, expires).status, 201);
+    ASSERT_TRUE(testing::Eventually([&] { return Order("EXPIRE-1")["status"] == "CLOSED"; },
+                                    std::chrono::seconds{30}))
+        << Order("EXPIRE-1").dump();
+    EXPECT_FALSE(Order("EXPIRE-1")["query"]["closed_at"].is_null());
+    EXPECT_EQ(
+        merchant_db_.Scalar("SELECT source FROM ledger_events WHERE out_trade_no = 'EXPIRE-1' "
+                            "AND event_type = 'PAYMENT_CLOSED'"),
+        channel + "_close");
+    // The platform's record holds the close too: it can no longer be paid there.
+    EXPECT_EQ(platform_db_.Scalar("SELECT status FROM orders WHERE out_trade_no = 'EXPIRE-1'"),
+              "CLOSED");
+    EXPECT_NE(Metrics().find("payledger_query_closes_total{channel=\"" + channel + "\"} 1"),
+              std::string::npos)
+        << Metrics();
+    // A payment notified after the close is never hidden.
+    ASSERT_EQ(Notify(merchant_->port(), "EXPIRE-1").status / 100, 2);
+    const json order = Order("EXPIRE-1");
+    EXPECT_EQ(order["status"], "PAID");
+    EXPECT_EQ(order["anomalies"], json::array({"paid_after_close"}));
+}
+
+TEST_P(PlatformQueryPgTest, TwoServesMakeEachDueQueryOnce) {
+    // A second serve on the same ledger, with the same schedule.
+    ServeProcess second{merchant_db_.url(), channels_};
+    constexpr int kOrders = 12;
+    for (int i = 0; i < kOrders; ++i) {
+        const std::string key = "TWICE-" + std::to_string(i);
+        ASSERT_EQ(Register(platform_->port(), key, std::nullopt).status, 201);
+        const unsigned short serve = i % 2 == 0 ? merchant_->port() : second.port();
+        ASSERT_EQ(Register(serve, key, GetParam()).status, 201);
+        ASSERT_EQ(Notify(platform_->port(), key).status / 100, 2);
+    }
+    // Every lost payment found, each by one query: an order is asked again only after an
+    // answer that did not settle it, and every answer here settles it.
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+            return merchant_db_.Scalar("SELECT count(*) FROM orders WHERE status = 'PAID'") ==
+                   std::to_string(kOrders);
+        },
+        std::chrono::seconds{60}));
+    EXPECT_EQ(merchant_db_.Scalar("SELECT max(attempts) FROM order_queries"), "1");
+    EXPECT_EQ(merchant_db_.Scalar("SELECT count(*) FROM callback_receipts WHERE source = '" +
+                                  GetParam() + "_query'"),
+              std::to_string(kOrders));
+    second.Kill();
+}
+
+// A serve killed while it asks (its orders leased to it, the platform silent): another serve
+// makes those queries once their lease has run out, and every lost payment is found.
+TEST_P(PlatformQueryPgTest, AServeKilledWithQueriesInFlightLeavesThemToAnother) {
+    constexpr int kOrders = 4;
+    simulator_->Pause();
+    for (int i = 0; i < kOrders; ++i) {
+        const std::string key = "KILLED-" + std::to_string(i);
+        ASSERT_EQ(Register(platform_->port(), key, std::nullopt).status, 201);
+        ASSERT_EQ(Register(merchant_->port(), key, GetParam()).status, 201);
+    }
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+            return merchant_db_.Scalar(
+                       "SELECT count(*) FROM order_queries WHERE "
+                       "leased_until > now()") == std::to_string(kOrders);
+        },
+        std::chrono::seconds{30}));
+    merchant_->Kill();  // Its askers wait on the silent platform, every order leased to it.
+    simulator_->Resume();
+    for (int i = 0; i < kOrders; ++i) {
+        ASSERT_EQ(Notify(platform_->port(), "KILLED-" + std::to_string(i)).status / 100, 2);
+    }
+    ServeProcess second{merchant_db_.url(), channels_};
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+            return merchant_db_.Scalar("SELECT count(*) FROM orders WHERE status = 'PAID'") ==
+                   std::to_string(kOrders);
+        },
+        std::chrono::seconds{60}));
+    EXPECT_EQ(merchant_db_.Scalar("SELECT count(*) FROM order_queries WHERE attempts = 1"),
+              std::to_string(kOrders));
+}
+
+// WeChat Pay v3 answered by a script instead of the simulator: the answers docs/query.md says a
+// platform may give, in turn, each signed by the platform key (or not).
+class ScriptedPlatformPgTest : public ::testing::Test {
+protected:
+    using Script = std::vector<testing::ReceiverAnswer>;
+
+    void Start(Script script, const json& schedule) {
+        script_ = std::move(script);
+        receiver_ = std::make_unique<testing::WebhookReceiver>(
+            [this](const testing::ReceivedRequest& request) {
+                std::lock_guard lock{mutex_};
+                requests_.push_back(request.method + " " + request.target);
+                if (next_ >= script_.size()) return testing::ReceiverAnswer{.never_answer = true};
+                return script_[next_++];
+            });
+        dir_ = testing::MakeTestTmpDir("scripted-");
+        WriteFile(dir_ + "/v3_platform.pub", PublicKeyPem(platform_.Public()), 0644);
+        WriteFile(dir_ + "/v3_merchant.pem", PrivateKeyPem(GenerateRsaKey()), 0600);
+        channels_ = {{"wechat_v3",
+                      {{"appid", "wx0000000000000002"},
+                       {"mchid", "1900000002"},
+                       {"api_v3_key", "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb"},
+                       {"platform_public_keys", {{kQueryV3Serial, dir_ + "/v3_platform.pub"}}},
+                       {"query",
+                        {{"api_base", "http://127.0.0.1:" + std::to_string(receiver_->port())},
+                         {"merchant_private_key", dir_ + "/v3_merchant.pem"},
+                         {"merchant_serial", kMerchantSerial}}}}},
+                     {"query", schedule}};
+        serve_ = std::make_unique<ServeProcess>(db_.url(), channels_);
+    }
+    void TearDown() override {
+        serve_.reset();
+        receiver_.reset();
+        if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    }
+
+    // An answer as WeChat Pay signs it (`probe`: with a signature probe instead).
+    testing::ReceiverAnswer Signed(int status, const std::string& body, bool probe = false) const {
+        const std::string timestamp =
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count());
+        const std::string nonce = "SCRIPTEDNONCE";
+        std::string signature = ledger::Base64Encode(
+            RsaSha256Sign(platform_, WechatV3SignatureMessage(timestamp, nonce, body)));
+        if (probe) signature = "WECHATPAY/SIGNTEST/" + signature;
+        return testing::ReceiverAnswer{.status = status,
+                                       .headers = {{"Content-Type", "application/json"},
+                                                   {"Wechatpay-Timestamp", timestamp},
+                                                   {"Wechatpay-Nonce", nonce},
+                                                   {"Wechatpay-Serial", kQueryV3Serial},
+                                                   {"Wechatpay-Signature", signature}},
+                                       .body = body};
+    }
+    static std::string Transaction(const std::string& state,
+                                   const std::string& out_trade_no = "RACE-1") {
+        return json{{"appid", "wx0000000000000002"},
+                    {"mchid", "1900000002"},
+                    {"out_trade_no", out_trade_no},
+                    {"transaction_id", "4200000000000000000000000001"},
+                    {"trade_state", state},
+                    {"success_time", "2026-12-06T10:00:00+08:00"},
+                    {"amount", {{"total", 1999}, {"currency", "CNY"}}}}
+            .dump();
+    }
+    json Order(const std::string& out_trade_no) {
+        HttpClient client{serve_->port()};
+        return client.Get("/v1/orders/" + out_trade_no, testing::kAuditorToken).Json();
+    }
+    std::vector<std::string> Requests() {
+        std::lock_guard lock{mutex_};
+        return requests_;
+    }
+
+    TestDatabase db_;
+    PrivateKey platform_ = GenerateRsaKey();
+    std::string dir_;
+    json channels_;
+    std::mutex mutex_;
+    Script script_;
+    std::size_t next_ = 0;
+    std::vector<std::string> requests_;
+    std::unique_ptr<testing::WebhookReceiver> receiver_;
+    std::unique_ptr<ServeProcess> serve_;
+};
+
+// Paid between the last query and the close: the close is refused (ORDER_PAID), a query follows
+// at once and appends the payment; the order is never closed.
+TEST_F(ScriptedPlatformPgTest, AnOrderPaidBetweenTheLastQueryAndTheCloseGetsItsPayment) {
+    PAYLEDGER_REQUIRE_DB(db_);
+    Start({Signed(200, Transaction("NOTPAY")),
+           Signed(400, R"({"code":"ORDER_PAID","message":"订单已支付"})"),
+           Signed(200, Transaction("SUCCESS"))},
+          {{"first_after_seconds", 60}, {"schedule_seconds", {60}}, {"timeout_seconds", 2}});
+    const std::string expires =
+        projections::FormatRfc3339(std::chrono::duration_cast<std::chrono::microseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count() +
+                                   1'000'000);
+    ASSERT_EQ(PlatformQueryPgTest::Register(serve_->port(), "RACE-1", "wechat_v3", expires).status,
+              201);
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+            const json order = Order("RACE-1");
+            return order["status"] == "PAID" && order["query"]["attempts"] == 3;
+        },
+        std::chrono::seconds{30}))
+        << Order("RACE-1").dump();
+    const std::vector<std::string> requests = Requests();
+    ASSERT_EQ(requests.size(), 3U);
+    EXPECT_TRUE(requests[0].starts_with("GET /v3/pay/transactions/out-trade-no/RACE-1?mchid="));
+    EXPECT_EQ(requests[1], "POST /v3/pay/transactions/out-trade-no/RACE-1/close");
+    EXPECT_TRUE(requests[2].starts_with("GET "));
+    EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events WHERE event_type = 'PAYMENT_CLOSED'"),
+              "0");
+    EXPECT_TRUE(Order("RACE-1")["query"]["closed_at"].is_null());
+    EXPECT_TRUE(Order("RACE-1")["query"]["next_at"].is_null());
+}
+
+// What a platform may answer instead of a verdict: a signature probe (a bad_signature receipt),
+// a 503, an answer over 64 KiB, silence past the timeout, and an answer about another order (a
+// mismatch receipt). None of them settles the order or stops the schedule; the next answer does.
+TEST_F(ScriptedPlatformPgTest, ProbesFailuresAndOtherOrdersNeverStopTheSchedule) {
+    PAYLEDGER_REQUIRE_DB(db_);
+    Start({Signed(200, Transaction("SUCCESS"), /*probe=*/true),
+           Signed(503, R"({"code":"SYSTEM_ERROR","message":"系统错误"})"),
+           Signed(200, std::string(70 * 1024, ' ') + Transaction("SUCCESS")),
+           testing::ReceiverAnswer{.never_answer = true},
+           Signed(200, Transaction("SUCCESS", "OTHER-1")), Signed(200, Transaction("SUCCESS"))},
+          {{"first_after_seconds", 0},
+           {"schedule_seconds", {1, 1, 1, 1, 1, 1}},
+           {"timeout_seconds", 1}});
+    ASSERT_EQ(PlatformQueryPgTest::Register(serve_->port(), "RACE-1", "wechat_v3").status, 201);
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+            const json order = Order("RACE-1");
+            return order["status"] == "PAID" && order["query"]["attempts"] == 6;
+        },
+        std::chrono::seconds{60}))
+        << Order("RACE-1").dump();
+    EXPECT_EQ(db_.Scalar("SELECT string_agg(outcome, ',' ORDER BY id) FROM callback_receipts "
+                         "WHERE source = 'wechat_v3_query'"),
+              "bad_signature,mismatch,appended");
+    HttpClient client{serve_->port()};
+    const std::string metrics = client.Get("/metrics").body;
+    for (const char* line :
+         {"payledger_queries_total{channel=\"wechat_v3\",answer=\"final\"} 2",
+          "payledger_queries_total{channel=\"wechat_v3\",answer=\"bad_signature\"} 1",
+          "payledger_queries_total{channel=\"wechat_v3\",answer=\"failed\"} 3"}) {
+        EXPECT_NE(metrics.find(line), std::string::npos) << line << "\n" << metrics;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Channels, PlatformQueryPgTest,
+                         ::testing::Values("wechat_v2", "wechat_v3", "alipay"));
+
+}  // namespace
+}  // namespace payledger::api
