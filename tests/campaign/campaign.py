@@ -893,17 +893,7 @@ class Campaign:
         checker.check_subscriptions(report, self.subs, self.receiver.snapshot(), events)
         # Every payment and refund the platform settled is in the ledger after the final
         # reconcile (a callback lost for good is found by the statement).
-        by_key = {(e["out_trade_no"], e["event_type"]): e for e in events}
-        for h in self.history.platform:
-            if h.get("kind") != "platform" or h.get("class") != "ok" or not h.get("event_type"):
-                continue
-            if h["event_type"] not in ("PAYMENT_SUCCEEDED", "REFUND_SUCCEEDED"):
-                continue
-            e = by_key.get((h["otn"], h["event_type"]))
-            if e is None or checker.event_fp(e) != tuple(h["fp"]):
-                report.add("reconcile", "the platform settled %s %s %s, the ledger has %s"
-                           % (h["otn"], h["event_type"], h["fp"],
-                              checker.event_fp(e) if e else "nothing"), lost=1)
+        checker.check_settled(report, self.history.platform, events)
         for text in self.violations_live + self.final_problems:
             report.add("operations", text)
         for f, error in self.fault_errors:

@@ -153,6 +153,23 @@ def check_ledger(report, entries, platform_entries, events, orders, balances, ac
     return present
 
 
+def check_settled(report, platform_entries, events):
+    """Every payment and refund the platform settled (its own ledger acknowledged it) is in the
+    ledger after the final reconcile, with the platform's fingerprint: a callback lost for good
+    is found by the statement."""
+    by_key = {(e["out_trade_no"], e["event_type"]): e for e in events}
+    for h in platform_entries:
+        if h.get("kind") != "platform" or h.get("class") != "ok" or not h.get("event_type"):
+            continue
+        if h["event_type"] not in (PAY, REFUND):
+            continue
+        e = by_key.get((h["otn"], h["event_type"]))
+        if e is None or event_fp(e) != tuple(h["fp"]):
+            report.add("reconcile", "the platform settled %s %s %s, the ledger has %s"
+                       % (h["otn"], h["event_type"], h["fp"],
+                          event_fp(e) if e else "nothing"), lost=1)
+
+
 def check_answers(report, entries, events=None):
     by_seq = {e["seq"]: e for e in events or []}
     for h in entries:
