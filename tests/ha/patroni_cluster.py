@@ -4,8 +4,8 @@
 Given a folder, PatroniCluster starts there one etcd member (or three) and three PostgreSQL
 nodes, each managed by a Patroni of its own: synchronous_mode and synchronous_mode_strict on,
 primary_start_timeout 0, use_pg_rewind, and a short ttl/loop_wait/retry_timeout so that a
-failover takes seconds (the settings are deploy/patroni/patroni-test.yml's, written out per
-node). Every node has its own PostgreSQL port, REST API port and unix socket folder.
+failover takes seconds (deploy/patroni/patroni-test.json, filled in per node). Every node has
+its own PostgreSQL port, REST API port and unix socket folder.
 
     with PatroniCluster(folder) as cluster:      # stops everything on the way out
         cluster.start()                          # a leader, two streaming replicas, one sync
@@ -22,13 +22,30 @@ PostgreSQL 15's server and psql. As root, Patroni and PostgreSQL run as the `pos
 (PostgreSQL refuses root; scripts/lib/common.sh's _pg_as does the same), so the folder given
 must be reachable by `postgres`: it is made 0755, every node's own folder is postgres's.
 
-Nothing outlives the harness: stop() ends every Patroni (which stops its PostgreSQL), then any
-PostgreSQL left running (a node whose Patroni was killed), then etcd. It runs from __exit__, from
-atexit, and on SIGTERM/SIGINT/SIGHUP when install_signal_handlers() was called; and every
+The folder is the caller's: the harness removes nothing (etcdN/ and etcdN.log; per node
+nodeN/data, nodeN/sock, nodeN/patroni.yml, nodeN/patroni.log, nodeN/postgresql.log). Nothing
+outlives the harness: stop() ends every Patroni (which stops its PostgreSQL), then any
+PostgreSQL left running (a node whose Patroni was killed), then etcd. It runs from __exit__,
+from atexit, and on SIGTERM/SIGINT/SIGHUP when install_signal_handlers() was called; and every
 process the harness starts gets SIGTERM from the kernel should the harness itself die
 (PR_SET_PDEATHSIG), so even a SIGKILLed test leaves nothing behind: Patroni stops its
 PostgreSQL on SIGTERM. Every wait is bounded and polls; a wait that runs out raises
-ClusterError naming what did not happen and the last state seen.
+ClusterError naming what did not happen and the last state seen (describe()).
+
+PatroniCluster(folder, etcd_members=1|3, ttl=, loop_wait=, retry_timeout=,
+primary_start_timeout=) — the timings default to patroni-test.json's:
+  start(), stop(), install_signal_handlers()
+  leader(), wait_for_leader(timeout, exclude=), leader_port(), wait_healthy(timeout),
+  wait_replica_of(name, leader), sync_standby(), sync_standbys(), cluster_status(),
+  replication(leader), describe()
+  multihost_url(db, user), url(name, db), psql(sql, node=, db=), create_database(name),
+  migrate(binary, db=, grant=)
+  switchover(candidate=), failover(candidate), kill_postgres(name=), kill_patroni(name=),
+  start_patroni(name), stop_node(name), start_node(name), stop_sync_standby(),
+  start_sync_standby(name)
+  etcd_leader(), stop_etcd(i=), start_etcd(i), etcd_healthy(i)
+cluster.nodes[name] (Node): pg_port, rest_port, sock, data, url(), psql(), run_sql(),
+start_sql(), scalar(), in_recovery(), postmaster_pid(), rest(method, path, body).
 
 Also a command: `patroni_cluster.py FOLDER` starts a cluster, prints its URLs, and runs until
 Ctrl-C (for trying things by hand).
@@ -54,6 +71,23 @@ PATRONICTL = "/usr/bin/patronictl"
 ETCD = "/usr/bin/etcd"
 PSQL = "/usr/bin/psql"
 SCOPE = "payledger"
+
+
+# The settings the tests use (deploy/patroni/README.md), with placeholders per node.
+TEST_SETTINGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy",
+                             "patroni", "patroni-test.json")
+
+
+def _strings(value):
+    """Every string inside a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
 
 
 class ClusterError(RuntimeError):
@@ -326,10 +360,18 @@ class Node:
 class PatroniCluster:
     """Three Patroni nodes (node1..node3) and one or three etcd members under `folder`."""
 
-    def __init__(self, folder, nodes=3, etcd_members=1, ttl=10, loop_wait=1, retry_timeout=4,
-                 primary_start_timeout=0, log=None):
+    def __init__(self, folder, nodes=3, etcd_members=1, ttl=None, loop_wait=None,
+                 retry_timeout=None, primary_start_timeout=None, log=None):
         if etcd_members not in (1, 3):
             raise ValueError("etcd_members is 1 or 3")
+        with open(TEST_SETTINGS) as f:
+            dcs = json.load(f)["bootstrap"]["dcs"]
+        # The timings of patroni-test.json unless given.
+        ttl = dcs["ttl"] if ttl is None else ttl
+        loop_wait = dcs["loop_wait"] if loop_wait is None else loop_wait
+        retry_timeout = dcs["retry_timeout"] if retry_timeout is None else retry_timeout
+        if primary_start_timeout is None:
+            primary_start_timeout = dcs["primary_start_timeout"]
         if loop_wait + 2 * retry_timeout > ttl:
             # Patroni's rule for these three: the leader must be able to retry the DCS within
             # the ttl, or it loses the lock while still serving.
@@ -395,81 +437,29 @@ class PatroniCluster:
         return ["127.0.0.1:%d" % m["client"] for m in self.etcd]
 
     def _node_config(self, node):
-        """Patroni's configuration for `node`: deploy/patroni/patroni-test.yml's settings with
-        this node's ports and paths. Written as JSON, which YAML reads as it is."""
-        return {
-            "scope": SCOPE,
-            "namespace": "/service/",
-            "name": node.name,
-            "log": {"level": "INFO", "format": "%(asctime)s %(levelname)s: %(message)s"},
-            "restapi": {"listen": "127.0.0.1:%d" % node.rest_port,
-                        "connect_address": "127.0.0.1:%d" % node.rest_port},
-            "etcd3": {"hosts": self.etcd_hosts()},
-            "bootstrap": {
-                "dcs": {
-                    "ttl": self.ttl,
-                    "loop_wait": self.loop_wait,
-                    "retry_timeout": self.retry_timeout,
-                    "maximum_lag_on_failover": 1048576,
-                    "primary_start_timeout": self.primary_start_timeout,
-                    "synchronous_mode": True,
-                    "synchronous_mode_strict": True,
-                    "synchronous_node_count": 1,
-                    "postgresql": {
-                        "use_pg_rewind": True,
-                        "use_slots": True,
-                        "parameters": {
-                            "max_connections": 200,
-                            "shared_buffers": "32MB",
-                            "wal_level": "replica",
-                            "wal_log_hints": "on",
-                            "wal_keep_size": "256MB",
-                            "max_wal_senders": 10,
-                            "max_replication_slots": 10,
-                            "hot_standby": "on",
-                            "hot_standby_feedback": "on",
-                            "synchronous_commit": "on",
-                            "fsync": "on",
-                            "idle_in_transaction_session_timeout": "60s",
-                            "wal_receiver_timeout": "10s",
-                            "wal_sender_timeout": "10s",
-                        },
-                    },
-                },
-                "initdb": [{"encoding": "UTF8"}, {"locale": "C.UTF-8"}, "data-checksums"],
-            },
-            "postgresql": {
-                "listen": "127.0.0.1:%d" % node.pg_port,
-                "connect_address": "127.0.0.1:%d" % node.pg_port,
-                "data_dir": node.data,
-                "bin_dir": PG_BIN,
-                "pgpass": os.path.join(node.folder, "pgpass"),
-                "use_unix_socket": True,
-                "authentication": {
-                    "superuser": {"username": "postgres"},
-                    "replication": {"username": "replicator"},
-                },
-                # Trust, on loopback and the node's own socket only: a test cluster.
-                "pg_hba": [
-                    "local all all trust",
-                    "local replication all trust",
-                    "host all all 127.0.0.1/32 trust",
-                    "host replication all 127.0.0.1/32 trust",
-                ],
-                "basebackup": [{"checkpoint": "fast"}],
-                "parameters": {
-                    "unix_socket_directories": node.sock,
-                    "logging_collector": "on",
-                    "log_directory": node.folder,
-                    "log_filename": "postgresql.log",
-                    "log_file_mode": "0644",
-                    "log_line_prefix": "%m [%p] %q%a ",
-                },
-            },
-            "watchdog": {"mode": "off"},
-            "tags": {"nofailover": False, "noloadbalance": False, "clonefrom": False,
-                     "nosync": False},
-        }
+        """Patroni's configuration for `node`: deploy/patroni/patroni-test.json (the settings
+        the tests use, documented in deploy/patroni/README.md) with this node's name, ports
+        and paths in place of its "<...>" placeholders, and the timings this cluster was made
+        with. Written as JSON, which Patroni reads as the YAML it is."""
+        with open(TEST_SETTINGS) as f:
+            config = json.load(f)
+        config["name"] = node.name
+        rest = "127.0.0.1:%d" % node.rest_port
+        config["restapi"].update(listen=rest, connect_address=rest)
+        config["etcd3"]["hosts"] = self.etcd_hosts()
+        dcs = config["bootstrap"]["dcs"]
+        dcs.update(ttl=self.ttl, loop_wait=self.loop_wait, retry_timeout=self.retry_timeout,
+                   primary_start_timeout=self.primary_start_timeout)
+        pg = config["postgresql"]
+        address = "127.0.0.1:%d" % node.pg_port
+        pg.update(listen=address, connect_address=address, data_dir=node.data,
+                  pgpass=os.path.join(node.folder, "pgpass"))
+        pg["parameters"].update(unix_socket_directories=node.sock, log_directory=node.folder)
+        left = [v for v in _strings(config) if v.startswith("<")]
+        if left:
+            raise ClusterError("%s: placeholders the harness does not fill: %s"
+                               % (TEST_SETTINGS, ", ".join(left)))
+        return config
 
     def _prepare(self):
         for m in self.etcd:
@@ -538,14 +528,17 @@ class PatroniCluster:
 
     def _stop_orphan_postgres(self, node):
         """A PostgreSQL whose Patroni is gone: pg_ctl stop -m fast, then -m immediate, then
-        SIGKILL of the postmaster and whatever is left of its children."""
+        SIGKILL of the postmaster (its backends end when they see it gone)."""
         pid = node.postmaster_pid()
         if pid is None or node.patroni.running:
             return
         for mode in ("fast", "immediate"):
-            subprocess.run([PG_BIN + "/pg_ctl", "-D", node.data, "-m", mode, "-w", "-t", "20",
-                            "stop"], cwd="/", capture_output=True, timeout=40,
-                           **_as_postgres())
+            try:
+                subprocess.run([PG_BIN + "/pg_ctl", "-D", node.data, "-m", mode, "-w", "-t",
+                                "20", "stop"], cwd="/", capture_output=True, timeout=40,
+                               **_as_postgres())
+            except subprocess.TimeoutExpired:
+                pass
             if not _alive(pid):
                 return
         os.kill(pid, signal.SIGKILL)

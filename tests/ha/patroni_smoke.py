@@ -20,6 +20,7 @@ long each step took, and stops everything, also when a step fails (then the last
 log are printed, and the folder kept unless it lies in PAYLEDGER_TEST_TMPDIR).
 
 Usage: patroni_smoke.py [--bin PAYLEDGER] [--etcd-members 1|3] [--keep]
+                        [--ttl S --loop-wait S --retry-timeout S]   (e.g. production's 30 10 10)
 Exit 77 (ctest: skipped) when Patroni, etcd or PostgreSQL 15 is not installed, except under CI
 (the variable CI set), where that fails.
 """
@@ -261,6 +262,9 @@ def main():
     parser.add_argument("--bin", help="a payledger binary: migrate through the multi-host URL")
     parser.add_argument("--etcd-members", type=int, choices=(1, 3), default=1)
     parser.add_argument("--keep", action="store_true", help="keep the folder, also on success")
+    parser.add_argument("--ttl", type=int, help="instead of deploy/patroni/patroni-test.json's")
+    parser.add_argument("--loop-wait", type=int, help="likewise")
+    parser.add_argument("--retry-timeout", type=int, help="likewise")
     args = parser.parse_args()
 
     missing = patroni_cluster.missing_programs()
@@ -273,13 +277,15 @@ def main():
 
     parent = os.environ.get("PAYLEDGER_TEST_TMPDIR") or None
     folder = tempfile.mkdtemp(prefix="patroni-smoke-", dir=parent)
-    cluster = PatroniCluster(folder, etcd_members=args.etcd_members)
+    cluster = PatroniCluster(folder, etcd_members=args.etcd_members, ttl=args.ttl,
+                             loop_wait=args.loop_wait, retry_timeout=args.retry_timeout)
     cluster.install_signal_handlers()
     smoke = Smoke(cluster, args.bin)
     ok = False
     began = time.monotonic()
-    print("Patroni smoke test in %s (%d etcd member%s)" % (
-        folder, args.etcd_members, "s" if args.etcd_members > 1 else ""), flush=True)
+    print("Patroni smoke test in %s (%d etcd member%s; ttl %d, loop_wait %d, retry_timeout %d)"
+          % (folder, args.etcd_members, "s" if args.etcd_members > 1 else "", cluster.ttl,
+             cluster.loop_wait, cluster.retry_timeout), flush=True)
     try:
         smoke.run(args.etcd_members)
         ok = True
@@ -304,7 +310,8 @@ def main():
                     print("--- %s/%s (last lines)\n%s" % (node.name, log, tail(path)),
                           file=sys.stderr)
     print("  %-34s %-44s %6.1f s" % ("stop", "everything stopped", stop_seconds))
-    print(json.dumps({"ok": ok, "etcd_members": args.etcd_members,
+    print(json.dumps({"ok": ok, "etcd_members": args.etcd_members, "ttl": cluster.ttl,
+                      "loop_wait": cluster.loop_wait, "retry_timeout": cluster.retry_timeout,
                       "total_seconds": round(time.monotonic() - began, 1),
                       "timings": [[s, w, round(t, 2)] for s, w, t in smoke.timings]}))
     if ok and not args.keep:
