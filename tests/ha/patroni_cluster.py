@@ -22,14 +22,16 @@ PostgreSQL 15's server and psql. As root, Patroni and PostgreSQL run as the `pos
 (PostgreSQL refuses root; scripts/lib/common.sh's _pg_as does the same), so the folder given
 must be reachable by `postgres`: it is made 0755, every node's own folder is postgres's.
 
-The folder is the caller's: the harness removes nothing (etcdN/ and etcdN.log; per node
+The folder is the caller's: the harness removes nothing (etcdN/, etcdN.log, reaper.log; per node
 nodeN/data, nodeN/sock, nodeN/patroni.yml, nodeN/patroni.log, nodeN/postgresql.log). Nothing
 outlives the harness: stop() ends every Patroni (which stops its PostgreSQL), then any
 PostgreSQL left running (a node whose Patroni was killed), then etcd. It runs from __exit__,
 from atexit, and on SIGTERM/SIGINT/SIGHUP when install_signal_handlers() was called; and every
 process the harness starts gets SIGTERM from the kernel should the harness itself die
-(PR_SET_PDEATHSIG), so even a SIGKILLed test leaves nothing behind: Patroni stops its
-PostgreSQL on SIGTERM. Every wait is bounded and polls; a wait that runs out raises
+(PR_SET_PDEATHSIG), on which Patroni stops its PostgreSQL; a reaper process (--reaper,
+started with the cluster, in a session of its own) then ends whatever is still left once
+Patroni is gone, so even a SIGKILLed test leaves nothing behind. stop() itself ends, last,
+anything of the folder still running. Every wait is bounded and polls; a wait that runs out raises
 ClusterError naming what did not happen and the last state seen (describe()).
 
 PatroniCluster(folder, etcd_members=1|3, ttl=, loop_wait=, retry_timeout=,
@@ -171,6 +173,92 @@ def _alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+# The programs the harness starts, directly or through Patroni.
+_PROGRAMS = {"patroni", "etcd", "postgres", "pg_ctl", "pg_rewind", "pg_basebackup", "initdb"}
+
+
+def _processes_of(folder):
+    """{pid: argv} of the harness's programs (_PROGRAMS; Patroni is python running
+    /usr/bin/patroni) whose command line names a path inside `folder`, a fresh temporary one:
+    the etcd members, the Patroni processes, the postmasters, a pg_rewind or pg_basebackup."""
+    prefix = folder.rstrip("/") + "/"
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        names = {os.path.basename(a) for a in argv[:2]}
+        if names & _PROGRAMS and any(prefix in arg for arg in argv) and _alive(int(entry)):
+            found[int(entry)] = argv
+    return found
+
+
+def _end_processes_of(folder, say):
+    """Ends every process of `folder` (_processes_of) whatever state it is in: Patroni first
+    (SIGKILL: it must not start its PostgreSQL again), then each postmaster (SIGQUIT, an
+    immediate shutdown that ends its backends; SIGKILL after 10 s), then the rest (etcd,
+    pg_rewind, pg_basebackup: SIGKILL). Returns how many it found."""
+    procs = _processes_of(folder)
+    if not procs:
+        return 0
+    say("ending what is left in %s: %s" % (folder, ", ".join(
+        "%d %s" % (pid, " ".join(argv[:2])) for pid, argv in sorted(procs.items()))))
+
+    for pid, argv in procs.items():
+        if _is_patroni(argv):
+            _kill(pid, signal.SIGKILL)
+    postmasters = [pid for pid, argv in procs.items()
+                   if os.path.basename(argv[0]) == "postgres"]
+    for pid in postmasters:
+        _kill(pid, signal.SIGQUIT)
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in postmasters) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in list(_processes_of(folder)):
+        _kill(pid, signal.SIGKILL)
+    return len(procs)
+
+
+def _is_patroni(argv):
+    return any(os.path.basename(a) == "patroni" for a in argv[:2])
+
+
+def _kill(pid, signum):
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _reaper(folder):
+    """`patroni_cluster.py --reaper FOLDER`: started by PatroniCluster.start() in a session of
+    its own, it waits for its stdin to close. The harness writes "stopped" there at the end of
+    stop(); stdin closed without it means the harness died without stopping the cluster (a
+    SIGKILL). Its processes then got SIGTERM (PR_SET_PDEATHSIG), on which Patroni stops its
+    PostgreSQL, except one it was just starting (seen: a former primary being restarted as a
+    replica outlived its Patroni). Once every Patroni has exited (30 s at most), and 10 s more
+    for a PostgreSQL shutdown under way, it ends whatever is left."""
+    said = sys.stdin.buffer.read()
+    if said.strip() == b"stopped":
+        return 0
+    def say(text):
+        print("[patroni_cluster reaper] " + text, file=sys.stderr, flush=True)
+    say("the harness died without stopping the cluster in %s" % folder)
+    deadline = time.monotonic() + 30
+    while (time.monotonic() < deadline and
+           any(_is_patroni(argv) for argv in _processes_of(folder).values())):
+        time.sleep(0.5)
+    deadline = time.monotonic() + 10
+    while _processes_of(folder) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    _end_processes_of(folder, say)
+    return 0
 
 
 def _free_port(taken):
@@ -412,6 +500,7 @@ class PatroniCluster:
             self.nodes[name] = Node(self, name, folder, _free_port(self._ports),
                                     _free_port(self._ports))
         self._stopped = True
+        self._reaper = None   # the process that cleans up should the harness die (_reaper)
         atexit.register(self.stop)
 
     # --- Context manager, signals -----------------------------------------------------------
@@ -486,6 +575,12 @@ class PatroniCluster:
         self._stopped = False
         began = time.monotonic()
         self._prepare()
+        if self._reaper is None:
+            with open(os.path.join(self.folder, "reaper.log"), "ab") as out:
+                self._reaper = subprocess.Popen(
+                    [sys.executable, os.path.abspath(__file__), "--reaper", self.folder],
+                    stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, cwd="/",
+                    start_new_session=True)
         for m in self.etcd:
             m["daemon"].start()
         wait_until("etcd answering on %s" % ", ".join(self.etcd_hosts()),
@@ -525,6 +620,17 @@ class PatroniCluster:
                     self.say("%s did not stop within 30 s of SIGTERM: killed" % m["name"])
             except Exception as e:
                 self.say("stopping %s: %s" % (m["name"], e))
+        try:
+            _end_processes_of(self.folder, self.say)   # nothing, unless something went wrong
+        except Exception as e:
+            self.say("ending what was left: %s" % e)
+        if self._reaper is not None:
+            try:
+                self._reaper.communicate(b"stopped\n", timeout=10)
+            except Exception as e:
+                self.say("the reaper: %s" % e)
+                self._reaper.kill()
+            self._reaper = None
 
     def _stop_orphan_postgres(self, node):
         """A PostgreSQL whose Patroni is gone: pg_ctl stop -m fast, then -m immediate, then
@@ -838,6 +944,8 @@ class PatroniCluster:
 
 
 def main(argv):
+    if len(argv) == 3 and argv[1] == "--reaper":
+        return _reaper(argv[2])
     if len(argv) != 2:
         print("usage: %s FOLDER   (starts a cluster there, runs until Ctrl-C)" % argv[0],
               file=sys.stderr)
