@@ -41,7 +41,7 @@ primary_start_timeout=) — the timings default to patroni-test.json's:
   wait_replica_of(name, leader), sync_standby(), sync_standbys(), cluster_status(),
   replication(leader), describe()
   multihost_url(db, user), url(name, db), psql(sql, node=, db=), create_database(name),
-  migrate(binary, db=, grant=)
+  migrate(binary, db=, grant=, url=)
   switchover(candidate=), failover(candidate), kill_postgres(name=), kill_patroni(name=),
   start_patroni(name), stop_node(name), start_node(name), stop_sync_standby(),
   start_sync_standby(name)
@@ -748,14 +748,20 @@ class PatroniCluster:
         if not all(streams.get(n, ("",))[0] == "streaming" for n in others):
             return None
         sync = [n for n, (_, sync_state) in streams.items() if sync_state == "sync"]
-        if not sync or sorted(sync) != sorted(self.sync_standbys()):
+        status = self.cluster_status(prefer=leader) or {"members": []}
+        states = {m["name"]: m.get("state") for m in status["members"]}
+        if not all(states.get(n) in ("running", "streaming") for n in self.nodes):
+            return None   # Patroni's own view lags PostgreSQL's: "starting", "stopped", ...
+        listed = [m["name"] for m in status["members"] if m.get("role") == "sync_standby"]
+        if not sync or sorted(sync) != sorted(listed):
             return None
         return leader
 
     def wait_healthy(self, timeout=90):
-        """Waits until there is a leader, every other node streams from it, and the standby
-        PostgreSQL confirms synchronously is the one Patroni lists as synchronous (so that a
-        commit does not wait on synchronous_standby_names = '*'). Returns the leader."""
+        """Waits until there is a leader, every other node streams from it, Patroni reports
+        every member running, and the standby PostgreSQL confirms synchronously is the one
+        Patroni lists as synchronous (so that a commit does not wait on
+        synchronous_standby_names = '*'). Returns the leader."""
         return wait_until("a healthy cluster (a leader, every other node streaming from it, "
                           "one synchronous standby)", self._healthy, timeout, pace=0.25,
                           state=self.describe)
@@ -806,10 +812,11 @@ class PatroniCluster:
                                if n.postmaster_pid() is not None), timeout, pace=0.1,
                    state=self.describe)
 
-    def migrate(self, binary, db="payledger", grant=None, timeout=120):
+    def migrate(self, binary, db="payledger", grant=None, url=None, timeout=120):
         """`payledger migrate` (with --grant ROLE when given) through the multi-host URL, as
-        payledger itself would reach the leader. Returns its output; raises when it fails."""
-        env = dict(os.environ, PAYLEDGER_DATABASE_URL=self.multihost_url(db=db))
+        payledger itself would reach the leader, or through `url` (e.g. url(leader)). Returns
+        its output; raises when it fails."""
+        env = dict(os.environ, PAYLEDGER_DATABASE_URL=url or self.multihost_url(db=db))
         argv = [binary, "migrate"] + (["--grant", grant] if grant else [])
         proc = subprocess.run(argv, env=env, capture_output=True, timeout=timeout)
         out = (proc.stdout + proc.stderr).decode(errors="replace")
