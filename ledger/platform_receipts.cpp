@@ -24,7 +24,11 @@ constexpr const char* kReceiptsSql =
     "(extract(epoch FROM e.occurred_at) * 1000000)::bigint, e.data::text "
     "FROM callback_receipts AS r JOIN ledger_events AS e ON e.receipt_id = r.id "
     "WHERE r.outcome = 'appended' "
-    "AND (r.source IN ('wechat_v3', 'alipay') OR e.source IN ('wechat_v3', 'alipay')) "
+    // What the platforms sign with their keys: WeChat Pay APIv3's and Alipay's notices, and
+    // their answers to queries and closes (docs/query.md).
+    "AND (r.source IN ('wechat_v3', 'alipay', 'wechat_v3_query', 'wechat_v3_close', "
+    "'alipay_query', 'alipay_close') OR e.source IN ('wechat_v3', 'alipay', 'wechat_v3_query', "
+    "'wechat_v3_close', 'alipay_query', 'alipay_close')) "
     "ORDER BY r.id";
 
 // The appended receipts of the two channels with their body's hash and their notice's id,

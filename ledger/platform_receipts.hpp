@@ -26,9 +26,9 @@ struct PlatformReceipt {
 };
 
 // Calls `visit` for every receipt that appended an event where the receipt or its event comes
-// from WeChat Pay APIv3 or Alipay, in receipt id order, in `tx`'s snapshot. Reads them through
-// a cursor, a page of a bounded size at a time (constant memory, however long the ledger).
-// Throws pqxx exceptions.
+// from WeChat Pay APIv3 or Alipay (a notice, or an answer to a query or a close), in receipt id
+// order, in `tx`'s snapshot. Reads them through a cursor, a page of a bounded size at a time
+// (constant memory, however long the ledger). Throws pqxx exceptions.
 void ForEachPlatformReceipt(pqxx::transaction_base& tx,
                             const std::function<void(const PlatformReceipt&)>& visit);
 

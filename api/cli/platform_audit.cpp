@@ -11,6 +11,7 @@
 #include "api/channels/alipay_form.hpp"
 #include "api/channels/json_input.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
+#include "api/query/platform_protocol.hpp"
 #include "ledger/bytes.hpp"
 #include "ledger/platform_receipts.hpp"
 #include "projections/assert.hpp"
@@ -74,6 +75,14 @@ PlatformKeys LoadKeys(const json& root, const std::string& base_dir) {
                     LoadPublicKey(path, "wechat_v3.platform_public_keys." + serial, base_dir);
             }
         }
+        if (const auto mchid = wechat->find("mchid");
+            mchid != wechat->end() && mchid->is_string()) {
+            keys.wechat_v3_mchid = mchid->get<std::string>();
+        }
+        if (const auto appid = wechat->find("appid");
+            appid != wechat->end() && appid->is_string()) {
+            keys.wechat_v3_appid = appid->get<std::string>();
+        }
         if (const auto key = wechat->find("api_v3_key"); key != wechat->end()) {
             if (!key->is_string() || key->get_ref<const std::string&>().size() != kApiV3KeyBytes) {
                 throw ConfigError("wechat_v3.api_v3_key: must be exactly 32 bytes (the APIv3 key)");
@@ -84,6 +93,10 @@ PlatformKeys LoadKeys(const json& root, const std::string& base_dir) {
     if (const json* alipay = Section(root, "alipay")) {
         if (const auto path = alipay->find("alipay_public_key"); path != alipay->end()) {
             keys.alipay = LoadPublicKey(*path, "alipay.alipay_public_key", base_dir);
+        }
+        if (const auto seller = alipay->find("seller_id");
+            seller != alipay->end() && seller->is_string()) {
+            keys.alipay_seller_id = seller->get<std::string>();
         }
     }
     return keys;
@@ -144,41 +157,87 @@ std::optional<std::string> AlipayProblem(const PlatformKeys& keys, std::string_v
     return std::nullopt;
 }
 
-bool SignsWithPublicKey(projections::Source source) {
-    return source == projections::Source::kWechatV3 || source == projections::Source::kAlipay;
+// A query's or a close's answer (docs/query.md): which platform, asked what.
+struct Asked {
+    QueryChannel channel = QueryChannel::kWechatV3;
+    QueryAction action = QueryAction::kQuery;
+};
+
+// The answers the platforms sign with their keys: WeChat Pay APIv3's and Alipay's.
+std::optional<Asked> AskedOf(projections::Source source) {
+    for (const QueryChannel channel : {QueryChannel::kWechatV3, QueryChannel::kAlipay}) {
+        for (const QueryAction action : {QueryAction::kQuery, QueryAction::kClose}) {
+            if (SourceOf(channel, action) == source) return Asked{channel, action};
+        }
+    }
+    return std::nullopt;
 }
 
-std::string Says(std::string_view field, std::string_view notice, std::string_view event) {
-    return "the signed notice says " + std::string(field) + " " + std::string(notice) +
-           ", the event " + std::string(event);
+bool SignsWithPublicKey(projections::Source source) {
+    return source == projections::Source::kWechatV3 || source == projections::Source::kAlipay ||
+           AskedOf(source).has_value();
+}
+
+// The member of an Alipay OpenAPI answer that its sign covers.
+std::string AlipayAnswerMember(QueryAction action) {
+    return action == QueryAction::kQuery ? "alipay_trade_query_response"
+                                         : "alipay_trade_close_response";
+}
+
+// Alipay signs an OpenAPI answer over the exact text of its response member (docs/query.md).
+std::optional<std::string> AlipayAnswerProblem(const PlatformKeys& keys, QueryAction action,
+                                               std::string_view body) {
+    if (!keys.alipay) return std::string("no alipay.alipay_public_key is configured");
+    const std::optional<json> parsed = ParseJsonObject(body);
+    if (!parsed) return std::string("the body is not a JSON object");
+    const std::string member = AlipayAnswerMember(action);
+    const std::optional<std::string_view> signed_text = RawJsonMember(body, member);
+    if (!signed_text) return "the body has no " + member;
+    const std::optional<std::string> sign = StringMember(*parsed, "sign");
+    if (!sign || sign->empty()) return std::string("sign is missing");
+    const std::optional<std::string> raw = ledger::Base64Decode(*sign);
+    if (!raw) return std::string("sign is not base64");
+    if (!RsaSha256Verify(*keys.alipay, *signed_text, *raw)) {
+        return std::string("sign does not verify with the Alipay public key");
+    }
+    return std::nullopt;
+}
+
+// `what`: "notice", or "answer" for a query's or a close's (docs/query.md).
+std::string Says(std::string_view field, std::string_view notice, std::string_view event,
+                 std::string_view what = "notice") {
+    return "the signed " + std::string(what) + " says " + std::string(field) + " " +
+           std::string(notice) + ", the event " + std::string(event);
 }
 
 std::string OrNone(const std::optional<std::string>& text) { return text.value_or("none"); }
 
 // The first field in which the stored event differs from the one the notice records.
 std::optional<std::string> EventDiffers(const projections::Event& notice,
-                                        const projections::Event& stored) {
+                                        const projections::Event& stored,
+                                        std::string_view what = "notice") {
     if (notice.out_trade_no != stored.out_trade_no) {
-        return Says("out_trade_no", notice.out_trade_no, stored.out_trade_no);
+        return Says("out_trade_no", notice.out_trade_no, stored.out_trade_no, what);
     }
     if (notice.event_type != stored.event_type) {
         return Says("event_type", projections::ToString(notice.event_type),
-                    projections::ToString(stored.event_type));
+                    projections::ToString(stored.event_type), what);
     }
     if (notice.amount != stored.amount) {
-        return Says("amount", std::to_string(notice.amount), std::to_string(stored.amount));
+        return Says("amount", std::to_string(notice.amount), std::to_string(stored.amount), what);
     }
     // A refund notice without a currency takes its order's: nothing to compare then.
     if (!notice.currency.empty() && notice.currency != stored.currency) {
-        return Says("currency", notice.currency,
-                    stored.currency.empty() ? "none" : stored.currency);
+        return Says("currency", notice.currency, stored.currency.empty() ? "none" : stored.currency,
+                    what);
     }
     if (notice.transaction_id != stored.transaction_id) {
-        return Says("transaction_id", OrNone(notice.transaction_id), OrNone(stored.transaction_id));
+        return Says("transaction_id", OrNone(notice.transaction_id), OrNone(stored.transaction_id),
+                    what);
     }
     if (notice.occurred_at != stored.occurred_at) {
         return Says("occurred_at", projections::FormatRfc3339(notice.occurred_at),
-                    projections::FormatRfc3339(stored.occurred_at));
+                    projections::FormatRfc3339(stored.occurred_at), what);
     }
     return std::nullopt;
 }
@@ -258,9 +317,73 @@ std::optional<std::string> WechatV3NoticeProblem(const PlatformKeys& keys,
     return EventDiffers(notice->event, event);
 }
 
+// The event a signed answer records, read again as the scheduler read it (the same
+// ReadWechatV3Answer or ReadAlipayAnswer, on the stored headers and body, asked about the event's
+// order at the receipt's time), against the stored one: every field and the data.
+std::optional<std::string> AnswerEventProblem(const PlatformKeys& keys, Asked asked,
+                                              projections::TimeMicros received_at,
+                                              const json& headers, std::string_view body,
+                                              const projections::Event& event) {
+    AskedExchange exchange{.channel = asked.channel,
+                           .action = asked.action,
+                           .out_trade_no = event.out_trade_no,
+                           .received_at = received_at};
+    exchange.result.answer_body = std::string(body);
+    for (const auto& [name, value] : headers.items()) {
+        if (!value.is_string()) continue;
+        std::string lower = name;
+        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        exchange.result.answer_headers.emplace_back(std::move(lower), value.get<std::string>());
+    }
+    PlatformAnswer answer;
+    if (asked.channel == QueryChannel::kWechatV3) {
+        if (!keys.wechat_v3_mchid) {
+            return std::string("no wechat_v3.mchid is configured to compare the answer's with");
+        }
+        // Only a query's 200 and a close's 204 ever append (docs/query.md#mapping).
+        exchange.result.status = asked.action == QueryAction::kQuery ? 200 : 204;
+        WechatV3Config config{.appid = keys.wechat_v3_appid.value_or(""),
+                              .mchid = *keys.wechat_v3_mchid,
+                              .platform_public_keys = keys.wechat_v3};
+        answer = ReadWechatV3Answer(config, exchange);
+    } else {
+        if (!keys.alipay) return std::string("no alipay.alipay_public_key is configured");
+        exchange.result.status = 200;
+        AlipayConfig config{.alipay_public_key = *keys.alipay,
+                            .seller_id = keys.alipay_seller_id.value_or("")};
+        answer = ReadAlipayAnswer(config, exchange);
+    }
+    const bool records = answer.kind == AnswerKind::kFinal || answer.kind == AnswerKind::kClosed;
+    if (!records || !answer.delivery || !answer.delivery->event) {
+        const std::string why = answer.delivery && !answer.delivery->message.empty()
+                                    ? answer.delivery->message
+                                    : answer.answer;
+        return "the signed answer records no event: " + std::string(ToString(answer.kind)) +
+               (why.empty() ? "" : " (" + why + ")");
+    }
+    const projections::Event& recorded = answer.delivery->event.value();
+    if (auto differs = EventDiffers(recorded, event, "answer")) return differs;
+    const json recorded_data = json::parse(recorded.data, nullptr, /*allow_exceptions=*/false);
+    if (recorded_data != StoredData(event)) {
+        return Says("data", recorded_data.dump(), StoredData(event).dump(), "answer");
+    }
+    return std::nullopt;
+}
+
+// How many receipts of each kind the check read.
+struct CheckedCounts {
+    std::int64_t alipay = 0;
+    std::int64_t wechat_v3 = 0;
+    std::int64_t alipay_answers = 0;     // alipay_query and alipay_close
+    std::int64_t wechat_v3_answers = 0;  // wechat_v3_query and wechat_v3_close
+    std::int64_t shared = 0;             // Later events behind one signed notice.
+};
+
 // What `checked` says: per channel, how many receipts and which comparisons.
-std::string CheckedLines(const PlatformKeys& keys, std::int64_t alipay, std::int64_t wechat_v3,
-                         std::int64_t shared) {
+std::string CheckedLines(const PlatformKeys& keys, const CheckedCounts& counts) {
+    const std::int64_t alipay = counts.alipay;
+    const std::int64_t wechat_v3 = counts.wechat_v3;
+    const std::int64_t shared = counts.shared;
     std::string lines =
         "platform signatures: alipay: " + std::to_string(alipay) +
         " receipts: the signature, and out_trade_no, event_type, amount, currency, "
@@ -278,6 +401,11 @@ std::string CheckedLines(const PlatformKeys& keys, std::int64_t alipay, std::int
         "platform signatures: one signed notice (same body, notify_id or id) behind "
         "several events: " +
         (shared == 0 ? std::string("none") : std::to_string(shared) + " later events") + "\n";
+    lines += "platform signatures: answers to queries and closes: alipay " +
+             std::to_string(counts.alipay_answers) + ", wechat_v3 " +
+             std::to_string(counts.wechat_v3_answers) +
+             " receipts: the signature, and the answer read again as when it was asked (its "
+             "order, merchant and state) against the event, its data included\n";
     return lines;
 }
 
@@ -318,7 +446,11 @@ std::optional<std::string> PlatformSignatureProblem(const PlatformKeys& keys,
                                                     std::string_view headers,
                                                     std::string_view body) {
     if (source == projections::Source::kAlipay) return AlipayProblem(keys, body);
-    if (source != projections::Source::kWechatV3) {
+    const std::optional<Asked> asked = AskedOf(source);
+    if (asked && asked->channel == QueryChannel::kAlipay) {
+        return AlipayAnswerProblem(keys, asked->action, body);
+    }
+    if (source != projections::Source::kWechatV3 && !asked) {
         return "it came through " + std::string(projections::ToString(source)) +
                ", which the platform does not sign";
     }
@@ -350,8 +482,7 @@ ledger::AuditCheck PlatformSignaturesCheck(PlatformKeys keys, std::string* check
                 std::to_string(receipt_id) + " (" + std::string(projections::ToString(source)) +
                 "): " + why);
         };
-        std::int64_t alipay = 0;
-        std::int64_t wechat_v3 = 0;
+        CheckedCounts counts;
         ledger::ForEachPlatformReceipt(tx, [&](const ledger::PlatformReceipt& receipt) {
             const projections::Source event_source = receipt.event.source;
             std::optional<std::string> problem;
@@ -364,26 +495,36 @@ ledger::AuditCheck PlatformSignaturesCheck(PlatformKeys keys, std::string* check
             } else {
                 problem =
                     PlatformSignatureProblem(keys, receipt.source, receipt.headers, *receipt.body);
-                // A valid signature over some genuine notice proves nothing of this event
-                // unless the notice records this very event.
-                if (!problem) {
+                // A valid signature over some genuine notice (or answer) proves nothing of this
+                // event unless it records this very event.
+                const std::optional<Asked> asked = AskedOf(receipt.source);
+                if (!problem && asked) {
+                    const json headers =
+                        json::parse(receipt.headers, nullptr, /*allow_exceptions=*/false);
+                    problem = AnswerEventProblem(keys, *asked, receipt.received_at,
+                                                 headers.is_object() ? headers : json::object(),
+                                                 *receipt.body, receipt.event);
+                } else if (!problem) {
                     problem = NoticeEventProblem(keys, receipt.source, receipt.received_at,
                                                  *receipt.body, receipt.event);
                 }
             }
-            if (receipt.source == projections::Source::kAlipay) ++alipay;
-            if (receipt.source == projections::Source::kWechatV3) ++wechat_v3;
+            if (receipt.source == projections::Source::kAlipay) ++counts.alipay;
+            if (receipt.source == projections::Source::kWechatV3) ++counts.wechat_v3;
+            if (const std::optional<Asked> asked = AskedOf(receipt.source)) {
+                ++(asked->channel == QueryChannel::kAlipay ? counts.alipay_answers
+                                                           : counts.wechat_v3_answers);
+            }
             if (problem) add_break(receipt.event.seq, receipt.receipt_id, receipt.source, *problem);
         });
         // One genuine notice behind two events: the notice ids grouped here are the events'
         // data, checked against the signed notices above (a difference is a break there).
-        std::int64_t shared = 0;
         ledger::ForEachSharedNotice(tx, [&](const ledger::SharedNotice& notice) {
-            ++shared;
+            ++counts.shared;
             add_break(notice.seq, notice.receipt_id, notice.source,
                       "the same signed notice backs event " + std::to_string(notice.first_seq));
         });
-        if (checked != nullptr) *checked = CheckedLines(keys, alipay, wechat_v3, shared);
+        if (checked != nullptr) *checked = CheckedLines(keys, counts);
     };
 }
 

@@ -13,7 +13,8 @@
 namespace payledger::api {
 
 // `payledger audit --platform-signatures`: every event appended from WeChat Pay APIv3 or
-// Alipay must come with a receipt that carries the platform's valid signature, verified again
+// Alipay (a notice, or an answer to a query or a close, docs/query.md) must come with a receipt
+// that carries the platform's valid signature, verified again
 // with the platforms' public keys alone (no secret), outside any time window: an outside
 // auditor proves that the platform sent each such payment, whatever the service's host did.
 
@@ -25,6 +26,11 @@ struct PlatformKeys {
     // WeChat Pay APIv3 encrypts a notice's order, amount and number with this merchant
     // secret: without it only the envelope's plain fields can be compared with the event.
     std::optional<std::string> wechat_v3_api_v3_key{};
+    // What an answer to a query or a close is compared with, as the scheduler compared it
+    // (docs/query.md#verification): wechat_v3.mchid and .appid, alipay.seller_id.
+    std::optional<std::string> wechat_v3_mchid{};
+    std::optional<std::string> wechat_v3_appid{};
+    std::optional<std::string> alipay_seller_id{};
 };
 
 // What `payledger audit` runs with: the config without its wechat_v3 and alipay sections
@@ -36,9 +42,9 @@ struct AuditSetup {
 
 // Reads the config at `path` as LoadConfig does (its mode, PAYLEDGER_DATABASE_URL and the
 // rest), except that of the wechat_v3 and alipay sections it reads only
-// wechat_v3.platform_public_keys, wechat_v3.api_v3_key and alipay.alipay_public_key, each
-// optional: an auditor's config may hold the database URL and the public keys alone. Throws
-// ConfigError naming the field at fault.
+// wechat_v3.platform_public_keys, .api_v3_key, .mchid and .appid, and alipay.alipay_public_key
+// and .seller_id, each optional: an auditor's config may hold the database URL and the public keys
+// alone. Throws ConfigError naming the field at fault.
 [[nodiscard]] AuditSetup LoadAuditSetup(const std::string& path);
 
 // nullopt when a receipt of `source` (wechat_v3: RSA-SHA256 over "<Wechatpay-Timestamp>\n
@@ -69,11 +75,12 @@ struct AuditSetup {
 // The audit check: "event <seq> not signed by the platform: receipt <id> (<channel>): <why>"
 // for every event appended from those channels (by its receipt's channel or its own source)
 // whose receipt does not carry a valid platform signature, whose signed notice records another
-// event (NoticeEventProblem), or whose signed notice already backs an earlier event ("the same
-// signed notice backs event <seq>": the same body bytes, or the same notify_id or id). Reads the
-// receipts in the audit's snapshot, in constant memory. When `checked` is given, it is set to
-// lines (each ending in "\n") saying what was checked, for how many receipts of each channel:
-// what `payledger audit` prints on stderr.
+// event (NoticeEventProblem; for an answer, the answer read again as the scheduler read it, asked
+// about the event's order, records another event or other data), or whose signed notice already
+// backs an earlier event ("the same signed notice backs event <seq>": the same body bytes, or the
+// same notify_id or id). Reads the receipts in the audit's snapshot, in constant memory. When
+// `checked` is given, it is set to lines (each ending in "\n") saying what was checked, for how
+// many receipts of each channel: what `payledger audit` prints on stderr.
 [[nodiscard]] ledger::AuditCheck PlatformSignaturesCheck(PlatformKeys keys,
                                                          std::string* checked = nullptr);
 

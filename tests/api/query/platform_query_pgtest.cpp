@@ -24,8 +24,10 @@
 
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
+#include "api/cli/platform_audit.hpp"
 #include "api/cli/simulate.hpp"
 #include "api/config.hpp"
+#include "ledger/audit.hpp"
 #include "ledger/bytes.hpp"
 #include "projections/validate.hpp"
 #include "subscriptions/webhook_receiver.hpp"
@@ -138,6 +140,10 @@ protected:
                                       {"auditor", {testing::kAuditorToken}},
                                       {"admin", {testing::kAdminToken}}};
         WriteFile(dir_ + "/simulator.json", simulator_config.dump(2), 0600);
+        // The merchant's own config, as `payledger audit --config` reads it.
+        json merchant_config = simulator_config;
+        merchant_config["database_url"] = merchant_db_.url();
+        WriteFile(dir_ + "/merchant.json", merchant_config.dump(2), 0600);
         notice_config_ = ParseConfig(simulator_config.dump(), std::nullopt, std::nullopt, dir_);
         simulator_ = std::make_unique<SimulatorProcess>(dir_ + "/simulator.json", simulator_port_);
         // The platform's own ledger: it registers and is paid, asked about nothing.
@@ -185,6 +191,18 @@ protected:
         HttpClient client{port};
         std::map<std::string, std::string> headers(notice.headers.begin(), notice.headers.end());
         return client.Post(notice.target, notice.body, headers);
+    }
+
+    // `payledger audit --platform-signatures` on the merchant's ledger, with its config: the
+    // report, what was checked, then the breaks.
+    std::string AuditPlatformSignatures(std::int64_t* breaks) {
+        std::string checked;
+        const AuditSetup setup = LoadAuditSetup(dir_ + "/merchant.json");
+        const ledger::AuditReport report =
+            ledger::Audit(merchant_db_.url(), nullptr, nullptr, {},
+                          PlatformSignaturesCheck(setup.keys, &checked));
+        *breaks = report.break_count;
+        return checked + ledger::FormatAuditReport(report);
     }
 
     json Order(const std::string& out_trade_no) {
@@ -246,6 +264,64 @@ TEST_P(PlatformQueryPgTest, ALostNotificationIsFoundByTheQueryAndTheLateOneIsADu
         Metrics().find("payledger_queries_total{channel=\"" + channel + "\",answer=\"final\"} 1"),
         std::string::npos)
         << Metrics();
+}
+
+// An auditor proves with the platforms' public keys alone that each event appended from an
+// answer is what the platform signed: the answer read again as the scheduler read it.
+TEST_P(PlatformQueryPgTest, TheAuditVerifiesEachAnswerAgainstItsEvent) {
+    const std::string channel = GetParam();
+    const std::string expires = projections::FormatRfc3339(
+        projections::TimeMicros{std::chrono::duration_cast<std::chrono::microseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count()} +
+        2'000'000);
+    ASSERT_EQ(Register(platform_->port(), "AUDIT-PAID", std::nullopt).status, 201);
+    ASSERT_EQ(Register(platform_->port(), "AUDIT-CLOSED", std::nullopt).status, 201);
+    ASSERT_EQ(Register(merchant_->port(), "AUDIT-PAID", channel).status, 201);
+    ASSERT_EQ(Register(merchant_->port(), "AUDIT-CLOSED", channel, expires).status, 201);
+    ASSERT_EQ(Notify(platform_->port(), "AUDIT-PAID").status / 100, 2);
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+            return Order("AUDIT-PAID")["status"] == "PAID" &&
+                   Order("AUDIT-CLOSED")["status"] == "CLOSED";
+        },
+        std::chrono::seconds{30}));
+    std::int64_t breaks = -1;
+    std::string out = AuditPlatformSignatures(&breaks);
+    EXPECT_EQ(breaks, 0) << out;
+    // WeChat Pay v2 signs with the merchant's secret: its answers are not the auditor's to check.
+    const std::string counted = channel == "alipay"      ? "alipay 2, wechat_v3 0"
+                                : channel == "wechat_v3" ? "alipay 0, wechat_v3 2"
+                                                         : "alipay 0, wechat_v3 0";
+    EXPECT_NE(out.find("platform signatures: answers to queries and closes: " + counted +
+                       " receipts: the signature, and the answer read again as when it was "
+                       "asked (its order, merchant and state) against the event, its data "
+                       "included\n"),
+              std::string::npos)
+        << out;
+    // The owner of the tables changes the amount of the payment the answer recorded.
+    const std::string seq = merchant_db_.Scalar(
+        "SELECT seq FROM ledger_events WHERE out_trade_no = 'AUDIT-PAID' AND event_type = "
+        "'PAYMENT_SUCCEEDED'");
+    const std::string receipt =
+        merchant_db_.Scalar("SELECT receipt_id FROM ledger_events WHERE seq = " + seq);
+    {
+        const std::unique_ptr<pqxx::connection> connection = merchant_db_.Connect();
+        pqxx::work tx{*connection};
+        tx.exec("ALTER TABLE ledger_events DISABLE TRIGGER USER");
+        tx.exec("UPDATE ledger_events SET amount = 1 WHERE seq = " + seq);
+        tx.exec("ALTER TABLE ledger_events ENABLE TRIGGER USER");
+        tx.commit();
+    }
+    out = AuditPlatformSignatures(&breaks);
+    const std::string named = "event " + seq + " not signed by the platform: receipt " + receipt +
+                              " (" + channel + "_query): the signed answer says amount 1999, " +
+                              "the event 1";
+    if (channel == "wechat_v2") {
+        EXPECT_EQ(out.find("not signed by the platform"), std::string::npos) << out;
+    } else {
+        EXPECT_NE(out.find(named), std::string::npos) << out;
+    }
 }
 
 TEST_P(PlatformQueryPgTest, AnOrderNotifiedInTimeIsNeverAskedAbout) {
