@@ -204,4 +204,153 @@ TEST_F(PlatformConfigTest, KeyFilesOthersMayReadOrWriteAreRefusedWithTheirMode) 
     EXPECT_NO_THROW((void)ParseConfig(Valid().dump(), std::nullopt, std::nullopt, dir_.string()));
 }
 
+// The channels' `query` sections and the top-level `query` schedule (docs/query.md#configuration):
+// each optional; an api_base is https://, or http:// to a loopback address; the signing keys are
+// secrets (mode 0600) that must hold an RSA private key; the schedule's numbers are bounded.
+TEST_F(PlatformConfigTest, QuerySectionsAskThePlatformsOnlyWhenConfigured) {
+    EXPECT_FALSE(Parse(Valid()).AsksPlatforms());
+    json root = Valid();
+    root["wechat_v2"]["query"] = {{"api_base", "https://api.mch.weixin.qq.com/"}};
+    root["wechat_v3"]["query"] = {{"api_base", "https://api.mch.weixin.qq.com"},
+                                  {"merchant_private_key", "platform.key"},
+                                  {"merchant_serial", "1DDE55AD98ED71D6EDD4A4A16996DE7B47773A8C"}};
+    root["alipay"]["query"] = {{"api_base", "http://127.0.0.1:9000/gateway.do"},
+                               {"app_private_key", (dir_ / "platform.key").string()}};
+    const Config config = Parse(root);
+    EXPECT_TRUE(config.AsksPlatforms());
+    ASSERT_TRUE(config.wechat_v2->query && config.wechat_v3->query && config.alipay->query);
+    EXPECT_EQ(config.wechat_v2->query->api_base, "https://api.mch.weixin.qq.com");  // No '/'.
+    EXPECT_EQ(config.wechat_v3->query->merchant_serial, "1DDE55AD98ED71D6EDD4A4A16996DE7B47773A8C");
+    EXPECT_TRUE(RsaSha256Verify(key_.Public(), "m",
+                                RsaSha256Sign(config.wechat_v3->query->merchant_private_key, "m")));
+    EXPECT_EQ(config.alipay->query->endpoint.api_base, "http://127.0.0.1:9000/gateway.do");
+    // The schedule's defaults: a minute, then 1, 2, 5, 10, 30 min, 1, 2, 6, 24 h.
+    EXPECT_EQ(config.query.first_after, std::chrono::seconds{60});
+    EXPECT_EQ(config.query.steps, DefaultQuerySteps());
+    EXPECT_EQ(config.query.steps.size(), 9u);
+    EXPECT_EQ(config.query.steps.back(), std::chrono::hours{24});
+    root["query"] = {{"first_after_seconds", 0},
+                     {"schedule_seconds", {5, 10}},
+                     {"concurrency", 2},
+                     {"timeout_seconds", 3}};
+    const Config tuned = Parse(root);
+    EXPECT_EQ(tuned.query.first_after, std::chrono::seconds{0});
+    EXPECT_EQ(tuned.query.steps, (std::vector<std::chrono::seconds>{std::chrono::seconds{5},
+                                                                    std::chrono::seconds{10}}));
+    EXPECT_EQ(tuned.query.concurrency, 2u);
+    EXPECT_EQ(tuned.query.timeout, std::chrono::seconds{3});
+}
+
+TEST_F(PlatformConfigTest, InvalidQuerySectionsNameTheField) {
+    const auto with_query = [](json& r) {
+        r["wechat_v3"]["query"] = {{"api_base", "https://api.mch.weixin.qq.com"},
+                                   {"merchant_private_key", "platform.key"},
+                                   {"merchant_serial", "1DDE55AD98ED71D6EDD4A4A16996DE7B47773A8C"}};
+        r["alipay"]["query"] = {{"api_base", "https://openapi.alipay.com/gateway.do"},
+                                {"app_private_key", "platform.key"}};
+    };
+    // Plain HTTP to anything but this machine could be read and answered by anybody on the path.
+    ExpectError(
+        [&](json& r) {
+            with_query(r);
+            r["wechat_v3"]["query"]["api_base"] = "http://api.mch.weixin.qq.com";
+        },
+        "wechat_v3.query.api_base");
+    ExpectError(
+        [](json& r) {
+            r["wechat_v2"]["query"] = {{"api_base", "http://10.0.0.1"}};
+        },
+        "wechat_v2.query.api_base");
+    ExpectError(
+        [](json& r) {
+            r["wechat_v2"]["query"] = {{"api_base", "ftp://x"}};
+        },
+        "wechat_v2.query.api_base");
+    ExpectError(
+        [](json& r) {
+            r["wechat_v2"]["query"] = {{"api_base", "https://u:p@api.example"}};
+        },
+        "wechat_v2.query.api_base");
+    ExpectError([](json& r) { r["wechat_v2"]["query"] = "https://api.mch.weixin.qq.com"; },
+                "wechat_v2.query");
+    ExpectError([](json& r) { r["wechat_v2"]["query"] = json::object(); },
+                "wechat_v2.query.api_base");
+    ExpectError(
+        [&](json& r) {
+            with_query(r);
+            r["wechat_v3"]["query"].erase("merchant_private_key");
+        },
+        "wechat_v3.query.merchant_private_key");
+    ExpectError(
+        [&](json& r) {
+            with_query(r);
+            r["wechat_v3"]["query"]["merchant_private_key"] = "platform.pem";  // A public key.
+        },
+        "wechat_v3.query.merchant_private_key");
+    ExpectError(
+        [&](json& r) {
+            with_query(r);
+            r["wechat_v3"]["query"]["merchant_serial"] =
+                "PUB_KEY_ID_0114232004152025010600000000000001";
+        },
+        "wechat_v3.query.merchant_serial");
+    ExpectError(
+        [&](json& r) {
+            with_query(r);
+            r["wechat_v3"]["query"]["merchant_serial"] = "1dde55ad";
+        },
+        "wechat_v3.query.merchant_serial");
+    ExpectError(
+        [&](json& r) {
+            with_query(r);
+            r["alipay"]["query"].erase("app_private_key");
+        },
+        "alipay.query.app_private_key");
+    ExpectError([](json& r) { r["query"] = json::array(); }, "query");
+    ExpectError(
+        [](json& r) {
+            r["query"] = {{"first_after_seconds", 86401}};
+        },
+        "query.first_after_seconds");
+    ExpectError(
+        [](json& r) {
+            r["query"] = {{"first_after_seconds", -1}};
+        },
+        "query.first_after_seconds");
+    ExpectError(
+        [](json& r) {
+            r["query"] = {{"schedule_seconds", {60, 0}}};
+        },
+        "query.schedule_seconds[1]");
+    ExpectError([](json& r) { r["query"] = {{"schedule_seconds", 60}}; }, "query.schedule_seconds");
+    ExpectError(
+        [](json& r) {
+            r["query"] = {{"schedule_seconds", json(std::vector<int>(33, 60))}};
+        },
+        "query.schedule_seconds");
+    ExpectError([](json& r) { r["query"] = {{"concurrency", 0}}; }, "query.concurrency");
+    ExpectError([](json& r) { r["query"] = {{"concurrency", 65}}; }, "query.concurrency");
+    ExpectError([](json& r) { r["query"] = {{"timeout_seconds", 61}}; }, "query.timeout_seconds");
+    ExpectError([](json& r) { r["query"] = {{"timeout_seconds", 1.5}}; }, "query.timeout_seconds");
+}
+
+// A signing key others may read is refused like any secret.
+TEST_F(PlatformConfigTest, AQuerySigningKeyOthersMayReadIsRefused) {
+    namespace fs = std::filesystem;
+    Write("merchant.key", PrivateKeyPem(key_));
+    fs::permissions(dir_ / "merchant.key",
+                    fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+    json root = Valid();
+    root["alipay"]["query"] = {{"api_base", "https://openapi.alipay.com/gateway.do"},
+                               {"app_private_key", "merchant.key"}};
+    try {
+        (void)Parse(root);
+        ADD_FAILURE() << "a group-readable signing key was accepted";
+    } catch (const ConfigError& error) {
+        EXPECT_NE(std::string(error.what()).find("alipay.query.app_private_key"), std::string::npos)
+            << error.what();
+        EXPECT_NE(std::string(error.what()).find("mode 0640"), std::string::npos) << error.what();
+    }
+}
+
 }  // namespace payledger::api

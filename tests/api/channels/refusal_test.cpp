@@ -165,5 +165,88 @@ TEST(OrdersChannel, AnswersTheOrderOnSuccessAndTheErrorBodyOtherwise) {
               http::status::internal_server_error);
 }
 
+// The channel the merchant's order will be paid through and its expiry (docs/query.md): kept in
+// the ORDER_CREATED's data, the expiry in one canonical form; WeChat's order-number rule
+// enforced only where WeChat will be asked; invalid values refused with their rule.
+TEST(OrdersChannel, ChannelAndExpiryAreKeptInTheEventsData) {
+    Incoming incoming = OrderRequest(
+        R"({"out_trade_no":"ORD.8","account_id":"shop-1","amount":1999,"currency":"CNY",)"
+        R"("channel":"alipay","expires_at":"2026-12-06T18:30:00+08:00"})");
+    const ledger::Delivery delivery = OrdersChannel{}.Verify(incoming);
+    ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
+    EXPECT_EQ(nlohmann::json::parse(delivery.event->data),
+              (nlohmann::json{{"channel", "alipay"}, {"expires_at", "2026-12-06T10:30:00Z"}}));
+    // No channel, no expiry: nothing kept, as before.
+    Incoming plain =
+        OrderRequest(R"({"out_trade_no":"ORD-9","account_id":"s","amount":1,"currency":"CNY"})");
+    EXPECT_EQ(OrdersChannel{}.Verify(plain).event->data, "{}");
+    // 32 characters without '.' is a number WeChat can be asked about.
+    Incoming wechat = OrderRequest(R"({"out_trade_no":")" + std::string(32, 'W') +
+                                   R"(","account_id":"s","amount":1,"currency":"CNY",)"
+                                   R"("channel":"wechat_v3"})");
+    EXPECT_EQ(OrdersChannel{}.Verify(wechat).verdict, Outcome::kAppended);
+}
+
+TEST(OrdersChannel, AnInvalidChannelOrExpiryIsMalformed) {
+    const std::string head = R"({"account_id":"s","amount":1,"currency":"CNY",)";
+    struct Case {
+        std::string body;
+        const char* message;
+    };
+    for (const Case& c : std::initializer_list<Case>{
+             {head + R"("out_trade_no":"A","channel":"unionpay"})",
+              "channel must be wechat_v2, wechat_v3 or alipay"},
+             {head + R"("out_trade_no":"A","channel":7})",
+              "channel must be wechat_v2, wechat_v3 or alipay"},
+             {head + R"("out_trade_no":"A","channel":null})",
+              "channel must be wechat_v2, wechat_v3 or alipay"},
+             {head + R"("out_trade_no":"A.1","channel":"wechat_v2"})",
+              "out_trade_no must be at most 32 characters without '.' for wechat_v2"},
+             {head + R"("out_trade_no":")" + std::string(33, 'W') + R"(","channel":"wechat_v3"})",
+              "out_trade_no must be at most 32 characters without '.' for wechat_v3"},
+             {head + R"("out_trade_no":"A","expires_at":"tomorrow"})",
+              "expires_at must be an RFC 3339 date-time"},
+             {head + R"("out_trade_no":"A","expires_at":"2026-12-06 18:30:00"})",
+              "expires_at must be an RFC 3339 date-time"},
+             {head + R"("out_trade_no":"A","expires_at":1733480000})",
+              "expires_at must be an RFC 3339 date-time"},
+         }) {
+        Incoming incoming = OrderRequest(c.body);
+        const ledger::Delivery delivery = OrdersChannel{}.Verify(incoming);
+        EXPECT_EQ(delivery.verdict, Outcome::kMalformed) << c.body;
+        EXPECT_FALSE(delivery.event.has_value()) << c.body;
+        EXPECT_EQ(delivery.message.rfind(c.message, 0), 0u) << c.body << ": " << delivery.message;
+    }
+}
+
+// A registration the process will ask about answers its first query's time: first_after after
+// the registration, or its expiry if sooner; other channels' registrations have no query.
+TEST(OrdersChannel, AnAppendedOrderOfAQueriedChannelAnswersItsFirstQuery) {
+    const OrdersChannel channel{{"wechat_v3"}, std::chrono::seconds{60}};
+    const projections::OrderRow order{
+        .out_trade_no = "ORD-7", .account_id = "shop-1", .amount = 1999, .currency = "CNY"};
+    const projections::TimeMicros at = 1'700'000'000 * kMicros;
+    const auto answer = [&](const std::string& data, Outcome outcome) {
+        return nlohmann::json::parse(channel
+                                         .Answer({.outcome = outcome,
+                                                  .seq = 3,
+                                                  .order = order,
+                                                  .registered_data = data,
+                                                  .registered_at = at})
+                                         .body());
+    };
+    nlohmann::json body = answer(R"({"channel":"wechat_v3"})", Outcome::kAppended);
+    EXPECT_EQ(body["channel"], "wechat_v3");
+    EXPECT_EQ(body["query"]["next_at"], projections::FormatRfc3339(at + 60 * kMicros)) << body;
+    body = answer(R"({"channel":"wechat_v3","expires_at":")" +
+                      projections::FormatRfc3339(at + 30 * kMicros) + R"("})",
+                  Outcome::kAppended);
+    EXPECT_EQ(body["query"]["next_at"], projections::FormatRfc3339(at + 30 * kMicros)) << body;
+    EXPECT_EQ(body["expires_at"], projections::FormatRfc3339(at + 30 * kMicros)) << body;
+    // Not asked by this process, or a duplicate (its schedule moved on): no query state here.
+    EXPECT_TRUE(answer(R"({"channel":"alipay"})", Outcome::kAppended)["query"].is_null());
+    EXPECT_TRUE(answer(R"({"channel":"wechat_v3"})", Outcome::kDuplicate)["query"].is_null());
+}
+
 }  // namespace
 }  // namespace payledger::api
