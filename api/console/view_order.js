@@ -1,6 +1,7 @@
 // #/orders/<out_trade_no> : what happened to one order — its projection row (status, amounts,
-// anomalies), the event timeline, and every delivery that named it, duplicates and rejections
-// included, each with its raw body.
+// anomalies), the channel and expiry it was registered with and where asking that platform
+// stands, the event timeline, and every delivery that named it, duplicates and rejections
+// included, each with its raw body (the platforms' answers to payledger's own queries too).
 import {ApiError, api} from './api.js';
 import {accountRoute, append, button, el, fields, heading, isKey, link, time} from './dom.js';
 import {stringify} from './json.js';
@@ -31,6 +32,8 @@ function summary(order) {
             ['Platform transaction', order.transaction_id === null ? null : String(order.transaction_id),
              'transaction_id'],
             ['Last event', 'seq ' + order.seq, 'seq'],
+            ['Channel', order.channel === null ? none() : String(order.channel), 'channel'],
+            ['Expires', order.expires_at === null ? none() : time(order.expires_at), 'expires_at'],
         ]),
         anomalies.length === 0
             ? el('p', {class: 'ok-text', dataset: {field: 'anomalies'}}, 'No anomalies.')
@@ -38,6 +41,41 @@ function summary(order) {
                  el('h2', {}, 'Anomalies'),
                  el('ul', {}, anomalies.map((a) => el('li', {dataset: {anomaly: String(a)}},
                      ANOMALIES[a] ?? String(a))))));
+}
+
+function none(text = 'none') {
+    return el('span', {class: 'muted'}, text);
+}
+
+// Where asking the order's platform stands (docs/query.md#the-orders-query-state): null when
+// this server does not ask about the order, so the block says why instead of showing nothing.
+function queries(order) {
+    const query = order.query;
+    const block = el('section', {class: 'query-state', 'aria-label': 'Platform queries',
+                                 dataset: {field: 'query'}},
+                     el('h2', {}, 'Platform queries'));
+    if (query === null || typeof query !== 'object') {
+        return append(block, el('p', {class: 'muted', dataset: {field: 'not_queried'}},
+            order.channel === null
+                ? 'Not queried: the order was registered without a channel, so no platform is ' +
+                  'asked about it.'
+                : 'Not queried: this server is not configured to ask ' + String(order.channel) +
+                  ' about its orders.'));
+    }
+    // No next query once the order is settled (the server clears it), or once the schedule's
+    // steps are spent while it waits for payment: then the daily statement is the last check.
+    const next = query.next_at !== null ? time(query.next_at)
+        : order.status !== 'WAIT_PAY' ? none('none: the order is settled (' + String(order.status) + ')')
+        : none('none: the schedule is done');
+    return append(block, fields([
+        ['Attempts', String(query.attempts), 'query_attempts'],
+        ['Last asked', query.last_at === null ? none('never') : time(query.last_at), 'query_last_at'],
+        ['Last answer', query.last_answer === null ? none() : el('code', {}, String(query.last_answer)),
+         'query_last_answer'],
+        ['Next query', next, 'query_next_at'],
+        ['Closed on the platform', query.closed_at === null ? none('no') : time(query.closed_at),
+         'query_closed_at'],
+    ]));
 }
 
 function showDelivery(id, status) {
@@ -132,7 +170,7 @@ export async function render(view, ctx, outTradeNo) {
         // Unknown, but deliveries may still name it (forgeries, a callback before its order).
         view.append(errorBox(order.reason, 'order ' + outTradeNo + ' (no ORDER_CREATED)'));
     } else {
-        append(view, summary(order.value),
+        append(view, summary(order.value), queries(order.value),
                el('h2', {}, 'Events'), timeline(events.value.events, status), status);
     }
     const section = el('section', {class: 'deliveries'});
