@@ -104,7 +104,9 @@ function timeline(events, status) {
                                 {class: 'linkish', 'aria-label': 'Show delivery #' + event.receipt_id})],
         ], 'fields compact'),
         event.data && Object.keys(event.data).length > 0
-            ? el('details', {}, el('summary', {}, 'Fields kept from the platform'),
+            ? el('details', {}, el('summary', {}, event.source === 'api'
+                     // An ORDER_CREATED's data is the merchant's registration (channel, expiry).
+                     ? 'Fields kept from the registration' : 'Fields kept from the platform'),
                  el('pre', {class: 'pretty'}, stringify(event.data)))
             : null)));
 }
