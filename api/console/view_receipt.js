@@ -21,6 +21,18 @@ export function orderLink(outTradeNo) {
     return isKey(outTradeNo) ? link(orderRoute(outTradeNo), outTradeNo) : String(outTradeNo);
 }
 
+// A platform's answer to payledger's own query or close (docs/query.md#verification) is stored
+// as a receipt of source <channel>_query or <channel>_close, with what payledger asked in its
+// Payledger-Request header: shown as a field, since without it the card reads like a
+// notification the platform sent of its own accord.
+function isAnswer(receipt) {
+    return /_(query|close)$/.test(String(receipt.source));
+}
+function askedRequest(headers) {
+    const asked = headers !== null && typeof headers === 'object' ? headers['Payledger-Request'] : null;
+    return typeof asked === 'string' ? el('code', {}, asked) : null;
+}
+
 function headersView(headers) {
     const names = headers !== null && typeof headers === 'object' ? Object.keys(headers) : [];
     if (names.length === 0) return null;
@@ -39,6 +51,7 @@ export function receiptCard(receipt, {withOrder = false} = {}) {
            el('span', {class: 'source'}, String(receipt.source)), time(receipt.received_at)),
         fields([
             ['Outcome', String(receipt.outcome), 'outcome'],
+            isAnswer(receipt) ? ['Asked', askedRequest(receipt.headers), 'request'] : null,
             withOrder ? ['Order', orderLink(receipt.out_trade_no), 'out_trade_no'] : null,
             ['Event', receipt.seq === null ? el('span', {class: 'muted'}, 'none') : 'seq ' + receipt.seq, 'seq'],
             ['Message', receipt.message ? String(receipt.message) : null, 'message'],
