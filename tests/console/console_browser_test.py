@@ -11,7 +11,11 @@ delivery and its raw body, the payloads staying text, an account, the live feed 
 event appended while the page is open, the receipts filter, reconciliations, the chain's head
 (503 without a signing key, then signed), verify for an admin token, exact money, a lost
 connection, and the webhook subscriptions (two, posting to a receiver the test runs: one
-acknowledges, one answers 410) as an admin and as an auditor sees them. Every test checks that the browser asked nothing of another origin (Chrome's
+acknowledges, one answers 410) as an admin and as an auditor sees them, and the platform
+queries (docs/query.md: WeChat Pay v2's query and close APIs played by the test): an order's
+channel, expiry and query state, a hostile answer staying text, an order closed on the
+platform at its expiry with the close's answer among its deliveries, and orders that are not
+queried. Every test checks that the browser asked nothing of another origin (Chrome's
 performance log) and that no Content-Security-Policy violation was reported. Screenshots go
 to the folder given.
 
@@ -23,6 +27,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -58,6 +63,12 @@ PAYLOAD = XSS_SCRIPT + XSS_IMG + XSS_SVG
 
 
 WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYo="
+
+# The first query of an order registered with a channel is due this long after its
+# registration (or at its expiry, if that comes first), and each next one this long after the
+# last: longer than the whole test, so that an order is asked only when a test makes its query
+# due, or when it expires.
+QUERY_SECONDS = 3600
 
 
 def skip_or_fail(reason):
@@ -100,16 +111,27 @@ def shanghai_now():
     return datetime.datetime.now(datetime.timezone(datetime.timedelta(hours=8)))
 
 
+def wechat_v2_xml(fields):
+    """`fields` as WeChat Pay v2 sends them, a notification or an answer: XML with their MD5
+    `sign` over the non-empty fields sorted by name and the API key (docs/platforms.md)."""
+    text = "&".join("%s=%s" % (k, fields[k]) for k in sorted(fields) if fields[k])
+    signed = dict(fields, sign=hashlib.md5((text + "&key=" + WX_KEY).encode()).hexdigest().upper())
+    return "<xml>" + "".join(
+        "<%s>%s</%s>" % (k, v if v.isdigit() else "<![CDATA[" + v + "]]>", k)
+        for k, v in signed.items()) + "</xml>"
+
+
 class Serve:
     """`payledger serve` on its own config, port and database."""
 
-    def __init__(self, binary, folder, url):
+    def __init__(self, binary, folder, url, query_base):
         self.binary = binary
         self.folder = folder
         self.port = free_port()
         self.base = "http://127.0.0.1:%d" % self.port
         self.config = os.path.join(folder, "payledger.json")
         self.url = url
+        self.query_base = query_base  # Where WeChat Pay v2 is asked about orders (docs/query.md).
         self.extra = {}  # More config sections, written at the next start.
         self.process = None
 
@@ -120,7 +142,8 @@ class Serve:
             "tokens": {"merchant": [MERCHANT], "auditor": [AUDITOR], "admin": [ADMIN]},
             "generic": {"secret": SECRET},
             "wechat_v2": {"appid": WX_APPID, "mch_id": WX_MCH_ID, "api_key": WX_KEY,
-                          "sign_type": "MD5"},
+                          "sign_type": "MD5", "query": {"api_base": self.query_base}},
+            "query": {"first_after_seconds": QUERY_SECONDS, "schedule_seconds": [QUERY_SECONDS]},
             **self.extra,
         }
         fd = os.open(self.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -185,6 +208,58 @@ class Receiver:
         self.server.server_close()
 
 
+class WechatV2Platform:
+    """WeChat Pay v2's query and close APIs on 127.0.0.1 (docs/query.md#the-requests), which
+    `serve` asks about the orders registered with wechat_v2: /pay/orderquery answers the state
+    `states` holds for the order (NOTPAY unless set), /pay/closeorder confirms the close with
+    `close_fields` added. Every answer is signed with the API key, as WeChat signs it, so that
+    payledger reads it. It records each request's path and order in `asked`."""
+
+    ORDER = re.compile(r"<out_trade_no>(?:<!\[CDATA\[)?(.*?)(?:\]\]>)?</out_trade_no>")
+
+    def __init__(self):
+        self.states = {}
+        self.close_fields = {}
+        self.asked = []
+        self.lock = threading.Lock()
+        platform = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                found = platform.ORDER.search(body)
+                out_trade_no = found.group(1) if found else ""
+                fields = {"return_code": "SUCCESS", "return_msg": "OK", "appid": WX_APPID,
+                          "mch_id": WX_MCH_ID, "nonce_str": "Q8Y2CW3EKJ5T9Z1D",
+                          "result_code": "SUCCESS"}
+                with platform.lock:
+                    platform.asked.append((self.path, out_trade_no))
+                    if self.path == "/pay/orderquery":
+                        fields.update(out_trade_no=out_trade_no,
+                                      trade_state=platform.states.get(out_trade_no, "NOTPAY"))
+                    else:
+                        fields.update(platform.close_fields)
+                answer = wechat_v2_xml(fields).encode()
+                self.send_response(200 if self.path in ("/pay/orderquery", "/pay/closeorder")
+                                   else 404)
+                self.send_header("Content-Type", "text/xml; charset=utf-8")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 def http(base, method, path, body=None, headers=None):
     """(status, headers, body bytes), for any status."""
     data = body.encode() if isinstance(body, str) else body
@@ -208,6 +283,7 @@ class ConsoleBrowserTest(unittest.TestCase):
         cls.driver = None
         cls.serve = None
         cls.receiver = None
+        cls.platform = None
         cls.db_name = None
         try:
             cls.start()
@@ -223,7 +299,9 @@ class ConsoleBrowserTest(unittest.TestCase):
         name = "console_test_%d_%d" % (os.getpid(), int(time.time()))
         psql(cls.admin_url, "CREATE DATABASE " + name)
         cls.db_name = name
-        cls.serve = Serve(BINARY, cls.tmp, database_url(cls.admin_url, cls.db_name))
+        cls.platform = WechatV2Platform()
+        cls.serve = Serve(BINARY, cls.tmp, database_url(cls.admin_url, cls.db_name),
+                          cls.platform.base)
         cls.receiver = Receiver()
         cls.serve.extra = {"subscriptions": [
             {"name": "ledger-sink", "url": cls.receiver.base + "/ok", "secret": WEBHOOK_SECRET,
@@ -257,6 +335,8 @@ class ConsoleBrowserTest(unittest.TestCase):
             cls.serve.stop()
         if cls.receiver is not None:
             cls.receiver.stop()
+        if cls.platform is not None:
+            cls.platform.stop()
         if cls.db_name is not None:
             psql(cls.admin_url, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % cls.db_name)
         shutil.rmtree(cls.tmp, ignore_errors=True)
@@ -272,10 +352,11 @@ class ConsoleBrowserTest(unittest.TestCase):
         return status, (json.loads(data) if data.startswith(b"{") else data)
 
     @classmethod
-    def create_order(cls, out_trade_no, amount, account="shop-1"):
+    def create_order(cls, out_trade_no, amount, account="shop-1", **registration):
+        """`registration`: the optional fields of POST /v1/orders (channel, expires_at)."""
         return cls.api("POST", "/v1/orders", json.dumps({
             "out_trade_no": out_trade_no, "account_id": account, "amount": amount,
-            "currency": "CNY"}), token=MERCHANT)
+            "currency": "CNY", **registration}), token=MERCHANT)
 
     @classmethod
     def post_generic(cls, body, secret=SECRET):
@@ -292,12 +373,7 @@ class ConsoleBrowserTest(unittest.TestCase):
                   "total_fee": str(amount), "cash_fee": str(amount), "fee_type": "CNY",
                   "time_end": paid_at.strftime("%Y%m%d%H%M%S"), "trade_type": "JSAPI",
                   "bank_type": "OTHERS", "openid": "oConsoleTest0001", "attach": attach}
-        text = "&".join("%s=%s" % (k, fields[k]) for k in sorted(fields) if fields[k])
-        fields["sign"] = hashlib.md5((text + "&key=" + WX_KEY).encode()).hexdigest().upper()
-        xml = "<xml>" + "".join(
-            "<%s>%s</%s>" % (k, v if v.isdigit() else "<![CDATA[" + v + "]]>", k)
-            for k, v in fields.items()) + "</xml>"
-        return cls.api("POST", "/v1/callbacks/wechat/v2", xml,
+        return cls.api("POST", "/v1/callbacks/wechat/v2", wechat_v2_xml(fields),
                        headers={"Content-Type": "text/xml"})
 
     @classmethod
@@ -815,6 +891,121 @@ class ConsoleBrowserTest(unittest.TestCase):
         self.assertIn("gone-sink", self.find(
             "table.subscription-changes tr[data-why='disabled: 410']").text)
         self.screenshot("subscriptions-auditor")
+
+    def order_when(self, out_trade_no, done):
+        """The order object once `done(order)` holds, waited for as the page is (WAIT_SECONDS)."""
+        def ready(_):
+            _, order = self.api("GET", "/v1/orders/" + out_trade_no, token=AUDITOR)
+            return order if done(order) else False
+        return self.wait.until(ready)
+
+    def test_17_an_order_shows_its_channel_expiry_and_platform_queries(self):
+        now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+
+        def rfc3339(moment):
+            return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        # An order that expires in seconds: at its expiry payledger asks the platform once more
+        # (NOTPAY), then closes it there; its view is checked last, once it is closed. The
+        # close's answer carries the payloads, as a body the console must show as text.
+        self.platform.close_fields = {"return_msg": PAYLOAD}
+        status, _ = self.create_order("ORD-EXPIRING", 2500, account="shop-5", channel="wechat_v2",
+                                      expires_at=rfc3339(now + datetime.timedelta(seconds=3)))
+        self.assertEqual(status, 201)
+        # Registered with WeChat Pay v2, which this serve asks (its config has the channel's
+        # query section), expiring in two hours: the schedule's start, nothing asked yet.
+        expires = rfc3339(now + datetime.timedelta(hours=2))
+        status, created = self.create_order("ORD-QUERIED", 4321, account="shop-5",
+                                            channel="wechat_v2", expires_at=expires)
+        self.assertEqual(status, 201)
+        self.assertEqual(created["query"]["attempts"], 0)
+        _, order = self.api("GET", "/v1/orders/ORD-QUERIED", token=AUDITOR)
+        self.assertEqual((order["channel"], order["expires_at"]), ("wechat_v2", expires))
+        self.assertEqual(order["query"]["next_at"], created["query"]["next_at"])
+        self.go("#/orders/ORD-QUERIED")
+        self.heading("Order ORD-QUERIED")
+        self.assertEqual(self.find("[data-field=channel]").text, "wechat_v2")
+        self.assertEqual(self.find("[data-field=expires_at] time").get_attribute("datetime"),
+                         expires)
+        self.assertIn("Platform queries", self.find("section.query-state").text)
+        self.assertEqual(self.find("[data-field=query_attempts]").text, "0")
+        self.assertEqual(self.find("[data-field=query_last_at]").text, "never")
+        self.assertEqual(self.find("[data-field=query_last_answer]").text, "none")
+        self.assertEqual(self.find("[data-field=query_next_at] time").get_attribute("datetime"),
+                         order["query"]["next_at"])
+        self.assertEqual(self.find("[data-field=query_closed_at]").text, "no")
+        self.assertEqual(self.find_all("[data-field=not_queried]"), [])
+        self.screenshot("order-queries")
+        # Without a channel: no platform is asked, and the view says so.
+        self.go("#/orders/ORD-PAID")
+        self.heading("Order ORD-PAID")
+        not_queried = self.find("[data-field=not_queried]").text
+        self.assertIn("Not queried", not_queried)
+        self.assertIn("without a channel", not_queried)
+        self.assertEqual(self.find("[data-field=channel]").text, "none")
+        self.assertEqual(self.find("[data-field=expires_at]").text, "none")
+        self.assertEqual(self.find_all("[data-field=query_attempts]"), [])
+        # With a channel this serve does not ask (its config has no alipay section): not
+        # queried either.
+        status, created = self.create_order("ORD-NOT-ASKED", 100, account="shop-5",
+                                            channel="alipay")
+        self.assertEqual((status, created["query"]), (201, None))
+        self.go("#/orders/ORD-NOT-ASKED")
+        self.heading("Order ORD-NOT-ASKED")
+        self.assertEqual(self.find("[data-field=channel]").text, "alipay")
+        self.assertIn("not configured to ask alipay", self.find("[data-field=not_queried]").text)
+        # An attempt: ORD-QUERIED's query made due now (the schedule's own table; its next step
+        # is an hour away), answered with a signed state that is markup. Not final: the answer
+        # is the platform's words, shown as text.
+        self.platform.states["ORD-QUERIED"] = XSS_IMG
+        psql(database_url(self.admin_url, self.db_name),
+             "UPDATE order_queries SET next_at = now() WHERE out_trade_no = 'ORD-QUERIED'")
+        order = self.order_when("ORD-QUERIED", lambda o: o["query"]["attempts"] == 1)
+        self.assertEqual(order["query"]["last_answer"], XSS_IMG)
+        self.go("#/orders/ORD-QUERIED")
+        self.heading("Order ORD-QUERIED")
+        self.assertEqual(self.find("[data-field=status]").text, "WAIT_PAY")
+        self.assertEqual(self.find("[data-field=query_attempts]").text, "1")
+        self.assertEqual(self.find("[data-field=query_last_answer] code").get_attribute(
+            "textContent"), XSS_IMG)
+        self.assertEqual(self.find("[data-field=query_last_at] time").get_attribute("datetime"),
+                         order["query"]["last_at"])
+        self.assertEqual(self.find("[data-field=query_next_at] time").get_attribute("datetime"),
+                         order["query"]["next_at"])
+        self.assert_no_xss()
+        # ORD-EXPIRING, closed on the platform at its expiry: settled, nothing more to ask; the
+        # close's answer is a delivery of its own, its XML shown as text.
+        order = self.order_when("ORD-EXPIRING", lambda o: o["status"] == "CLOSED"
+                                and o["query"]["closed_at"] is not None)
+        with self.platform.lock:
+            asked = [path for path, n in self.platform.asked if n == "ORD-EXPIRING"]
+        self.assertEqual(asked, ["/pay/orderquery", "/pay/closeorder"])
+        self.assertEqual((order["query"]["attempts"], order["query"]["last_answer"]), (2, "closed"))
+        self.go("#/orders/ORD-EXPIRING")
+        self.heading("Order ORD-EXPIRING")
+        self.assertEqual(self.find("[data-field=status]").text, "CLOSED")
+        self.assertEqual(self.find("[data-field=query_attempts]").text,
+                         str(order["query"]["attempts"]))
+        self.assertEqual(self.find("[data-field=query_last_answer]").text,
+                         order["query"]["last_answer"])
+        self.assertEqual(self.find("[data-field=query_closed_at] time").get_attribute("datetime"),
+                         order["query"]["closed_at"])
+        self.assertIn("settled (CLOSED)", self.find("[data-field=query_next_at]").text)
+        self.assertIn("wechat_v2_close", self.find("ol.timeline").text)
+        _, receipts = self.api("GET", "/v1/orders/ORD-EXPIRING/receipts", token=AUDITOR)
+        self.assertEqual([r["source"] for r in receipts["receipts"]], ["api", "wechat_v2_close"])
+        self.wait.until(lambda d: len(self.find_all("article.receipt")) == 2)
+        card = self.find("article.receipt[data-id='%s']" % receipts["receipts"][1]["id"])
+        self.assertEqual(card.find_element(By.CSS_SELECTOR, "header .source").text,
+                         "wechat_v2_close")
+        self.assertEqual(card.find_element(By.CSS_SELECTOR, "[data-field=request]").text,
+                         "POST /pay/closeorder")
+        self.assertEqual(len(self.find_all("article.receipt [data-field=request]")), 1)
+        xml = card.find_element(By.CSS_SELECTOR, "pre.pretty[data-format=xml]").get_attribute(
+            "textContent")
+        self.assertIn("\n  <return_msg><![CDATA[" + PAYLOAD + "]]></return_msg>\n", xml)
+        self.assert_no_xss()
+        self.screenshot("order-closed-on-the-platform")
 
 
 if __name__ == "__main__":
