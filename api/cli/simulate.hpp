@@ -29,6 +29,12 @@ struct SimulateOptions {
     std::int64_t unix_seconds = 0;  // When the notice is signed and dated; 0: now.
 };
 
+// The payment number `simulate` gives `out_trade_no`'s payment notice on `channel` when it is
+// given none (WeChat's 4200…, Alipay's 2024…, 28 digits), which `simulate-platform` gives the
+// payments it records too: the notice of a payment a query found is then its duplicate.
+[[nodiscard]] std::string SimulatedPaymentNumber(std::string_view channel,
+                                                 const std::string& out_trade_no);
+
 // One HTTP request to the service.
 struct SimulatedNotice {
     std::string target{};                                        // "/v1/callbacks/wechat/v2".

@@ -188,7 +188,7 @@ SimulatedNotice Alipay(const Config& config, const SimulateOptions& options) {
     if (!alipay.simulate_private_key) {
         throw ConfigError("alipay.simulate_private_key: missing; simulate needs it");
     }
-    const std::string trade_no = PlatformNumber("2024", "payment:" + options.out_trade_no);
+    const std::string trade_no = SimulatedPaymentNumber("alipay", options.out_trade_no);
     const std::string now = ShanghaiDashed(options.unix_seconds);
     PlatformFields fields{{"app_id", alipay.app_id},
                           {"auth_app_id", alipay.app_id},
@@ -253,6 +253,10 @@ SimulatedNotice Generic(const Config& config, const SimulateOptions& options) {
 }
 
 }  // namespace
+
+std::string SimulatedPaymentNumber(std::string_view channel, const std::string& out_trade_no) {
+    return PlatformNumber(channel == "alipay" ? "2024" : "4200", "payment:" + out_trade_no);
+}
 
 SimulatedNotice BuildNotice(const Config& config, const SimulateOptions& input) {
     SimulateOptions options = input;

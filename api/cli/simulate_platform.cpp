@@ -21,8 +21,10 @@
 #include "api/channels/alipay_form.hpp"
 #include "api/channels/json_input.hpp"
 #include "api/channels/platform_crypto.hpp"
+#include "api/channels/refusal.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
+#include "api/cli/simulate.hpp"
 #include "api/crypto.hpp"
 #include "api/http/json_output.hpp"
 #include "api/http/request_framing.hpp"
@@ -71,28 +73,39 @@ PlatformRecord ReadRecord(ledger::ConnectionPool& reads, const std::string& out_
 
 bool Paid(const PlatformRecord& record) { return record.exists && record.payment.has_value(); }
 
-// Appends the close the platform made to its record; false when its ledger refused it.
-bool RecordClose(ledger::Committer& committer, QueryChannel channel,
-                 const std::string& out_trade_no, const std::string& request_body) {
+// Appends `event` to the platform's record, its receipt `body`, and waits for the outcome.
+ledger::DeliveryResult Record(ledger::Committer& committer, projections::Event event,
+                              std::string body) {
     ledger::Delivery delivery;
-    delivery.receipt.source = SourceOf(channel, QueryAction::kClose);
+    delivery.receipt.source = event.source;
     delivery.receipt.received_at = ledger::NowMicros();
     delivery.receipt.peer = "simulate-platform";
-    delivery.receipt.body = request_body;
-    delivery.receipt.out_trade_no = out_trade_no;
+    delivery.receipt.body = std::move(body);
+    delivery.receipt.out_trade_no = event.out_trade_no;
     delivery.receipt.signature_verified = true;
-    delivery.event = projections::Event{.out_trade_no = out_trade_no,
-                                        .event_type = EventType::kPaymentClosed,
-                                        .source = SourceOf(channel, QueryAction::kClose),
-                                        .occurred_at = ledger::NowMicros()};
+    delivery.event = std::move(event);
     std::promise<ledger::DeliveryResult> decided;
     std::future<ledger::DeliveryResult> result = decided.get_future();
     committer.Submit(std::move(delivery), [&decided](ledger::DeliveryResult done) {
         decided.set_value(std::move(done));
     });
-    const projections::Outcome outcome = result.get().outcome;
-    return outcome == projections::Outcome::kAppended ||
-           outcome == projections::Outcome::kDuplicate;
+    return result.get();
+}
+
+bool Taken(const ledger::DeliveryResult& result) {
+    return result.outcome == projections::Outcome::kAppended ||
+           result.outcome == projections::Outcome::kDuplicate;
+}
+
+// Appends the close the platform made to its record; false when its ledger refused it.
+bool RecordClose(ledger::Committer& committer, QueryChannel channel,
+                 const std::string& out_trade_no, const std::string& request_body) {
+    return Taken(Record(committer,
+                        projections::Event{.out_trade_no = out_trade_no,
+                                           .event_type = EventType::kPaymentClosed,
+                                           .source = SourceOf(channel, QueryAction::kClose),
+                                           .occurred_at = ledger::NowMicros()},
+                        request_body));
 }
 
 std::string NonceText() {
@@ -137,6 +150,7 @@ PlatformSimulator::PlatformSimulator(const Config& config, ledger::ConnectionPoo
 
 Response PlatformSimulator::Answer(const Request& request) {
     const std::string_view target = request.target();
+    if (target == "/simulate/pay" && request.method() == http::verb::post) return Pay(request);
     if (target.starts_with(kV3Prefix)) return WechatV3(request);
     if (target.starts_with("/pay/orderquery") || target.starts_with("/pay/closeorder")) {
         return WechatV2(request);
@@ -435,6 +449,68 @@ CLI::App* AddSimulatePlatformCommand(CLI::App& cli, SimulatePlatformCommand& com
         "serve the platforms' order query and close APIs from a ledger standing for their record");
     simulate->add_option("--listen", command.listen, "host:port (default 127.0.0.1:9090)");
     return simulate;
+}
+
+// A payment the platform took and never told the merchant of (docs/query.md#by-hand-and-for-
+// development): the order registered in the platform's record if it is not, then paid there.
+Response PlatformSimulator::Pay(const Request& request) {
+    const auto refuse = [](std::string message) {
+        return Text(http::status::bad_request, "application/json",
+                    Dump(json{{"error", std::move(message)}}));
+    };
+    const std::optional<json> body = ParseJsonObject(request.body());
+    if (!body) return refuse("body is not a JSON object");
+    const std::optional<QueryChannel> channel =
+        ParseQueryChannel(StringMember(*body, "channel").value_or(""));
+    if (!channel) return refuse("channel must be wechat_v2, wechat_v3 or alipay");
+    const std::string out_trade_no = StringMember(*body, "out_trade_no").value_or("");
+    if (!projections::IsValidKey(out_trade_no)) {
+        return refuse(std::string("out_trade_no: ") + projections::kKeyRuleText);
+    }
+    const Checked<std::int64_t> amount = RequireJsonAmount(*body, "amount");
+    if (!amount) return refuse(amount.refusal().message);
+    const std::string currency = StringMember(*body, "currency").value_or("CNY");
+    if (!RequireCurrency(currency, "currency")) return refuse("currency must be an ISO 4217 code");
+    const std::string transaction_id =
+        StringMember(*body, "transaction_id")
+            .value_or(SimulatedPaymentNumber(ToString(*channel), out_trade_no));
+    if (!projections::IsValidKey(transaction_id)) {
+        return refuse(std::string("transaction_id: ") + projections::kKeyRuleText);
+    }
+    const ledger::DeliveryResult registered =
+        Record(committer_,
+               projections::Event{.out_trade_no = out_trade_no,
+                                  .event_type = EventType::kOrderCreated,
+                                  .source = projections::Source::kApi,
+                                  .account_id = "platform",
+                                  .amount = *amount,
+                                  .currency = currency,
+                                  .occurred_at = ledger::NowMicros(),
+                                  .data = "{}"},
+               request.body());
+    const ledger::DeliveryResult paid =
+        Record(committer_,
+               projections::Event{.out_trade_no = out_trade_no,
+                                  .event_type = EventType::kPaymentSucceeded,
+                                  .source = *projections::ParseSource(ToString(*channel)),
+                                  .amount = *amount,
+                                  .currency = currency,
+                                  .transaction_id = transaction_id,
+                                  .occurred_at = ledger::NowMicros(),
+                                  .data = "{}"},
+               request.body());
+    if (!Taken(registered) || !Taken(paid)) {
+        const ledger::DeliveryResult& failed = Taken(registered) ? paid : registered;
+        return Text(
+            http::status::conflict, "application/json",
+            Dump(json{{"error", "the platform's record refused it: " +
+                                    std::string(projections::ToString(failed.outcome)) +
+                                    (failed.message.empty() ? "" : ": " + failed.message)}}));
+    }
+    return Text(http::status::ok, "application/json",
+                Dump(json{{"out_trade_no", out_trade_no},
+                          {"transaction_id", transaction_id},
+                          {"outcome", projections::ToString(paid.outcome)}}));
 }
 
 int RunSimulatePlatformCommand(const Config& config, const SimulatePlatformCommand& command) {

@@ -23,6 +23,11 @@ namespace payledger::api {
 // request's signature is checked with the public half of the merchant's key
 // (wechat_v3.query.merchant_private_key, wechat_v2.api_key, alipay.query.app_private_key); each
 // answer is signed as the platform signs it, with the config's simulate_* platform keys.
+// `POST /simulate/pay` {"channel","out_trade_no","amount"[,"currency","transaction_id"]} records
+// a payment the platform took and never notified: the order registered there if it is not, then
+// paid, by default with the number `simulate` gives that payment's notice (SimulatedPaymentNumber)
+// (200 {"out_trade_no","transaction_id","outcome"}; 400 naming the field; 409 when the
+// record refuses it, e.g. another amount).
 struct SimulatePlatformCommand {
     std::string listen = "127.0.0.1:9090";
 };
@@ -46,6 +51,7 @@ private:
     Response WechatV3(const Request& request);
     Response WechatV2(const Request& request);
     Response Alipay(const Request& request);
+    Response Pay(const Request& request);
 
     const Config& config_;
     ledger::ConnectionPool& reads_;

@@ -6,8 +6,10 @@
 #   1. SIGTERM to the script alone (what `timeout` and service managers send) -> exit 143
 #   2. SIGINT to its whole process group (Ctrl-C in a terminal)                -> exit 130
 #   3. payledger serve exiting by itself                                       -> exit 0
-# and the second and third runs reuse the cluster of the first. Then scripts/clean removes the
-# local state, the cluster included.
+# and the second and third runs reuse the cluster of the first. The first run also walks
+# through README.md's "A lost notification, found": an order paid on the platform simulator the
+# script starts, never notified, is PAID within a minute through the query. Then scripts/clean
+# removes the local state, the cluster included.
 #
 #   run_test.sh PAYLEDGER_BINARY SOURCE_DIR
 set -euo pipefail
@@ -20,6 +22,7 @@ CHECKOUT="$WORK/payledger"
 LOG="$WORK/run.log"
 HTTP_PORT="$(payledger_free_port)"
 PG_PORT="$(payledger_free_port)"
+SIMULATOR_PORT="$(payledger_free_port)"
 RUN_PID=""
 PG_HOME=""
 
@@ -70,7 +73,8 @@ start_run() {
     # starts with SIGINT not ignored, as from a shell prompt.
     set -m
     env -u PAYLEDGER_DATABASE_URL PAYLEDGER_BIN="$BIN" PAYLEDGER_LISTEN="127.0.0.1:$HTTP_PORT" \
-        PAYLEDGER_PG_PORT="$PG_PORT" "$CHECKOUT/scripts/run" >"$LOG" 2>&1 &
+        PAYLEDGER_PG_PORT="$PG_PORT" PAYLEDGER_SIMULATOR_LISTEN="127.0.0.1:$SIMULATOR_PORT" \
+        "$CHECKOUT/scripts/run" >"$LOG" 2>&1 &
     RUN_PID=$!
     set +m
     local deadline=$((SECONDS + 120))
@@ -83,6 +87,22 @@ start_run() {
     payledger_pg_running "$PG_HOME" || fail "no PostgreSQL runs in $PG_HOME"
     grep -qF "embedded PostgreSQL: $PG_HOME" "$LOG" || fail "the script did not say where the cluster is"
 }
+
+# http PORT METHOD PATH [BODY [TOKEN]]: the response's body (status line, headers and body to
+# $WORK/response).
+http() {
+    local body="${4:-}" auth=""
+    [ -n "${5:-}" ] && auth="Authorization: Bearer $5"$'\r\n'
+    exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+    printf '%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
+        "$2" "$3" "$auth" "${#body}" "$body" >&3
+    cat <&3 >"$WORK/response"
+    exec 3<&-
+    sed '1,/^\r$/d' "$WORK/response"
+}
+
+# json FIELD: FIELD of the JSON object on stdin ("" when absent or null).
+json() { python3 -c 'import json,sys; v=json.load(sys.stdin).get(sys.argv[1]); print("" if v is None else v)' "$1"; }
 
 # expect_stopped EXPECTED_STATUS WHAT: waits for the script and checks that nothing is left.
 expect_stopped() {
@@ -119,6 +139,45 @@ fi
 # The cluster's identity, to prove that later runs reuse it.
 cluster_id() { "$PG_BIN/pg_controldata" -D "$PG_HOME" | grep 'system identifier'; }
 first_cluster="$(cluster_id)"
+# README.md, "A lost notification, found": registered with its channel, paid on the platform,
+# never notified; the query finds it (first query 20 s after the registration).
+CONFIG="$CHECKOUT/.data/payledger.dev.json"
+token() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tokens"][sys.argv[2]][0])' "$CONFIG" "$1"; }
+until grep -q "platform simulator on http://127.0.0.1:$SIMULATOR_PORT" "$LOG"; do
+    kill -0 "$RUN_PID" 2>/dev/null || fail "scripts/run exited"
+    sleep 0.2
+done
+order='{"out_trade_no":"LOST-1","account_id":"shop-1","amount":1999,"currency":"CNY","channel":"wechat_v3"}'
+[ "$(http "$HTTP_PORT" POST /v1/orders "$order" "$(token merchant)" | json status)" = WAIT_PAY ] ||
+    fail "registering LOST-1: $(cat "$WORK/response")"
+registered=$SECONDS
+paid=""
+for _ in $(seq 50); do  # the simulator may still be starting
+    paid="$(http "$SIMULATOR_PORT" POST /simulate/pay \
+        '{"channel":"wechat_v3","out_trade_no":"LOST-1","amount":1999}' 2>/dev/null | json outcome)" &&
+        [ "$paid" = appended ] && break
+    sleep 0.2
+done
+[ "$paid" = appended ] || fail "paying LOST-1 on the simulator: $(cat "$WORK/response" 2>/dev/null)"
+status=""
+until [ "$status" = PAID ]; do
+    [ $((SECONDS - registered)) -le 60 ] || fail "LOST-1 not PAID within a minute: $(cat "$WORK/response")"
+    sleep 1
+    status="$(http "$HTTP_PORT" GET /v1/orders/LOST-1 "" "$(token auditor)" | json status)"
+done
+say "ok: a lost notification found by the query in $((SECONDS - registered)) s"
+http "$HTTP_PORT" GET /v1/orders/LOST-1/events "" "$(token auditor)" | grep -q '"source":"wechat_v3_query"' ||
+    fail "LOST-1's payment is not from the query: $(cat "$WORK/response")"
+# WeChat's own retry, a day later: the same payment, a duplicate; the answer re-verifies.
+retry="$("$BIN" simulate wechat_v3 --out-trade-no LOST-1 --amount 1999 --config "$CONFIG" \
+    --url "http://127.0.0.1:$HTTP_PORT" 2>/dev/null)"
+case "$retry" in "HTTP 2"*) ;; *) fail "the late notification: $retry" ;; esac
+http "$HTTP_PORT" GET /v1/orders/LOST-1/receipts "" "$(token auditor)" |
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["receipts"]; sys.exit(not (r[-1]["source"] == "wechat_v3" and r[-1]["outcome"] == "duplicate"))' ||
+    fail "the late notification is not a duplicate: $(cat "$WORK/response")"
+audit="$(PAYLEDGER_DATABASE_URL="postgresql://postgres@/payledger?host=$(readlink -f "$CHECKOUT/.data/pg")&port=$PG_PORT" \
+    "$BIN" audit --platform-signatures --config "$CONFIG" 2>&1)" || fail "audit: $audit"
+say "ok: the late notification is a duplicate and the answer re-verifies"
 kill -TERM "$RUN_PID"
 expect_stopped 143 "SIGTERM to scripts/run alone"
 
@@ -143,4 +202,4 @@ grep -q "exited by itself" "$LOG" || fail "the script did not say that serve exi
 [ ! -e "$CHECKOUT/.data" ] || fail "scripts/clean left .data"
 [ ! -e "$PG_HOME" ] || fail "scripts/clean left the cluster $PG_HOME"
 say "ok: scripts/clean removed .data and $PG_HOME"
-echo "run_test: 4 passed, 0 failed"
+echo "run_test: 5 passed, 0 failed"
