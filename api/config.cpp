@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -296,8 +297,12 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
             ParseLimit(*limits, "connections_per_peer", defaults.connections_per_peer, 1'000'000);
         config.limits.connections_max =
             ParseLimit(*limits, "connections_max", defaults.connections_max, 1'000'000);
+        // Unset, a block's share is never below one peer's: raising connections_per_peer alone
+        // must not turn into a start-up error (docs/security.md#peers-and-limits).
         config.limits.connections_per_prefix = ParseLimit(
-            *limits, "connections_per_prefix", defaults.connections_per_prefix, 1'000'000);
+            *limits, "connections_per_prefix",
+            std::max(defaults.connections_per_prefix, config.limits.connections_per_peer),
+            1'000'000);
         config.limits.prefix_ipv4_bits =
             ParseLimit(*limits, "prefix_ipv4_bits", defaults.prefix_ipv4_bits, 32, 8);
         config.limits.prefix_ipv6_bits =

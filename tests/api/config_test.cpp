@@ -290,6 +290,25 @@ TEST(ParseConfig, ReadsLimitsAndScopedMerchantTokens) {
                              .accounts = std::vector<std::string>{"shop-1", "shop-2"}}));
 }
 
+TEST(ParseConfig, AnUnsetPrefixLimitFollowsALargerPerPeerLimitAndASmallerOneIsRefused) {
+    const auto parse = [](const std::string& limits) {
+        return ParseConfig(R"({"database_url": "postgresql://x/y", "limits": )" + limits + "}",
+                           std::nullopt, std::nullopt);
+    };
+    EXPECT_EQ(parse("{}").limits.connections_per_prefix, 1024u);
+    EXPECT_EQ(parse(R"({"connections_per_peer": 2000})").limits.connections_per_prefix, 2000u);
+    EXPECT_EQ(parse(R"({"connections_per_peer": 2000, "connections_per_prefix": 5000})")
+                  .limits.connections_per_prefix,
+              5000u);
+    try {
+        (void)parse(R"({"connections_per_peer": 2000, "connections_per_prefix": 1999})");
+        ADD_FAILURE() << "a prefix limit below the per-peer limit was accepted";
+    } catch (const ConfigError& error) {
+        EXPECT_EQ(std::string(error.what()).rfind("limits.connections_per_prefix", 0), 0u)
+            << error.what();
+    }
+}
+
 TEST(ParseConfig, InvalidLimitsAndScopedTokensNameTheField) {
     const auto expect_error = [](const std::string& json_text, const std::string& field) {
         try {
