@@ -451,8 +451,8 @@ CLI::App* AddSimulatePlatformCommand(CLI::App& cli, SimulatePlatformCommand& com
     return simulate;
 }
 
-// A payment the platform took and never told the merchant of (docs/query.md#by-hand-and-for-
-// development): the order registered in the platform's record if it is not, then paid there.
+// A payment the platform took and never told the merchant of: the order registered in the
+// platform's record if it is not, then paid there (docs/query.md#by-hand-and-for-development).
 Response PlatformSimulator::Pay(const Request& request) {
     const auto refuse = [](std::string message) {
         return Text(http::status::bad_request, "application/json",
