@@ -1,6 +1,7 @@
 // The durability barrier for readers (ledger/durability.hpp).
 #include "ledger/durability.hpp"
 
+#include <pqxx/binarystring>
 #include <pqxx/nontransaction>
 #include <pqxx/transaction>
 #include <string>
@@ -27,24 +28,38 @@ constexpr const char* kBarrier =
     "WHEN 'remote_apply' THEN 'remote_apply' ELSE 'on' END, true) || "
     "pg_logical_emit_message(true, 'payledger.durability', '')::text END";
 
-// The primary's current timeline: the first eight hex digits of its WAL segment's name.
-constexpr const char* kPrimaryTimeline =
-    "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint";
+// Whether the primary holds the receipt $1 with the chain $2 (ReadLedgerHead on the replica).
+constexpr const char* kHoldsHead =
+    "SELECT EXISTS (SELECT 1 FROM callback_receipts WHERE id = $1::bigint AND chain = $2::bytea)";
 
 }  // namespace
 
-std::int64_t AwaitSynchronousStandbys(pqxx::connection_base& primary) {
-    const std::vector<std::optional<std::string>> answers = ExecPipelineThenCommit(
-        primary, {{.sql = "BEGIN"}, {.sql = kBarrier}, {.sql = kPrimaryTimeline}});
-    return std::stoll(answers.at(2).value());
+void AwaitSynchronousStandbys(pqxx::connection_base& primary) {
+    (void)ExecPipelineThenCommit(primary, {{.sql = "BEGIN"}, {.sql = kBarrier}});
 }
 
-std::optional<std::int64_t> StreamingTimeline(pqxx::connection_base& replica) {
-    pqxx::nontransaction tx{replica};
+std::optional<LedgerHead> ReadLedgerHead(pqxx::connection_base& connection) {
+    pqxx::nontransaction tx{connection};
     const pqxx::result rows =
-        tx.exec("SELECT received_tli FROM pg_stat_wal_receiver WHERE status = 'streaming'");
-    if (rows.empty() || rows[0][0].is_null()) return std::nullopt;
-    return rows[0][0].as<std::int64_t>();
+        tx.exec("SELECT id, chain FROM callback_receipts ORDER BY id DESC LIMIT 1");
+    if (rows.empty()) return std::nullopt;
+    return LedgerHead{.receipt_id = rows[0][0].as<std::int64_t>(),
+                      .chain = pqxx::binarystring(rows[0][1]).str()};
+}
+
+bool AwaitSynchronousStandbysHolding(pqxx::connection_base& primary,
+                                     const std::optional<LedgerHead>& head) {
+    if (!head) {
+        AwaitSynchronousStandbys(primary);
+        return true;
+    }
+    // The lookup runs before the COMMIT: what it finds was visible before the barrier's commit
+    // record, so the COMMIT waits for the standbys to hold it as well.
+    const std::vector<std::optional<std::string>> answers = ExecPipelineThenCommit(
+        primary, {{.sql = "BEGIN"},
+                  {.sql = kBarrier},
+                  {.sql = kHoldsHead, .params = {BinaryInt8(head->receipt_id), head->chain}}});
+    return answers.at(2).value_or("f") == "t";
 }
 
 }  // namespace payledger::ledger

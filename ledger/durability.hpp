@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <pqxx/connection_base>
+#include <string>
 
 namespace payledger::ledger {
 
@@ -26,15 +27,31 @@ namespace payledger::ledger {
 // confirm WAL beyond every earlier commit, those that crash recovery made visible included.
 // Without synchronous standbys, commits are visible only once flushed, and the transaction
 // writes nothing.
-// Returns the primary's timeline. Throws pqxx::in_doubt_error when the wait was cancelled or
+// Throws pqxx::in_doubt_error when the wait was cancelled or
 // the session lost during it (the same warning ExecPipelineThenCommit turns into in doubt),
 // and the errors of a statement otherwise.
-std::int64_t AwaitSynchronousStandbys(pqxx::connection_base& primary);
+void AwaitSynchronousStandbys(pqxx::connection_base& primary);
 
-// The timeline `replica` streams from now, none when its WAL receiver is not streaming. What
-// a replica has replayed belongs to the primary's history when the replica streams the
-// primary's timeline; a replica left with WAL of a demoted primary cannot stream the new
-// one.
-[[nodiscard]] std::optional<std::int64_t> StreamingTimeline(pqxx::connection_base& replica);
+// The newest receipt a server holds: its id and its chain, which covers every receipt and event
+// before it (docs/design.md#the-receipt-chain). Two servers holding the same receipt with the
+// same chain hold the same history up to it.
+struct LedgerHead {
+    std::int64_t receipt_id = 0;
+    std::string chain{};
+};
+
+// The newest receipt `connection`'s server holds, none for an empty ledger. Needs only the right
+// to read callback_receipts: no monitoring role.
+[[nodiscard]] std::optional<LedgerHead> ReadLedgerHead(pqxx::connection_base& connection);
+
+// AwaitSynchronousStandbys, and in the same transaction whether `primary` holds `head` (the same
+// receipt, the same chain): true when it does, or when `head` is none (an empty ledger shows
+// nothing). What a replica showed is then as durable as an acknowledged append when its head,
+// read after what it showed, is held: the replica's history up to it is the primary's, and the
+// barrier waited for the standbys to hold it. A replica with WAL of a demoted primary, or of a
+// restored one, has a head the primary does not hold. One round trip; throws as
+// AwaitSynchronousStandbys.
+[[nodiscard]] bool AwaitSynchronousStandbysHolding(pqxx::connection_base& primary,
+                                                   const std::optional<LedgerHead>& head);
 
 }  // namespace payledger::ledger

@@ -1,6 +1,7 @@
 #include "ledger/read_router.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <utility>
 
@@ -163,22 +164,29 @@ void ReadRouter::Check() {
     }
     if (!failure.empty()) {
         replica_pool_->DropIdle();  // They are likely broken too: the next reads reconnect.
-        return Switch(Target::kPrimary, "the replica is unreachable: " + failure);
+        return FallBack(Instead::kUnreachable, "the replica is unreachable: " + failure);
     }
-    if (!replaying) return Switch(Target::kPrimary, "the replica reports no replay position");
+    if (!replaying) {
+        return FallBack(Instead::kNotReplaying, "the replica reports no replay position");
+    }
     const auto lag_max = static_cast<double>(replica_->lag_max.count());
     if (*lag > lag_max) {
-        return Switch(Target::kPrimary, "the replica lags " + Seconds(*lag) +
-                                            " behind the primary, more than "
-                                            "read_max_lag_seconds (" +
-                                            Seconds(lag_max) + ")");
+        return FallBack(Instead::kLagging, "the replica lags " + Seconds(*lag) +
+                                               " behind the primary, more than "
+                                               "read_max_lag_seconds (" +
+                                               Seconds(lag_max) + ")");
     }
-    Switch(Target::kReplica, "the replica answers and lags " + Seconds(*lag));
+    Switch(Target::kReplica, Instead::kStarting, "the replica answers and lags " + Seconds(*lag));
 }
 
-void ReadRouter::Switch(Target target, const std::string& reason) {
+void ReadRouter::FallBack(Instead why, const std::string& reason) {
+    Switch(Target::kPrimary, why, reason);
+}
+
+void ReadRouter::Switch(Target target, Instead why, const std::string& reason) {
     {
         std::lock_guard lock{mutex_};
+        if (target == Target::kPrimary) instead_ = why;
         if (target_ == target) return;
         if (target == Target::kPrimary && target_ == Target::kReplica) ++fallbacks_;
         target_ = target;
@@ -197,12 +205,16 @@ std::optional<double> ReadRouter::UseReplica() {
     bool stale = false;
     {
         std::lock_guard lock{mutex_};
-        if (target_ != Target::kReplica) return std::nullopt;
+        if (target_ != Target::kReplica) {
+            CountInstead(instead_);
+            return std::nullopt;
+        }
         lag = lag_seconds_;
         stale = std::chrono::steady_clock::now() - checked_at_ > kCheckStaleAfter;
     }
     if (!stale) return lag;  // None only between a check's measure and its switch.
-    Switch(Target::kPrimary, "the replica's last good check is older than 5 s");
+    FallBack(Instead::kUnreachable, "the replica's last good check is older than 5 s");
+    CountInstead(Instead::kUnreachable);
     return std::nullopt;
 }
 
@@ -217,7 +229,9 @@ ReadLease ReadRouter::Acquire() {
             // Cannot connect: fall back at once rather than answer 503; the monitor brings
             // the reads back when the replica answers again.
             replica_pool_->DropIdle();
-            Switch(Target::kPrimary, std::string("the replica is unreachable: ") + error.what());
+            FallBack(Instead::kUnreachable,
+                     std::string("the replica is unreachable: ") + error.what());
+            CountInstead(Instead::kUnreachable);
         }
     }
     ConnectionPool::Lease lease = primary_.Acquire();
@@ -233,14 +247,20 @@ ReadLease ReadRouter::AcquirePrimary() {
 
 bool ReadRouter::ConfirmShown(pqxx::connection& connection, const ReadSource& source) {
     if (!source.replica) {
-        (void)AwaitSynchronousStandbys(connection);
+        AwaitSynchronousStandbys(connection);
         return true;
     }
-    const std::optional<std::int64_t> streaming = StreamingTimeline(connection);
-    if (!streaming) return false;
+    // The replica's head is read after what it showed, so it covers all of it; asking the
+    // catalog instead (pg_stat_wal_receiver's timeline) needs pg_read_all_stats, and without it
+    // every read silently went to the primary.
+    const std::optional<LedgerHead> head = ReadLedgerHead(connection);
     ConnectionPool::Lease primary = primary_.Acquire();
-    return AwaitSynchronousStandbys(*primary) == *streaming;
+    if (AwaitSynchronousStandbysHolding(*primary, head)) return true;
+    CountInstead(Instead::kUnconfirmed);
+    return false;
 }
+
+void ReadRouter::CountInstead(Instead why) { ++instead_counts_.at(static_cast<std::size_t>(why)); }
 
 ReadConnection ReadRouter::Connect() {
     if (const std::optional<double> lag = UseReplica()) {
@@ -250,7 +270,9 @@ ReadConnection ReadRouter::Connect() {
             return ReadConnection{.connection = std::move(connection),
                                   .source = {.replica = true, .lag_seconds = *lag}};
         } catch (const pqxx::broken_connection& error) {
-            Switch(Target::kPrimary, std::string("the replica is unreachable: ") + error.what());
+            FallBack(Instead::kUnreachable,
+                     std::string("the replica is unreachable: ") + error.what());
+            CountInstead(Instead::kUnreachable);
         }
     }
     return ConnectPrimary();
@@ -263,13 +285,16 @@ ReadConnection ReadRouter::ConnectPrimary() {
 }
 
 ReadStatus ReadRouter::status() const {
+    std::array<std::uint64_t, kInsteadCount> instead{};
+    for (std::size_t i = 0; i < kInsteadCount; ++i) instead.at(i) = instead_counts_.at(i).load();
     std::lock_guard lock{mutex_};
     return ReadStatus{.configured = replica_.has_value(),
                       .on_replica = target_ == Target::kReplica,
                       .lag_seconds = lag_seconds_,
                       .fallbacks = fallbacks_,
                       .replica_reads = replica_reads_.load(),
-                      .primary_reads = primary_reads_.load()};
+                      .primary_reads = primary_reads_.load(),
+                      .primary_instead = instead};
 }
 
 namespace {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -33,6 +34,19 @@ struct ReplicaOptions {
     SessionSettings session = ReplicaSession();
 };
 
+// Why a read went to the primary although a replica is configured.
+enum class Instead : std::uint8_t {
+    kStarting,      // No check of the replica has ended yet.
+    kUnreachable,   // It does not answer, or its last good check is older than 5 s.
+    kNotReplaying,  // It reports no replay position.
+    kLagging,       // It lags more than read_max_lag_seconds.
+    kUnconfirmed,   // The primary does not hold its newest receipt (ReadRouter::ConfirmShown).
+};
+inline constexpr std::size_t kInsteadCount = 5;
+// The label of each in /metrics (payledger_reads_sent_to_primary_total's `reason`).
+inline constexpr std::array<const char*, kInsteadCount> kInsteadNames{
+    "starting", "unreachable", "not_replaying", "lagging", "unconfirmed"};
+
 // What GET /metrics shows of the reads (ReadRouter::status).
 struct ReadStatus {
     bool configured = false;              // A replica is configured.
@@ -41,6 +55,9 @@ struct ReadStatus {
     std::uint64_t fallbacks = 0;          // Switches from the replica to the primary.
     std::uint64_t replica_reads = 0;      // Connections handed out, by server.
     std::uint64_t primary_reads = 0;
+    // Reads sent to the primary although a replica is configured, by Instead; an unconfirmed
+    // one was read from the replica first, and again from the primary.
+    std::array<std::uint64_t, kInsteadCount> primary_instead{};
 };
 
 // Where one auditor read is served from, for its answer's Payledger-Read-From header.
@@ -132,11 +149,13 @@ public:
 
     // docs/design.md#what-a-reader-is-shown: after a read of the feeds on `connection`, from
     // `source`, waits until what it saw is as durable as an acknowledged append (the
-    // synchronous standbys hold it: AwaitSynchronousStandbys, on the primary). Returns false,
-    // having waited for nothing, when the read came from a replica that does not stream the
-    // primary's timeline now (it may hold WAL the primary does not have): read again from the
-    // primary. Throws pqxx::in_doubt_error when the wait was cancelled or its session lost,
-    // and as ConnectionPool::Acquire does for the primary.
+    // synchronous standbys hold it: AwaitSynchronousStandbys, on the primary). From a replica,
+    // the replica's newest receipt and its chain, read after the page, must be on the primary:
+    // one round trip with the barrier (AwaitSynchronousStandbysHolding), and no monitoring role.
+    // Returns false, counted as Instead::kUnconfirmed, when the primary does not hold it (the
+    // replica has WAL of a demoted or restored primary): read again from the primary. Throws
+    // pqxx::in_doubt_error when the wait was cancelled or its session lost, and as
+    // ConnectionPool::Acquire does for the primary.
     [[nodiscard]] bool ConfirmShown(pqxx::connection& connection, const ReadSource& source);
 
     [[nodiscard]] ReadStatus status() const;
@@ -149,8 +168,10 @@ private:
     // One sample of the primary's WAL position into samples_; keeps the samples it has when
     // the primary cannot be asked.
     void SamplePrimary();
-    // Sets the target; logs (on_switch) and counts when it changes.
-    void Switch(Target target, const std::string& reason);
+    // Sets the target (and, to the primary, why); logs (on_switch) and counts when it changes.
+    void Switch(Target target, Instead why, const std::string& reason);
+    void FallBack(Instead why, const std::string& reason);
+    void CountInstead(Instead why);
     // The replica's last measured lag when reads go to it now, else none.
     [[nodiscard]] std::optional<double> UseReplica();
 
@@ -168,11 +189,13 @@ private:
     std::condition_variable stop_;
     bool stopping_ = false;                               // Guarded by mutex_.
     Target target_ = Target::kUndecided;                  // Guarded by mutex_.
+    Instead instead_ = Instead::kStarting;                // Why not the replica; mutex_.
     std::optional<double> lag_seconds_{};                 // Guarded by mutex_.
     std::chrono::steady_clock::time_point checked_at_{};  // Last good check; mutex_.
     std::uint64_t fallbacks_ = 0;                         // Guarded by mutex_.
     std::atomic<std::uint64_t> replica_reads_{0};
     std::atomic<std::uint64_t> primary_reads_{0};
+    std::array<std::atomic<std::uint64_t>, kInsteadCount> instead_counts_{};
     std::thread monitor_;
 };
 

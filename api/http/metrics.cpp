@@ -42,6 +42,15 @@ void RenderReads(PrometheusText& out, const ledger::ReadStatus& reads) {
     out.Add("payledger_read_fallbacks_total", Type::kCounter,
             "Times the auditor reads left the replica for the primary.")
         .Sample({}, reads.fallbacks);
+    PrometheusText::Family& instead = out.Add(
+        "payledger_reads_sent_to_primary_total", Type::kCounter,
+        "Auditor reads served by the primary although a replica is configured, by reason: "
+        "starting (no check yet), unreachable, not_replaying, lagging (more than "
+        "read_max_lag_seconds), unconfirmed (a feed read whose newest receipt the primary did "
+        "not hold, read again from the primary).");
+    for (std::size_t i = 0; i < ledger::kInsteadCount; ++i) {
+        instead.Sample({{"reason", ledger::kInsteadNames.at(i)}}, reads.primary_instead.at(i));
+    }
 }
 
 }  // namespace

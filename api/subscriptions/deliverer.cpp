@@ -268,7 +268,7 @@ std::chrono::milliseconds SubscriptionDeliverer::TakeBatch(Worker& worker,
         return std::chrono::milliseconds{0};
     }
     // docs/design.md#what-a-reader-is-shown: never deliver what a failover could take back.
-    (void)ledger::AwaitSynchronousStandbys(connection);
+    ledger::AwaitSynchronousStandbys(connection);
     worker.pending.reserve(batch.events.size());
     for (const projections::Event& event : batch.events) {
         worker.pending.push_back(MakeFeedItem(event));

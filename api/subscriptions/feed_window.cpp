@@ -149,7 +149,7 @@ bool FeedWindow::ReadMore() {
         }
         // The window never reads at or below its end again: the head must be one that no
         // failover can take back (and give its seq to another event).
-        (void)ledger::AwaitSynchronousStandbys(*connection_);
+        ledger::AwaitSynchronousStandbys(*connection_);
         std::lock_guard lock{mutex_};
         begin_ = end_ = head;
         grown_.notify_all();
@@ -171,7 +171,7 @@ bool FeedWindow::ReadMore() {
     items.reserve(events.size());
     for (const projections::Event& event : events) items.push_back(MakeFeedItem(event));
     // docs/design.md#what-a-reader-is-shown: only what the synchronous standbys hold.
-    if (!items.empty()) (void)ledger::AwaitSynchronousStandbys(*connection_);
+    if (!items.empty()) ledger::AwaitSynchronousStandbys(*connection_);
     {
         std::lock_guard lock{mutex_};
         PAYLEDGER_ASSERT(end_ == from);  // Only this thread moves it.

@@ -43,21 +43,21 @@ std::string WaitingOnTheStandby(const char* application_name) {
 }
 
 // Runs the barrier on a connection of its own, whose session commits without waiting for
-// anything (synchronous_commit off); the answer (the timeline) comes through the future.
-std::future<std::int64_t> StartBarrier(const std::string& url) {
+// anything (synchronous_commit off); the future is ready when it returns.
+std::future<void> StartBarrier(const std::string& url) {
     return std::async(std::launch::async, [url] {
         auto connection = Connect(url, PatientSession(kBarrierName));
         {  // A session that commits without waiting: the barrier waits all the same.
             pqxx::nontransaction tx{*connection};
             (void)tx.exec("SET synchronous_commit = off");
         }
-        return AwaitSynchronousStandbys(*connection);
+        AwaitSynchronousStandbys(*connection);
     });
 }
 
 // The barrier waits on SyncRep while the standby is stopped, and answers once it is back.
 void ExpectTheBarrierWaitsForTheStandby(OwnCluster& cluster, pqxx::connection& admin) {
-    std::future<std::int64_t> barrier = StartBarrier(cluster.PrimaryUrl());
+    std::future<void> barrier = StartBarrier(cluster.PrimaryUrl());
     EXPECT_TRUE(
         Eventually([&] { return !QueryScalar(admin, WaitingOnTheStandby(kBarrierName)).empty(); },
                    std::chrono::seconds{30}))
@@ -67,7 +67,7 @@ void ExpectTheBarrierWaitsForTheStandby(OwnCluster& cluster, pqxx::connection& a
     cluster.StartStandby();
     ASSERT_EQ(barrier.wait_for(std::chrono::seconds{60}), std::future_status::ready)
         << "the barrier never returned with the standby back";
-    EXPECT_GE(barrier.get(), 1);
+    barrier.get();  // Rethrows what the barrier threw.
 }
 
 TEST(DurabilityPgTest, TheBarrierWaitsForTheStandbyAfterACancelledWaitMadeACommitVisible) {
@@ -76,7 +76,7 @@ TEST(DurabilityPgTest, TheBarrierWaitsForTheStandbyAfterACancelledWaitMadeACommi
     (void)QueryScalar(*admin, "CREATE TABLE shown (id int PRIMARY KEY)");
     {  // With the standby streaming, the barrier answers at once.
         auto connection = Connect(cluster.PrimaryUrl(), PatientSession(kBarrierName));
-        EXPECT_GE(AwaitSynchronousStandbys(*connection), 1);
+        AwaitSynchronousStandbys(*connection);
     }
 
     cluster.StopStandby();

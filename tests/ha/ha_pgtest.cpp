@@ -336,6 +336,112 @@ TEST(ReplicaPgTest, ReadsComeFromTheReplicaFallBackWhenItStopsAndReturnWhenItIsB
     EXPECT_NE(FileText(server.log_path()).find("reads go to the replica"), std::string::npos);
 }
 
+// The URL `url` with the role `role` (the clusters trust local connections).
+std::string AsRole(const std::string& url, const std::string& role) {
+    return url + (url.find('?') == std::string::npos ? "?" : "&") + "user=" + role;
+}
+
+// A role with exactly what `migrate --grant` gives serve (no superuser, no monitoring role),
+// created on `primary_url` (and so on its standby).
+std::string CreateServiceRole(const std::string& primary_url) {
+    const std::string role = "payledger_service";
+    auto owner = ledger::Connect(primary_url);
+    {
+        pqxx::nontransaction tx{*owner};
+        tx.exec("CREATE ROLE " + role + " LOGIN");
+    }
+    ledger::GrantServiceRole(*owner, role);
+    return role;
+}
+
+std::string ReadFrom(const HttpResult& result) {
+    const auto it = result.headers.find("Payledger-Read-From");
+    return it == result.headers.end() ? "(none)" : it->second;
+}
+
+double SentToPrimary(HttpClient& http, const std::string& reason) {
+    return Metric(http, "payledger_reads_sent_to_primary_total{reason=\"" + reason + "\"}");
+}
+
+// The feeds used to check that the replica streams the primary's timeline in
+// pg_stat_wal_receiver, whose columns are NULL without pg_read_all_stats: with the role that
+// `migrate --grant` prepares, every page, export and wait was re-read from the primary,
+// silently. They now check the ledger itself: the replica's newest receipt and its chain are
+// on the primary, looked up with the durability barrier.
+TEST(ReplicaPgTest, WithTheServiceRoleAloneTheFeedsComeFromTheReplicaAndShowOnlyWhatItHas) {
+    OwnCluster cluster{/*synchronous=*/false};
+    Migrate(cluster.PrimaryUrl());
+    const std::string role = CreateServiceRole(cluster.PrimaryUrl());
+    const json replica = {{"read_database_url", AsRole(cluster.StandbyUrl(), role)},
+                          {"read_max_lag_seconds", 3600}};
+    ServeProcess server{AsRole(cluster.PrimaryUrl(), role), replica};
+    HttpClient http{server.port()};
+    ASSERT_EQ(CreateOrder(http, "R-1").status, 201);
+    ASSERT_TRUE(Eventually([&] { return OnReplica(http) && OrderStatus(http, "R-1") == 200; },
+                           std::chrono::seconds{30}));
+
+    for (const std::string target : {"/v1/events", "/v1/receipts", "/v1/events?before=100"}) {
+        const HttpResult page = http.Get(target, testing::kAuditorToken);
+        ASSERT_EQ(page.status, 200) << target << ": " << page.body;
+        EXPECT_EQ(ReadFrom(page).rfind("replica; lag=", 0), 0u) << target << ": " << ReadFrom(page);
+    }
+    const HttpResult exported = http.Send(
+        boost::beast::http::verb::get, "/v1/events", {},
+        {{"Authorization", Bearer(testing::kAuditorToken)}, {"Accept", "application/x-ndjson"}});
+    EXPECT_EQ(ReadFrom(exported).rfind("replica; lag=", 0), 0u) << ReadFrom(exported);
+    EXPECT_NE(exported.body.find("\"R-1\""), std::string::npos) << exported.body;
+
+    // Its replay paused, the replica's page shows only what it has, and still from it.
+    Replay replay{cluster.StandbyUrl()};
+    replay.Pause();
+    ASSERT_EQ(CreateOrder(http, "R-2").status, 201);
+    const HttpResult feed = http.Get("/v1/events", testing::kAuditorToken);
+    ASSERT_EQ(feed.status, 200);
+    EXPECT_EQ(ReadFrom(feed).rfind("replica; lag=", 0), 0u) << ReadFrom(feed);
+    EXPECT_EQ(feed.Json()["events"].size(), 1u) << feed.body;
+    EXPECT_EQ(SentToPrimary(http, "unconfirmed"), 0.0);
+    EXPECT_EQ(SentToPrimary(http, "lagging"), 0.0);
+}
+
+// A replica whose history the primary does not have: the node that was the primary, left
+// running after its standby was promoted, with a commit the new primary never received. Its
+// newest receipt is not on the new primary, which has appended another of its own: the page is
+// read again from the primary, says so, and is counted.
+TEST(ReplicaPgTest, AFeedPageFromAReplicaWithHistoryThePrimaryLacksIsReadFromThePrimary) {
+    OwnCluster cluster{/*synchronous=*/false};
+    Migrate(cluster.PrimaryUrl());
+    const std::string role = CreateServiceRole(cluster.PrimaryUrl());
+    {
+        ServeProcess old_primary{cluster.PrimaryUrl()};
+        HttpClient http{old_primary.port()};
+        ASSERT_EQ(CreateOrder(http, "D-1").status, 201);
+        auto standby = ledger::Connect(cluster.StandbyUrl(), ledger::ReplicaSession());
+        ASSERT_TRUE(Eventually(
+            [&] {
+                pqxx::nontransaction tx{*standby};
+                return tx.exec("SELECT count(*) FROM ledger_events")[0][0].as<int>() == 1;
+            },
+            std::chrono::seconds{30}));
+        cluster.PromoteStandby();
+        ASSERT_EQ(CreateOrder(http, "D-2-LOST").status, 201);  // Only on the old primary.
+    }
+    const json replica = {{"read_database_url", AsRole(cluster.PrimaryUrl(), role)},
+                          {"read_max_lag_seconds", 3600}};
+    ServeProcess server{AsRole(cluster.StandbyUrl(), role), replica};
+    HttpClient http{server.port()};
+    ASSERT_EQ(CreateOrder(http, "D-2").status, 201);
+    ASSERT_TRUE(Eventually([&] { return OnReplica(http); }, std::chrono::seconds{30}));
+
+    const HttpResult feed = http.Get("/v1/events", testing::kAuditorToken);
+    ASSERT_EQ(feed.status, 200) << feed.body;
+    EXPECT_EQ(ReadFrom(feed), "primary");
+    EXPECT_NE(feed.body.find("\"D-2\""), std::string::npos) << feed.body;
+    EXPECT_EQ(feed.body.find("D-2-LOST"), std::string::npos) << feed.body;
+    EXPECT_EQ(SentToPrimary(http, "unconfirmed"), 1.0);
+    // The other auditor reads are views of a moment and stay on the replica.
+    EXPECT_EQ(OrderStatus(http, "D-2-LOST"), 200);
+}
+
 TEST(ReplicaPgTest, AReplicaThatLagsMoreThanTheLimitIsLeftForThePrimaryUntilItCatchesUp) {
     OwnCluster cluster{/*synchronous=*/false};
     Migrate(cluster.PrimaryUrl());
