@@ -54,11 +54,17 @@ using Result = std::unique_ptr<PGresult, ResultDeleter>;
 
 // The WARNINGs the server sends while one pipeline runs, taken from libpq's notice receiver
 // for the object's lifetime. With synchronous_standby_names set, a COMMIT whose wait for the
-// standby is cancelled (pg_cancel_backend, statement_timeout) is answered as a success: the
-// only sign that it committed locally and perhaps nowhere else is a WARNING ("canceling wait
-// for synchronous replication ...", SQLSTATE 01000) before the CommandComplete. A notice may
-// be parsed while an earlier statement's answer is read, so every WARNING of the pipeline
-// counts; none of our statements raises one otherwise.
+// standby is cancelled (pg_cancel_backend, pg_terminate_backend, a shutdown) is answered as a
+// success: the only sign that it committed locally and perhaps nowhere else is a WARNING
+// ("canceling wait for synchronous replication ...", "The transaction has already committed
+// locally, but might not have been replicated to the standby.") before the CommandComplete.
+// Only those make the commit in doubt: both come from SyncRepWaitForLSN in the server's
+// syncrep.c, which the notice names in its source-file field whatever lc_messages says; a
+// WARNING without that field cannot be told apart and counts too. Any other WARNING (in the
+// transaction-id wraparound zone every commit warns "database ... must be vacuumed within ...
+// transactions") is passed on and the commit stands: answering 503 to every callback then
+// would stop the ledger long before PostgreSQL's own stop. A notice may be parsed while an
+// earlier statement's answer is read, so every WARNING of the pipeline is looked at.
 // Each notice is passed on to the receiver that was in place, which is libpq's own (libpqxx
 // 6.4 sets a notice processor, never a receiver; libpq's receiver ignores its argument, null
 // by default): libpqxx's error handlers still see every notice, and the receiver is put back
@@ -78,8 +84,9 @@ public:
         raw_ = nullptr;
     }
 
-    // The first WARNING's SQLSTATE, message and detail; empty when none came.
+    // The first such WARNING's SQLSTATE, message and detail; empty when none came.
     [[nodiscard]] const std::string& warning() const { return warning_; }
+    // A WARNING came that says, or may say, the commit is local only.
     [[nodiscard]] bool warned() const { return warned_; }
 
 private:
@@ -97,6 +104,8 @@ private:
         // The severity as the server names it whatever lc_messages says (PostgreSQL 9.6+).
         const char* severity = PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
         if (severity == nullptr || std::strcmp(severity, "WARNING") != 0) return;
+        const char* source = PQresultErrorField(notice, PG_DIAG_SOURCE_FILE);
+        if (source != nullptr && std::strcmp(source, "syncrep.c") != 0) return;
         const bool first = !warned_;
         warned_ = true;
         if (!first) return;
@@ -296,7 +305,7 @@ std::vector<std::optional<std::string>> ExecPipelineThenCommit(
             // lose it. Not an acknowledgement, then, and never retried: the platform's retry
             // finds a duplicate, or appends if it was lost.
             throw pqxx::in_doubt_error(
-                "COMMIT succeeded with a warning from the server, so it may be local only (a "
+                "COMMIT succeeded, but the server warned that it may be local only (a "
                 "cancelled wait for the synchronous standby): " +
                 (warnings.warning().empty() ? std::string("WARNING") : warnings.warning()));
         }

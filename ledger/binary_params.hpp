@@ -75,8 +75,9 @@ struct PipelineStatement {
 // null).
 // Throws, as libpqxx would for the same errors: pqxx::in_doubt_error when the session was lost
 // with the round trip in flight (the COMMIT may have happened), and also when the COMMIT
-// succeeded but the server sent a WARNING meanwhile (with synchronous replication, a cancelled
-// wait for the standby: committed locally, perhaps nowhere else); pqxx::transaction_rollback
+// succeeded but the server warned that it may be local only (with synchronous replication, a
+// cancelled wait for the standby: committed locally, perhaps nowhere else; other WARNINGs do
+// not count); pqxx::transaction_rollback
 // (SQLSTATE class 40) or pqxx::sql_error, with the SQLSTATE, when the server refused a
 // statement (it then skipped the rest and the COMMIT: nothing is committed and the block is
 // aborted, to be rolled back by the caller).

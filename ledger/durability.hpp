@@ -14,8 +14,8 @@ namespace payledger::ledger {
 // With synchronous_standby_names set, a commit that waits for the synchronous standby stays
 // invisible to other sessions on the primary until the standby confirms it, but it is visible
 // before that (1) on asynchronous replicas, which receive and replay the primary's flushed WAL
-// at once, (2) on the primary when the wait is cancelled (pg_cancel_backend, a timeout: the
-// commit stays, locally), and (3) on the primary after a crash restart, whose recovery makes
+// at once, (2) on the primary when the wait is cancelled (pg_cancel_backend, pg_terminate_backend:
+// the commit stays, locally), and (3) on the primary after a crash restart, whose recovery makes
 // every commit in its WAL visible while nobody waits for the standby. A reader shown such a
 // commit, and then a failover to that standby, would have read an event that the ledger no
 // longer has.

@@ -1,16 +1,17 @@
 // A commit that PostgreSQL kept local only is never an acknowledgement. With
 // synchronous_standby_names set, a COMMIT waits for the standby; when that wait is cancelled
-// (pg_cancel_backend here; a statement_timeout or an operator alike) the server commits locally,
-// sends a WARNING and answers the COMMIT as a success. A failover at that moment would lose the
-// batch, so its deliveries must be answered unavailable, like any commit in doubt.
+// (pg_cancel_backend here, or pg_terminate_backend; a statement_timeout does not end it) the server
+// commits locally, sends a WARNING and answers the COMMIT as a success. A failover at that moment
+// would lose the batch, so its deliveries must be answered unavailable, like any commit in doubt.
 // - On a cluster of the test's own (support/own_cluster.hpp) with a synchronous standby: the
 //   standby is stopped, a delivery's COMMIT waits (found in pg_stat_activity by its wait event
 //   SyncRep and the committer's application_name) and is cancelled. The delivery is answered
 //   unavailable, the event is in the table nonetheless (the same delivery later is a
 //   `duplicate`), and the committer goes on writing.
-// - On the shared test server: a WARNING raised inside a pipeline makes its successful COMMIT
-//   in doubt, and the notice capture leaves libpqxx's own notice handling as it was (its error
-//   handlers see the notices during the pipeline and after).
+// - On the shared test server: any other WARNING raised inside a pipeline (as every commit gets
+//   in the transaction-id wraparound zone) leaves its COMMIT acknowledged, and the notice
+//   capture leaves libpqxx's own notice handling as it was (its error handlers see the notices
+//   during the pipeline and after). Only the wait's own warnings, from syncrep.c, are in doubt.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -135,7 +136,7 @@ bool AnyContains(const std::vector<std::string>& texts, const std::string& part)
     return false;
 }
 
-TEST(PipelineWarningPgTest, AWarningMakesASuccessfulCommitInDoubtAndNoticesStillReachLibpqxx) {
+TEST(PipelineWarningPgTest, AnotherWarningLeavesTheCommitStandingAndNoticesStillReachLibpqxx) {
     testing::TestDatabase db;
     PAYLEDGER_REQUIRE_DATABASE(db);
     auto connection = db.Connect();
@@ -145,22 +146,16 @@ TEST(PipelineWarningPgTest, AWarningMakesASuccessfulCommitInDoubtAndNoticesStill
         tx.commit();
     }
     Notices notices{*connection};
+    // The warning every commit gets in the transaction-id wraparound zone (from varsup.c there,
+    // from PL/pgSQL here): not a sign that the commit is local only, so it is acknowledged.
     const std::vector<PipelineStatement> statements = {
         {.sql = "BEGIN"},
-        {.sql = "DO $$BEGIN RAISE WARNING 'payledger test warning'; END$$"},
+        {.sql = "DO $$BEGIN RAISE WARNING 'database \"payledger\" must be vacuumed within "
+                "10000000 transactions'; END$$"},
         {.sql = "INSERT INTO warned VALUES (1)"}};
-    try {
-        (void)ExecPipelineThenCommit(*connection, statements);
-        ADD_FAILURE() << "a COMMIT with a WARNING was taken for a plain success";
-    } catch (const pqxx::in_doubt_error& error) {
-        EXPECT_NE(std::string(error.what()).find("payledger test warning"), std::string::npos)
-            << error.what();
-        const Failure failure = ClassifyFailure(std::current_exception());
-        EXPECT_EQ(failure.kind, FailureKind::kInDoubt);
-        EXPECT_FALSE(failure.retry_now);
-    }
-    EXPECT_EQ(db.Scalar("SELECT count(*) FROM warned"), "1");  // It did commit.
-    EXPECT_TRUE(AnyContains(notices.texts, "payledger test warning"));
+    EXPECT_NO_THROW((void)ExecPipelineThenCommit(*connection, statements));
+    EXPECT_EQ(db.Scalar("SELECT count(*) FROM warned"), "1");
+    EXPECT_TRUE(AnyContains(notices.texts, "must be vacuumed within"));
 
     // The session is usable, and libpqxx's notice handling is back as it was.
     {
