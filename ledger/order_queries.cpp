@@ -20,7 +20,7 @@ constexpr const char* kDueColumns =
     "q.out_trade_no, q.channel, q.step, q.next_action, "
     "(extract(epoch FROM q.expires_at) * 1000000)::bigint, q.close_refused, "
     "coalesce((SELECT o.status FROM orders AS o WHERE o.out_trade_no = q.out_trade_no), "
-    "'WAIT_PAY')";
+    "'WAIT_PAY'), (extract(epoch FROM now()) * 1000000)::bigint";
 
 DueQuery DueFromRow(const pqxx::row& row) {
     return DueQuery{
@@ -30,7 +30,8 @@ DueQuery DueFromRow(const pqxx::row& row) {
         .next_action = row[3].as<std::string>(),
         .expires_at = row[4].is_null() ? std::nullopt : std::optional(row[4].as<std::int64_t>()),
         .close_refused = row[5].as<bool>(),
-        .status = row[6].as<std::string>()};
+        .status = row[6].as<std::string>(),
+        .database_now = row[7].as<std::int64_t>()};
 }
 
 }  // namespace

@@ -28,6 +28,10 @@ struct DueQuery {
     std::optional<projections::TimeMicros> expires_at{};
     bool close_refused = false;
     std::string status{};  // The order's (WAIT_PAY unless settled since it was scheduled).
+    // The database's clock when this was read: the schedule's times (next_at, expires_at) are
+    // compared with the database's now(), so its decisions take their now from there, not from
+    // a serve whose clock may be minutes off.
+    projections::TimeMicros database_now = 0;
 };
 
 // Takes up to `limit` orders of `channels` whose next_at has come, oldest first, that no other

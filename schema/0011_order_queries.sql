@@ -53,7 +53,10 @@ CREATE TABLE order_queries (
 CREATE INDEX order_queries_due ON order_queries (next_at) WHERE next_at IS NOT NULL;
 
 -- The schedule of an order registered with a channel: its first query `first_after_seconds`
--- after its registration, or its expiry if that comes first.
+-- after its registration, or its expiry if that comes first. From the database's clock (now(),
+-- the registering transaction's), as every later step (the scheduler's decisions take the
+-- database's time from its claim) and the due check: the event's occurred_at is the clock of
+-- the serve that registered it, which may be minutes off.
 CREATE FUNCTION payledger_schedule_order_query() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -63,7 +66,7 @@ DECLARE
 BEGIN
     INSERT INTO order_queries (out_trade_no, channel, created_at, expires_at, next_at)
     VALUES (NEW.out_trade_no, NEW.data->>'channel', NEW.occurred_at, expires,
-            least(NEW.occurred_at + make_interval(secs => first_after), expires));
+            least(now() + make_interval(secs => first_after), expires));
     RETURN NULL;
 END;
 $$;

@@ -154,7 +154,8 @@ void QueryScheduler::Count(QueryChannel channel, QueryAction action, AnswerKind 
     answers_[index][AnswerIndex(kind)].fetch_add(1);
 }
 
-QueryScheduler::Done QueryScheduler::Attempt(const ledger::DueQuery& due, WebhookClient& client) {
+QueryScheduler::Done QueryScheduler::Attempt(const Job& job, WebhookClient& client) {
+    const ledger::DueQuery& due = job.due;
     Done done{.due = due};
     const ScheduleView view{
         .step = due.step,
@@ -184,9 +185,15 @@ QueryScheduler::Done QueryScheduler::Attempt(const ledger::DueQuery& due, Webhoo
                                   {"out_trade_no", due.out_trade_no},
                                   {"error", stored->detail}}));
     }
+    // The database's clock, as the claim read it, moved on by this process's monotonic clock:
+    // next_at is compared with the database's now(), and a serve's own clock minutes off once
+    // put the next query in the database's past (asked again at once, over and over) or minutes
+    // into its future.
+    const auto since_claim = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - job.claimed);
     const ScheduleStep next = NextStep(
         view, {.kind = kind, .stored = stored ? std::optional(stored->outcome) : std::nullopt},
-        ledger::NowMicros(), config_.query);
+        due.database_now + since_claim.count(), config_.query);
     done.record = {.asked = true,
                    .answer = std::move(words),
                    .step = next.step,
@@ -213,7 +220,7 @@ void QueryScheduler::AskLoop() {
         }
         Done done;
         try {
-            done = Attempt(job.due, client);
+            done = Attempt(job, client);
         } catch (const std::exception& error) {
             // Ours (an invariant), not the platform's: the lease runs out and the order is
             // asked about again, by this process or another.
@@ -272,12 +279,19 @@ void QueryScheduler::ClaimLoop() {
                 std::lock_guard lock{mutex_};
                 // As many as asked for: more may be due, taken as soon as an asker is idle.
                 more_due_ = idle > 0 && due.size() == idle;
-                for (ledger::DueQuery& query : due) jobs_.push_back({std::move(query)});
+                const auto claimed = std::chrono::steady_clock::now();
+                for (ledger::DueQuery& query : due) jobs_.push_back({std::move(query), claimed});
             }
             if (!due.empty()) work_ready_.notify_all();
         } catch (const std::exception& error) {
             // The database is away: what was not recorded is asked again once its lease ends.
+            // The next look waits its poll: a claim that had filled every idle asker left
+            // more_due_ set, and the loop spun on the lost database hundreds of times a second.
             connection.reset();
+            {
+                std::lock_guard lock{mutex_};
+                more_due_ = false;
+            }
             log_("warning", Dump(json{{"msg", "the query schedule could not reach the database"},
                                       {"error", error.what()}}));
         }

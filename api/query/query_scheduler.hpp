@@ -72,6 +72,7 @@ public:
 private:
     struct Job {
         ledger::DueQuery due{};
+        std::chrono::steady_clock::time_point claimed{};  // When due.database_now was read.
     };
     struct Done {
         ledger::DueQuery due{};
@@ -79,7 +80,7 @@ private:
     };
     void ClaimLoop();
     void AskLoop();
-    [[nodiscard]] Done Attempt(const ledger::DueQuery& due, WebhookClient& client);
+    [[nodiscard]] Done Attempt(const Job& job, WebhookClient& client);
     void Count(QueryChannel channel, QueryAction action, AnswerKind kind);
 
     const Config& config_;

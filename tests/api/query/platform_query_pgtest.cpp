@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -366,6 +368,64 @@ TEST_P(PlatformQueryPgTest, AnUnpaidOrderIsAskedOnEveryStepThenNoMore) {
                              "\",answer=\"not_final\"} 4"),
               std::string::npos)
         << Metrics();
+}
+
+// The schedule keeps to the database's clock: its due check is the database's now(), and a
+// serve's own clock minutes off once put the first query and every next one into the
+// database's past (asked again at every look) or minutes into its future. Here the serve's
+// clock is 200 s behind (libfaketime preloaded into it; within the platforms' 300 s window
+// for a request's timestamp): the first query is still due a second after the registration
+// and each next one a step after the last, on the database's clock.
+TEST_P(PlatformQueryPgTest, AServeWhoseClockIsMinutesOffKeepsToTheDatabasesSchedule) {
+    std::string faketime;  // Debian's libfaketime, in the machine's multiarch folder.
+    for (const char* arch : {"x86_64-linux-gnu", "aarch64-linux-gnu"}) {
+        const std::string path = std::string("/usr/lib/") + arch + "/faketime/libfaketimeMT.so.1";
+        if (std::filesystem::exists(path)) faketime = path;
+    }
+    if (faketime.empty()) {
+        if (std::getenv("CI") != nullptr) FAIL() << "libfaketime is missing";
+        GTEST_SKIP() << "libfaketime is missing";
+    }
+    merchant_.reset();
+    ::setenv("LD_PRELOAD", faketime.c_str(), 1);
+    ::setenv("FAKETIME", "-200", 1);
+    ::setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+    merchant_ = std::make_unique<ServeProcess>(merchant_db_.url(), channels_);
+    for (const char* name : {"LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_FAKE_MONOTONIC"}) {
+        ::unsetenv(name);
+    }
+    // Seconds from the database's now() to the order's next_at; NaN once nothing is due.
+    const auto due_in = [&](const std::string& out_trade_no) {
+        const std::string seconds = merchant_db_.Scalar(
+            "SELECT extract(epoch FROM next_at - now()) FROM order_queries WHERE out_trade_no = '" +
+            out_trade_no + "'");
+        return seconds.empty() ? std::nan("") : std::stod(seconds);
+    };
+    ASSERT_EQ(Register(platform_->port(), "SKEW-1", std::nullopt).status, 201);
+    ASSERT_EQ(Register(merchant_->port(), "SKEW-1", GetParam()).status, 201);
+    const double first = due_in("SKEW-1");
+    EXPECT_GT(first, -2.0) << "the first query was put in the database's past";
+    EXPECT_LE(first, 1.0);
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+            return merchant_db_.Scalar(
+                       "SELECT attempts >= 1 FROM order_queries WHERE "
+                       "out_trade_no = 'SKEW-1'") == "t";
+        },
+        std::chrono::seconds{30}));
+    const double next = due_in("SKEW-1");  // A step of 1 s after an attempt, or none left.
+    EXPECT_TRUE(std::isnan(next) || next > -2.0)
+        << "the next query was put " << -next << " s in the database's past";
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+            return merchant_db_.Scalar(
+                       "SELECT next_at IS NULL FROM order_queries WHERE "
+                       "out_trade_no = 'SKEW-1'") == "t";
+        },
+        std::chrono::seconds{60}));
+    EXPECT_EQ(merchant_db_.Scalar("SELECT attempts FROM order_queries WHERE out_trade_no = "
+                                  "'SKEW-1'"),
+              "4");
 }
 
 TEST_P(PlatformQueryPgTest, AnExpiredOrderIsClosedOnThePlatformAndAPaymentAfterIsFlagged) {
