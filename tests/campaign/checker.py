@@ -4,6 +4,9 @@ on the primary; payledger's own verify and audit are run as extra checks, not as
 
 Classes of requests: `ok` (acknowledged as the contract says), `failed` (a definite refusal,
 4xx), `unknown` (no answer, 5xx, or a 2xx that is not the channel's success answer: `odd`).
+
+The platform's record of the payments it took that only asking it can find (the simulator's
+database, as psql reads it): a list of {"otn", "fp"} with fp (transaction id, amount, currency).
 """
 
 from collections import defaultdict
@@ -21,8 +24,8 @@ def event_fp(e):
 
 
 def short(entry):
-    keys = ("id", "w", "otn", "op", "hostile", "step", "copy", "attempt", "serve", "path",
-            "status", "class", "outcome", "event_type", "fp", "settle", "answer", "t0")
+    keys = ("id", "w", "otn", "op", "hostile", "query", "step", "copy", "attempt", "serve",
+            "path", "status", "class", "outcome", "event_type", "fp", "settle", "answer", "t0")
     return " ".join("%s=%s" % (k, entry[k]) for k in keys if k in entry and entry[k] is not None)
 
 
@@ -31,23 +34,27 @@ class Report:
         self.lost = 0
         self.doubled = 0
         self.skipped = 0
+        self.unfound = 0
         self.problems = []          # (category, text)
         self.tolerate = set(tolerate)
         self.tolerated = []         # known problems, reported but not failing the run
 
-    def add(self, category, text, lost=0, doubled=0, skipped=0):
+    def add(self, category, text, lost=0, doubled=0, skipped=0, unfound=0):
         if category in self.tolerate:
             self.tolerated.append((category, text))
             return
         self.lost += lost
         self.doubled += doubled
         self.skipped += skipped
+        self.unfound += unfound
         self.problems.append((category, text))
 
 
-def check_ledger(report, entries, platform_entries, events, orders, balances, accounts):
+def check_ledger(report, entries, platform_entries, events, orders, balances, accounts,
+                 queried=()):
     """Every ok delivery has exactly one matching event; no event without a request that asked
-    for it; every key at most one event; the projections equal a fold of the client's record."""
+    for it (a query's payment: the platform's record of it, `queried`); every key at most one
+    event; the projections equal a fold of the client's record."""
     by_key = defaultdict(list)
     for e in events:
         by_key[(e["out_trade_no"], e["event_type"])].append(e)
@@ -57,8 +64,11 @@ def check_ledger(report, entries, platform_entries, events, orders, balances, ac
             askers[(h["otn_asked"], h["event_type"])].append(h)
     bill_askers = defaultdict(list)
     for h in platform_entries:
-        if h.get("event_type") and h.get("class") == "ok":
+        if h.get("kind") == "platform" and h.get("event_type") and h.get("class") == "ok":
             bill_askers[(h["otn"], h["event_type"])].append(h)
+    query_askers = defaultdict(list)
+    for r in queried:
+        query_askers[(r["otn"], PAY)].append(r)
 
     for key, evs in by_key.items():
         if len(evs) > 1:
@@ -89,13 +99,16 @@ def check_ledger(report, entries, platform_entries, events, orders, balances, ac
                        % (evs[0]["seq"], event_fp(evs[0]), short(h)), lost=1)
 
     # Every event: some request that could have appended it (ok or unknown with the same
-    # fingerprint; for a statement's event, the platform's own record of it).
+    # fingerprint; for a statement's event, the platform's ledger's record of it; for a query's,
+    # the record the platform answered from).
     present = {}
     for e in events:
         key = (e["out_trade_no"], e["event_type"])
         fp = event_fp(e)
         if e["source"].endswith("_bill"):
             cands = [h for h in bill_askers.get(key, []) if tuple(h["fp"]) == fp]
+        elif e["source"].endswith("_query"):
+            cands = [r for r in query_askers.get(key, []) if tuple(r["fp"]) == fp]
         else:
             cands = [h for h in askers.get(key, [])
                      if h["class"] in ("ok", "unknown", "odd") and tuple(h["fp"]) == fp
@@ -168,6 +181,32 @@ def check_settled(report, platform_entries, events):
             report.add("reconcile", "the platform settled %s %s %s, the ledger has %s"
                        % (h["otn"], h["event_type"], h["fp"],
                           event_fp(e) if e else "nothing"), lost=1)
+
+
+def check_queried(report, platform_entries, queried, events, orders):
+    """Every order the platform's record holds as paid (`queried`) ends PAID in the ledger, with
+    exactly one payment, the platform's: those never notified are found only by asking the
+    platform. What the simulator acknowledged taking is in that record."""
+    payments = defaultdict(list)
+    for e in events:
+        if e["event_type"] == PAY:
+            payments[e["out_trade_no"]].append(e)
+    status = {o[0]: (o[4], o[5]) for o in orders}
+    for r in queried:
+        fp = tuple(r["fp"])
+        evs = payments.get(r["otn"], [])
+        if len(evs) == 1 and event_fp(evs[0]) == fp and status.get(r["otn"]) == ("PAID", fp[0]):
+            continue
+        report.add("unfound", "the platform holds %s paid %s; the ledger has %s, the order %s"
+                   % (r["otn"], list(fp), ["seq %d %s %s" % (e["seq"], e["source"],
+                                                             list(event_fp(e))) for e in evs]
+                      or "no payment", status.get(r["otn"], "none")), unfound=1)
+    held = {(r["otn"], tuple(r["fp"])) for r in queried}
+    for h in platform_entries:
+        if h.get("kind") == "simulator" and h.get("class") == "ok" and \
+                (h["otn"], tuple(h["fp"])) not in held:
+            report.add("campaign", "the simulator acknowledged a payment its record lacks: "
+                       + short(h))
 
 
 def check_answers(report, entries, events=None):

@@ -9,13 +9,15 @@ A campaign passes only when the checker finds nothing, so a checker that never r
 pass every run. Each test here builds a history in the record shapes the campaign produces and
 asserts the verdict: the categories that report a problem and the lost, doubled and skipped
 counts. The shapes are the campaign's own, not copies of them: the workload's record of every
-request is written by Workload._deliver and Workload._to_platform (tests/campaign/workload.py)
-with a scripted transport in place of the network, its answers classed by notices.classify and
+request is written by Workload._deliver, Workload._to_platform, Workload._to_simulator and
+Workload.release_late (tests/campaign/workload.py) with a scripted transport in place of the
+network, its answers classed by notices.classify and
 notices.outcome_of (tests/campaign/notices.py); the subscriptions' records are the receiver's
 Delivery objects (tests/campaign/receiver.py); the ledger's rows, the feed's events and the
 follower's pages have the keys Campaign.table, Campaign.read_feed and Campaign.follow
 (tests/campaign/campaign.py) give them. The checker's functions are called in the order and with
-the arguments Campaign.run uses.
+the arguments Campaign.run uses; the platform simulator's record has the shape
+Campaign.simulator_record gives it.
 
 The tests were checked by breaking the checker, one check at a time: for each failure kind (an
 acknowledged request without its event or with another fingerprint, an event nobody asked for or
@@ -24,7 +26,9 @@ two events of one key, a feed, a follower and a subscription that skip, go back 
 ledger lacks, an unknown request's event, a late 200 or a refused delivery as received, the
 receiver's own findings, the filters, a hostile request acknowledged, the projections, the
 answers' seqs, odd answers and 500s, the driver's text, the signature window both ways, the
-platform's settled facts, --tolerate), the check in checker.py was made never to report, or to
+platform's settled facts, a payment the platform holds left unfound or found as another, a
+query's payment the platform never took, the simulator's record against its answers,
+--tolerate), the check in checker.py was made never to report, or to
 accept what it must refuse, and a test of that kind failed each time; restored, they all pass.
 """
 
@@ -66,6 +70,7 @@ CLASSIFY, OUTCOME_OF = answer_classifiers()
 
 SERVE_PORTS = [20001, 20002]
 PLATFORM_PORT = 20003
+SIMULATOR_PORT = 20004
 LINK_PORTS = [15432, 15433]
 # What campaign.py gives check_leaks: the driver's words and the campaign's link ports.
 LEAK_PATTERNS = ["connection to server", "/pg/sock-"] + ["port %d " % p for p in LINK_PORTS]
@@ -131,6 +136,11 @@ class Sent:
         self.path = path
         self.headers = {}
         self.body = b""
+
+
+class Tokens:
+    """The signer's tokens, all the workload reads of it outside the requests it builds."""
+    auditor_token = "auditor-token"
 
 
 class NoBackOff:
@@ -205,8 +215,11 @@ class World:
         self.tmp = tempfile.TemporaryDirectory()
         self.history = workload.History(os.path.join(self.tmp.name, "history.jsonl"))
         self.load = workload.Workload(7, 1, None, SERVE_PORTS, PLATFORM_PORT, self.history, 0,
-                                      classify=CLASSIFY, outcome_of=OUTCOME_OF)
+                                      classify=CLASSIFY, outcome_of=OUTCOME_OF,
+                                      simulator_port=SIMULATOR_PORT)
         self.load.reactive = NoBackOff()
+        self.load.signer = Tokens()
+        self.queried = []       # the simulator's record (Campaign.simulator_record)
         self.events = []
         self.next_seq = 1
         self.script = []
@@ -224,11 +237,14 @@ class World:
         self.load.stories[otn] = s
         return s
 
-    def step(self, story, op, platform=False, lost=False, hostile=None, path=None, asks=None):
+    def step(self, story, op, platform=False, lost=False, hostile=None, path=None, asks=None,
+             query=None):
         """Adds a step to the story (as workload.make_story does); its index. A hostile step
         names the path and the event that workload.build_hostile would give it."""
         st = {"op": op, "copies": 1, "burst": False, "platform": platform, "lost": lost,
               "serve": 0, "pause": 0.0, "at": AT}
+        if query:
+            st["query"] = query
         if hostile:
             st.update(kind=hostile, noise=1, test_path=path, test_asks=asks)
         story["steps"].append(st)
@@ -269,6 +285,21 @@ class World:
         st = story["steps"][k]
         self._run([ok(path_of(story, st["op"]), seq=1)], [PLATFORM_PORT],
                   lambda: self.load._to_platform(story, st))
+
+    def pay_on_simulator(self, story, k):
+        """The story's payment step run by the workload (Workload.run_step): the simulator
+        takes the payment and keeps it in its record; no notice is sent (a late one is held)."""
+        self._run([(200, json.dumps({"out_trade_no": story["otn"], "transaction_id":
+                                     story["txid"], "outcome": "appended"}).encode())],
+                  [SIMULATOR_PORT], lambda: self.load.run_step(0, story, k))
+        self.queried.append({"otn": story["otn"], "fp": [story["txid"], story["amount"],
+                                                         story["currency"]]})
+
+    def release_late(self, *answers, status="PAID"):
+        """Workload.release_late with the serves showing the held notices' orders as `status`;
+        a notice released is sent, the serves answering `answers`."""
+        with mock.patch.object(workload, "order_status", lambda port, otn, token: status):
+            self._run(answers, SERVE_PORTS, self.load.release_late)
 
     @property
     def entries(self):
@@ -360,13 +391,14 @@ class World:
         checker.check_window(report, self.entries, lives or [[[0.0, None, 0]], [[0.0, None, 0]]])
         checker.check_leaks(report, self.entries, LEAK_PATTERNS)
         checker.check_ledger(report, self.entries, self.platform, events, orders, balances,
-                             workload.ACCOUNTS)
+                             workload.ACCOUNTS, self.queried)
         checker.check_feed(report, self.feed() if feed is None else feed, events)
         checker.check_follower(report, self.pages() if pages is None else pages, events)
         checker.check_subscriptions(report, SUBS,
                                     self.deliveries() if deliveries is None else deliveries,
                                     events)
         checker.check_settled(report, self.platform, events)
+        checker.check_queried(report, self.platform, self.queried, events, orders)
         return report
 
 
@@ -375,8 +407,9 @@ def clean_world():
     answered only on a retry, a payment lost for good on its way from the platform and found by
     the statement, refusals of a conflicting twin, a conflicting and a mismatched payment, a
     payment before its order, a notice that records nothing, hostile requests refused, a payment
-    that never got an answer although it took effect; the ledger, the feed, the follower and
-    the receiver agree with all of it."""
+    that never got an answer although it took effect, a payment only the platform's record
+    holds found by the query, another found by the query before its late notice (a duplicate);
+    the ledger, the feed, the follower and the receiver agree with all of it."""
     w = World()
     gen = CALLBACK["generic"]
 
@@ -479,6 +512,29 @@ def clean_world():
     k = w.step(u, "pay")
     w.append(u, PAY, "generic")
     w.send(u, k, NO_ANSWER, UNAVAILABLE, NO_ANSWER, UNAVAILABLE)
+
+    # Q: WeChat Pay v3, paid on the platform alone and never notified; the query found it.
+    q = w.story("K7-0-8", "wechat_v3", "acct-2", 6600)
+    k = w.step(q, "create", platform=True)
+    w.settle_on_platform(q, k)
+    seq = w.append(q, ORDER, "api")
+    w.send(q, k, ok("/v1/orders", "appended", seq))
+    k = w.step(q, "pay", query="unnotified")
+    w.pay_on_simulator(q, k)
+    w.append(q, PAY, "wechat_v3_query")
+
+    # L: Alipay, paid on the platform alone; its notice held until the order showed PAID (the
+    # query's payment), then sent: a duplicate, acknowledged.
+    n = w.story("K7-0-9", "alipay", "acct-5", 1200)
+    k = w.step(n, "create", platform=True)
+    w.settle_on_platform(n, k)
+    seq = w.append(n, ORDER, "api")
+    w.send(n, k, ok("/v1/orders", "appended", seq))
+    k = w.step(n, "pay", query="late")
+    w.pay_on_simulator(n, k)
+    w.release_late(status="WAIT_PAY")       # not found yet: held, nothing sent
+    w.append(n, PAY, "alipay_query")
+    w.release_late(ok(CALLBACK["alipay"]))
     return w
 
 
@@ -487,13 +543,13 @@ class CheckerTest(unittest.TestCase):
         self.w = clean_world()
         self.addCleanup(self.w.close)
 
-    def assertVerdict(self, report, lost=0, doubled=0, skipped=0, categories=()):
+    def assertVerdict(self, report, lost=0, doubled=0, skipped=0, categories=(), unfound=0):
         listing = "\n".join("  [%s] %s" % p for p in report.problems)
         self.assertEqual(
-            (report.lost, report.doubled, report.skipped,
+            (report.lost, report.doubled, report.skipped, report.unfound,
              sorted({category for category, _ in report.problems})),
-            (lost, doubled, skipped, sorted(categories)),
-            "lost, doubled, skipped, categories; the problems:\n" + listing)
+            (lost, doubled, skipped, unfound, sorted(categories)),
+            "lost, doubled, skipped, unfound, categories; the problems:\n" + listing)
 
     def assertProblem(self, report, category, fragment):
         texts = [text for c, text in report.problems if c == category]
@@ -586,6 +642,69 @@ class CheckerTest(unittest.TestCase):
         report = w.judge()
         self.assertVerdict(report, doubled=1, categories=["doubled", "projection", "balance"])
         self.assertProblem(report, "doubled", "source alipay_bill")
+
+    # --- unfound: what only asking the platform finds -------------------------------------------
+    def test_payments_only_the_platform_holds_found_by_the_query_pass(self):
+        """Q was never notified and L only after the query: the query's payments, justified by
+        the platform's record, and L's late notice acknowledged as the duplicate it is."""
+        w = self.w
+        self.assertEqual([h["op"] for h in w.entries if h["otn"] == "K7-0-8"], ["create"])
+        [late] = w.record("K7-0-9", "pay")
+        self.assertEqual((late["query"], late["class"]), ("late", "ok"))
+        self.assertEqual([h["query"] for h in w.platform if h["kind"] == "simulator"],
+                         ["unnotified", "late"])
+        self.assertEqual(w.event("K7-0-8", PAY)["source"], "wechat_v3_query")
+        self.assertVerdict(w.judge())
+
+    def test_a_payment_only_the_platform_holds_left_unpaid_is_unfound(self):
+        """The query never found Q's payment: nothing else could have, and the order stays
+        WAIT_PAY in the ledger and in the fold alike. Only this rule sees it."""
+        self.w.drop("K7-0-8", PAY)
+        report = self.w.judge()
+        self.assertVerdict(report, unfound=1, categories=["unfound"])
+        self.assertProblem(report, "unfound", "the platform holds K7-0-8 paid")
+        self.assertProblem(report, "unfound", "no payment")
+
+    def test_a_query_that_records_another_payment_is_unfound_and_doubled(self):
+        """The query appended Q's payment with an amount the platform does not hold."""
+        self.w.event("K7-0-8", PAY)["amount"] = 6601
+        report = self.w.judge()
+        self.assertVerdict(report, unfound=1, doubled=1,
+                           categories=["unfound", "doubled", "projection", "balance"])
+        self.assertProblem(report, "doubled", "source wechat_v3_query")
+
+    def test_an_order_not_paid_in_the_table_is_unfound(self):
+        """The payment event is there, the orders table still shows Q unpaid."""
+        w = self.w
+        orders = [o if o[0] != "K7-0-8" else o[:4] + ("WAIT_PAY", "", 0) + o[7:]
+                  for o in projections(w.events)[0]]
+        report = w.judge(orders=orders)
+        self.assertVerdict(report, unfound=1, categories=["unfound", "projection"])
+        self.assertProblem(report, "unfound", "('WAIT_PAY', '')")
+
+    def test_a_late_notice_that_appended_a_second_payment_is_doubled_and_unfound(self):
+        """L's late notice was not taken as the duplicate it is: two payments of one order."""
+        self.w.append(self.w.load.stories["K7-0-9"], PAY, "alipay")
+        report = self.w.judge()
+        self.assertVerdict(report, unfound=1, doubled=1, categories=["unfound", "doubled"])
+
+    def test_a_query_payment_the_platform_never_took_is_doubled(self):
+        """A payment for the closed order D from a query: no platform record holds it."""
+        self.w.append(self.w.load.stories["K7-0-3"], PAY, "wechat_v2_query")
+        report = self.w.judge()
+        self.assertVerdict(report, doubled=1, categories=["doubled", "projection", "balance"])
+        self.assertProblem(report, "doubled", "source wechat_v2_query")
+
+    def test_a_payment_the_simulator_acknowledged_but_does_not_hold_is_reported(self):
+        """The simulator answered 200 for Q, its record lacks it: the campaign's own fault (Q's
+        payment, then, nobody can explain)."""
+        w = self.w
+        w.queried[:] = [r for r in w.queried if r["otn"] != "K7-0-8"]
+        report = w.judge()
+        self.assertProblem(report, "campaign", "the simulator acknowledged a payment its "
+                           "record lacks: ")
+        self.assertVerdict(report, doubled=1,
+                           categories=["campaign", "doubled", "projection", "balance"])
 
     # --- unknown ---------------------------------------------------------------------------------
     def test_an_unknown_payment_that_took_effect_is_neither_lost_nor_doubled(self):

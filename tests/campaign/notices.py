@@ -115,9 +115,14 @@ class Signer:
             self.alipay_key = serialization.load_pem_private_key(f.read(), None)
 
     # --- the merchant API ---------------------------------------------------------------
-    def order(self, otn, account, amount, currency):
-        body = json.dumps({"out_trade_no": otn, "account_id": account, "amount": amount,
-                           "currency": currency}, separators=(",", ":"))
+    def order(self, otn, account, amount, currency, channel=None):
+        """POST /v1/orders; with `channel`, the serves ask that platform about the order while
+        it stays unpaid (docs/query.md)."""
+        fields = {"out_trade_no": otn, "account_id": account, "amount": amount,
+                  "currency": currency}
+        if channel:
+            fields["channel"] = channel
+        body = json.dumps(fields, separators=(",", ":"))
         return Request("/v1/orders", {"Authorization": "Bearer " + self.merchant_token,
                                       "Content-Type": "application/json"}, body)
 

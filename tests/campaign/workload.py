@@ -9,6 +9,12 @@ payment, sometimes a conflicting second one), a notice that records nothing, hos
 Payments and refunds of the platforms (WeChat Pay v2/v3, Alipay) go first to the platform's
 own ledger (a third serve, never faulted), whose daily statement `reconcile` reads; a few of
 them never reach the campaign's serves (a callback lost for good).
+
+The platforms' orders are registered with their channel, so that the serves ask the platform
+about those still unpaid (docs/query.md), which `payledger simulate-platform` answers from a
+record of its own. A few paid orders are paid there alone (`POST /simulate/pay`) and never
+notified: only the query can find them ("unnotified"); a few more are notified only once the
+query has found them ("late"), and each such notice must be a duplicate.
 """
 
 import hashlib
@@ -22,6 +28,13 @@ import time
 ACCOUNTS = ["acct-%d" % i for i in range(6)]
 CHANNELS = [("generic", 40), ("wechat_v2", 20), ("wechat_v3", 20), ("alipay", 20)]
 PLATFORM_CHANNELS = ("wechat_v2", "wechat_v3", "alipay")
+# Of the platforms' paid orders whose callback is not lost on its way to the statement: the
+# share paid on the simulator alone and never notified, and the share notified late.
+UNNOTIFIED_SHARE = 0.05
+LATE_SHARE = 0.05
+# What such a story keeps: nothing that would settle or close the order before the query finds
+# its payment (a close, a refund, another payment, a payment before its order).
+QUERY_STORY_OPS = ("create", "create_conflict", "pay", "ignored", "hostile")
 HOSTILE = ["bad_secret", "float_amount", "stale", "v2_badsign", "v3_serial", "alipay_tamper",
            "garbage", "oversize", "bad_key_order", "zero_amount_order", "unknown_order",
            "v2_mch", "dup_json_key"]
@@ -110,6 +123,17 @@ def make_story(rng, seed, w, i):
              noise=rng.randint(1, 1 << 30))
     for d in steps:
         d["pause"] = rng.uniform(0, 0.02)
+    if platform and paid and not lost:
+        # Drawn apart from `rng`, so that every other story stays as the seed made it.
+        x = random.Random("%s/query" % otn).random()
+        query = ("unnotified" if x < UNNOTIFIED_SHARE else
+                 "late" if x < UNNOTIFIED_SHARE + LATE_SHARE else None)
+        if query:
+            steps = [d for d in steps if d["op"] in QUERY_STORY_OPS]
+            for d in steps:
+                if d["op"] == "pay":
+                    # Paid on the simulator, not on the platform's ledger: no statement has it.
+                    d.update(query=query, platform=False)
     story["steps"] = steps
     return story
 
@@ -195,7 +219,8 @@ def build(signer, story, st, now):
     ch = s["channel"]
     if op in ("create", "create_conflict"):
         amount = s["amount"] + (1 if op == "create_conflict" else 0)
-        return signer.order(s["otn"], s["account"], amount, s["currency"])
+        return signer.order(s["otn"], s["account"], amount, s["currency"],
+                            ch if ch in PLATFORM_CHANNELS else None)
     if op in ("pay", "early_pay", "pay_conflict", "pay_mismatch"):
         _, (txid, amount, cur) = asks(s, op)
         if op in ("pay_conflict",) or ch == "generic":
@@ -295,6 +320,24 @@ def build_hostile(signer, story, st, now):
     raise ValueError(kind)
 
 
+class JsonRequest:
+    """A request to the platform simulator: path, headers, body bytes (as notices.Request)."""
+
+    def __init__(self, path, value):
+        self.path = path
+        self.headers = {"Content-Type": "application/json"}
+        self.body = json.dumps(value, separators=(",", ":")).encode()
+
+
+def simulator_payment(story):
+    """`POST /simulate/pay` (docs/query.md): the platform takes the story's payment, with the
+    payment number, amount and currency its notice would carry, and never notifies it."""
+    s = story
+    return JsonRequest("/simulate/pay", {"channel": s["channel"], "out_trade_no": s["otn"],
+                                         "amount": s["amount"], "currency": s["currency"],
+                                         "transaction_id": s["txid"]})
+
+
 # --- sending -----------------------------------------------------------------------------------
 
 def send(port, req, timeout):
@@ -310,11 +353,25 @@ def send(port, req, timeout):
         conn.close()
 
 
+def order_status(port, otn, token, timeout=3):
+    """The order's status as a serve shows it (GET /v1/orders/{out_trade_no}), or None."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", "/v1/orders/" + otn, headers={"Authorization": "Bearer " + token})
+        resp = conn.getresponse()
+        body = resp.read()
+        return json.loads(body).get("status") if resp.status == 200 else None
+    except Exception:  # a fault: not known now
+        return None
+    finally:
+        conn.close()
+
+
 class History:
     def __init__(self, path):
         self.lock = threading.Lock()
         self.entries = []
-        self.platform = []      # what the platform's own ledger acknowledged
+        self.platform = []      # what the platform's ledger and the simulator acknowledged
         self.file = open(path, "a", buffering=1)
 
     def add(self, entry, platform=False):
@@ -329,12 +386,13 @@ class History:
 
 class Workload:
     def __init__(self, seed, workers, signer, serve_ports, platform_port, history, deadline,
-                 timeout=12.0, classify=None, outcome_of=None):
+                 timeout=12.0, classify=None, outcome_of=None, simulator_port=None):
         self.seed = seed
         self.workers = workers
         self.signer = signer
         self.ports = serve_ports
         self.platform_port = platform_port
+        self.simulator_port = simulator_port
         self.history = history
         self.deadline = deadline
         self.timeout = timeout
@@ -344,6 +402,9 @@ class Workload:
         self.lock = threading.Lock()
         self.threads = []
         self.reactive = random.Random(os.urandom(8))   # retries' pauses: not part of the plan
+        self.late = []      # (story, step index): notices held until the query finds the payment
+        self.late_stop = threading.Event()
+        self.late_thread = None
 
     def start(self):
         for w in range(self.workers):
@@ -351,6 +412,8 @@ class Workload:
                                  daemon=True)
             t.start()
             self.threads.append(t)
+        self.late_thread = threading.Thread(target=self._late_loop, name="late", daemon=True)
+        self.late_thread.start()
 
     def join(self, timeout):
         end = time.monotonic() + timeout
@@ -389,6 +452,16 @@ class Workload:
             self._to_platform(story, st)
         if st["lost"]:
             return
+        query = st.get("query")
+        if query and not settle and not st.get("simulator_done"):
+            self._to_simulator(story, st)
+        if query == "unnotified":
+            return
+        if query == "late" and not st.get("released"):
+            if not settle:
+                with self.lock:
+                    self.late.append((story, k))
+            return
         copies = 1 if settle else st["copies"]
         if st["burst"] and not settle:
             threads = [threading.Thread(target=self._deliver,
@@ -419,6 +492,52 @@ class Workload:
                           "fp": list(want[1]) if want else None,
                           "body": body[:200].decode("utf-8", "replace")}, platform=True)
         st["platform_done"] = True
+
+    def _to_simulator(self, story, st):
+        req = simulator_payment(story)
+        for attempt in range(10):
+            t0 = time.time()
+            status, body = send(self.simulator_port, req, 20)
+            klass = ("ok" if status == 200 else "failed" if status and 400 <= status < 500
+                     else "unknown")
+            if klass != "unknown":
+                break
+            time.sleep(0.5)
+        self.history.add({"kind": "simulator", "otn": story["otn"], "op": st["op"],
+                          "channel": story["channel"], "query": st["query"], "status": status,
+                          "class": klass, "t0": t0, "event_type": PAY,
+                          "fp": list(asks(story, "pay")[1]),
+                          "body": body[:200].decode("utf-8", "replace")}, platform=True)
+        st["simulator_done"] = True
+
+    # --- the notices held until the query has found their payment ----------------------------
+    def _late_loop(self):
+        while not self.late_stop.wait(1.0):
+            self.release_late()
+
+    def release_late(self):
+        """Sends each held notice whose order a serve shows PAID: nothing but the query can
+        have paid it, so the notice must be a duplicate. One still unpaid stays held."""
+        with self.lock:
+            held = list(self.late)
+        for n, (story, k) in enumerate(held):
+            status = order_status(self.ports[n % 2], story["otn"], self.signer.auditor_token)
+            if status != "PAID":
+                continue
+            with self.lock:
+                self.late.remove((story, k))
+            story["steps"][k]["released"] = time.time()
+            self.run_step(-2, story, k)
+
+    def finish_late(self):
+        """Stops the late thread; sends what the query has found meanwhile. (story, step
+        index) of the notices never sent: their payment was never found."""
+        self.late_stop.set()
+        if self.late_thread:
+            self.late_thread.join(120)
+        self.release_late()
+        with self.lock:
+            return list(self.late)
 
     def _deliver(self, w, story, k, copy, serve, settle):
         st = story["steps"][k]
@@ -451,6 +570,8 @@ class Workload:
                      "settle": settle}
             if op == "hostile":
                 entry["hostile"] = st["kind"]
+            if st.get("query"):
+                entry["query"] = st["query"]
             if status is not None and (req.path.endswith("/generic") or
                                        req.path == "/v1/orders"):
                 try:
