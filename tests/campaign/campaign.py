@@ -37,8 +37,15 @@ from receiver import Receiver  # noqa: E402
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 WORKERS = 8
-CATEGORIES = ("lost", "doubled", "hostile", "projection", "balance", "answer", "leak", "feed",
-              "follower", "subscription", "reconcile", "operations", "campaign")
+CATEGORIES = ("lost", "doubled", "unfound", "hostile", "projection", "balance", "answer", "leak",
+              "feed", "follower", "subscription", "reconcile", "operations", "campaign")
+# When the serves ask the platform simulator about an order still unpaid (docs/query.md): 2 s
+# after its registration, then after each step, at most 10 s apart, so that a payment only the
+# query can find is found within the run and the final wait stays short. A serve killed
+# mid-query leaves its lease for 3 * timeout_seconds + 5 s, after which the other asks.
+QUERY = {"first_after_seconds": 2, "schedule_seconds": [2, 3, 5] + [10] * 29,
+         "concurrency": 4, "timeout_seconds": 2}
+QUERY_WAIT = 45     # the longest step, a lease left behind, and room: the final wait's bound
 
 
 def free_port(taken):
@@ -84,8 +91,9 @@ def http_call(port, method, path, token=None, body=None, timeout=10):
 
 
 class Serve:
-    def __init__(self, name, binary, config_path, port, log_path):
+    def __init__(self, name, binary, config_path, port, log_path, command=("serve",)):
         self.name = name
+        self.command = list(command)
         self.binary = binary
         self.config = config_path
         self.port = port
@@ -110,20 +118,22 @@ class Serve:
             self.name, " with the clock skewed %+d s" % skew if skew else "", time.time()))
             .encode())
         log.flush()
-        self.proc = subprocess.Popen([self.binary, "serve", "--config", self.config],
+        self.proc = subprocess.Popen([self.binary] + self.command + ["--config", self.config],
                                      stdout=log, stderr=log, env=env, start_new_session=True)
         log.close()
         self.lives.append([time.time(), None, skew])
         self.skew = skew
         self.stopped = False
         self.starts += 1
-        ok = wait_until(lambda: self.proc.poll() is not None or
-                        http_call(self.port, "GET", "/healthz", timeout=2)[0] == 200, 60, 0.05)
+        ok = wait_until(lambda: self.proc.poll() is not None or self.answers(), 60, 0.05)
         if self.proc.poll() is not None:
             raise RuntimeError("%s exited at start with %s (log %s)" % (self.name,
                                                                         self.proc.returncode,
                                                                         self.log_path))
         return ok
+
+    def answers(self):
+        return http_call(self.port, "GET", "/healthz", timeout=2)[0] == 200
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -160,6 +170,18 @@ class Serve:
             return "killed after 60 s"
 
 
+class Simulator(Serve):
+    """`payledger simulate-platform` (docs/query.md): the platforms' query and close APIs,
+    answered from a record of its own, and `POST /simulate/pay`. Never faulted."""
+
+    def __init__(self, binary, config_path, port, log_path):
+        super().__init__("simulator", binary, config_path, port, log_path,
+                         ["simulate-platform", "--listen", "127.0.0.1:%d" % port])
+
+    def answers(self):
+        return http_call(self.port, "GET", "/", timeout=2)[0] is not None
+
+
 class Campaign:
     def __init__(self, args):
         self.args = args
@@ -192,6 +214,7 @@ class Campaign:
         self.proxy = None
         self.receiver = None
         self.platform_serve = None
+        self.simulator = None
 
     # --- output ---------------------------------------------------------------------------
     def log(self, text, echo=False):
@@ -216,10 +239,12 @@ class Campaign:
         cfg_dir = os.path.join(self.tmp, "cfg")
         os.makedirs(cfg_dir)
         os.chmod(cfg_dir, 0o700)
-        env = dict(os.environ, PAYLEDGER_DATABASE_URL="placeholder")
+        env = dict(os.environ, PAYLEDGER_DATABASE_URL="placeholder",
+                   PAYLEDGER_SIMULATOR_LISTEN="127.0.0.1:%d" % self.simulator_port)
         text = subprocess.run(["bash", os.path.join(ROOT, "scripts/lib/dev_config.sh"), cfg_dir],
                               env=env, check=True, capture_output=True).stdout
         base = json.loads(text)
+        base["query"] = QUERY       # the channels' query sections ask the simulator
         self.base_config = base
         secret = lambda: "whsec_" + base64.b64encode(os.urandom(32)).decode()  # noqa: E731
         self.subs = {
@@ -261,9 +286,15 @@ class Campaign:
             self.serve_configs.append(dump(os.path.join(cfg_dir, "serve%d.json" % i), c))
         self.cli_config = dump(os.path.join(cfg_dir, "cli.json"),
                                dict(base, database_url=self.owner_db_url))
+        # The platform's ledger asks nobody: it stands for the platform.
+        unasked = {k: ({kk: vv for kk, vv in v.items() if kk != "query"}
+                       if k in workload.PLATFORM_CHANNELS else v)
+                   for k, v in base.items() if k != "query"}
         self.platform_config = dump(os.path.join(cfg_dir, "platform.json"), dict(
-            base, listen="127.0.0.1:%d" % self.platform_port,
+            unasked, listen="127.0.0.1:%d" % self.platform_port,
             database_url=self.platform.url(), limits={"unverified_per_peer_per_minute": 6000}))
+        self.simulator_config = dump(os.path.join(cfg_dir, "simulator.json"), dict(
+            base, database_url=self.platform.url("simulator")))
         self.public_key = os.path.join(cfg_dir, "audit.pub")
         with open(self.public_key, "w") as f:
             f.write(self.cli(["checkpoint", "--public-key"], timeout=30, quiet=True)[1])
@@ -295,6 +326,7 @@ class Campaign:
         taken = self.ports
         self.serve_ports = [free_port(taken), free_port(taken)]
         self.platform_port = free_port(taken)
+        self.simulator_port = free_port(taken)
         self.receiver_port = free_port(taken)
         self.link_port = {k: free_port(taken) for k in ("a", "b", "repl", "upstream", "read")}
         pg = os.path.join(self.tmp, "pg")
@@ -322,9 +354,10 @@ class Campaign:
         p.write_node_conf(sync_names=False)
         p.start()
         p.psql("CREATE DATABASE payledger", db="postgres")
-        for node in (a, p):
-            env = dict(os.environ, PAYLEDGER_DATABASE_URL=node.url())
-            args = ["migrate"] + (["--grant", "payledger_service"] if node is a else [])
+        p.psql("CREATE DATABASE simulator", db="postgres")     # the simulator's record
+        for url in (a.url(), p.url(), p.url("simulator")):
+            env = dict(os.environ, PAYLEDGER_DATABASE_URL=url)
+            args = ["migrate"] + (["--grant", "payledger_service"] if url == a.url() else [])
             subprocess.run([self.binary] + args, env=env, check=True, capture_output=True)
         self.primary, self.standby = a, b
         self.proxy = Proxy(os.path.join(self.logs, "proxy.log"))
@@ -351,6 +384,10 @@ class Campaign:
         self.platform_serve = Serve("platform", self.binary, self.platform_config,
                                     self.platform_port, os.path.join(self.logs, "platform.log"))
         self.platform_serve.start()
+        self.simulator = Simulator(self.binary, self.simulator_config, self.simulator_port,
+                                   os.path.join(self.logs, "simulator.log"))
+        if not self.simulator.start():
+            raise RuntimeError("the simulator never answered")
         for i, port in enumerate(self.serve_ports):
             s = Serve("serve%d" % i, self.binary, self.serve_configs[i], port,
                       os.path.join(self.logs, "serve%d.log" % i))
@@ -759,6 +796,32 @@ class Campaign:
                 return False
             time.sleep(0.5)
 
+    def simulator_record(self):
+        """The payments the simulator's record holds (all of them paid there alone)."""
+        rows = self.platform.psql("SELECT out_trade_no, transaction_id, amount, currency FROM "
+                                  "ledger_events WHERE event_type = 'PAYMENT_SUCCEEDED' "
+                                  "ORDER BY seq", db="simulator", timeout=60)
+        return [{"otn": r[0], "fp": [r[1], int(r[2]), r[3]]} for r in rows]
+
+    def await_queries(self):
+        """Waits (bounded) until every order the simulator holds paid is PAID in the ledger:
+        its query schedule must have run."""
+        want = sorted({r["otn"] for r in self.simulator_record()})
+        start = time.monotonic()
+        left = want
+        while left:
+            rows = self.primary.psql("SELECT out_trade_no FROM orders WHERE status = 'PAID' "
+                                     "AND out_trade_no IN (%s)" % ",".join(
+                                         "'%s'" % otn for otn in left), check=False)
+            if rows is not None:
+                left = sorted(set(left) - {r[0] for r in rows})
+            if not left or time.monotonic() - start > QUERY_WAIT:
+                break
+            time.sleep(0.5)
+        self.log("queries: %d of the %d orders paid on the platform alone found, %.1f s after "
+                 "the settle%s" % (len(want) - len(left), len(want), time.monotonic() - start,
+                                   "; not: %s" % left[:10] if left else ""), echo=True)
+
     def await_replica(self):
         q_primary = "SELECT pg_current_wal_flush_lsn() - '0/0'::pg_lsn"
         target = float(self.primary.scalar(q_primary, db="postgres") or 0)
@@ -828,7 +891,8 @@ class Campaign:
         deadline = start + self.seconds
         load = workload.Workload(self.seed, WORKERS, self.signer, self.serve_ports,
                                  self.platform_port, self.history, deadline,
-                                 classify=notices.classify, outcome_of=notices.outcome_of)
+                                 classify=notices.classify, outcome_of=notices.outcome_of,
+                                 simulator_port=self.simulator_port)
         executor = faults.Executor(self, schedule, self.log)
         follower = threading.Thread(target=self.follow, name="follower", daemon=True)
         ops = threading.Thread(target=self.ops_loop, args=(deadline,), name="ops", daemon=True)
@@ -847,6 +911,12 @@ class Campaign:
         todo, done = load.settle(time.monotonic() + 120)
         self.log("settled %d of %d steps left without a definite answer" % (done, todo),
                  echo=True)
+        # The payments only the query can find, then the notices held until it found them
+        # (those still without a definite answer once more).
+        self.await_queries()
+        unsent = load.finish_late()
+        late_todo, late_done = load.settle(time.monotonic() + 60)
+        todo, done = todo + late_todo, done + late_done
         for platform in ("wechat", "alipay"):
             self.reconcile(platform, 999, final=True)
         self.await_subscriptions()
@@ -863,7 +933,7 @@ class Campaign:
         code, out, err = self.cli(["verify"])
         if code != 0:
             self.final_problems.append("verify exited %s:\n%s%s" % (code, out, err))
-        code, out, err = self.cli(["audit"], timeout=600)
+        code, out, err = self.cli(["audit", "--platform-signatures"], timeout=600)
         if code != 0:
             self.final_problems.append("audit exited %s:\n%s%s" % (code, out, err))
         for path in self.checkpoints:
@@ -886,14 +956,17 @@ class Campaign:
                        % (len(missing), missing[0]["from"]))
         checker.check_leaks(report, entries, ["connection to server", "/pg/sock-"] +
                             ['port %d ' % p for p in self.link_port.values()])
+        queried = self.simulator_record()
         checker.check_ledger(report, entries, self.history.platform, events, orders, balances,
-                             workload.ACCOUNTS)
+                             workload.ACCOUNTS, queried)
         checker.check_feed(report, feed, events)
         followed = checker.check_follower(report, self.follower_pages, events)
         checker.check_subscriptions(report, self.subs, self.receiver.snapshot(), events)
         # Every payment and refund the platform settled is in the ledger after the final
         # reconcile (a callback lost for good is found by the statement).
         checker.check_settled(report, self.history.platform, events)
+        # Every payment the platform took is found, those it never notified by the query.
+        checker.check_queried(report, self.history.platform, queried, events, orders)
         for text in self.violations_live + self.final_problems:
             report.add("operations", text)
         for f, error in self.fault_errors:
@@ -916,6 +989,18 @@ class Campaign:
         for h in entries:
             k = "%s:%s" % (h["class"], h.get("outcome") or h.get("status"))
             outcomes[k] = outcomes.get(k, 0) + 1
+        sources = {}
+        for e in events:
+            if e["source"].endswith(("_query", "_close")):
+                sources[e["source"]] = sources.get(e["source"], 0) + 1
+        asked = self.primary.psql("SELECT count(*) FILTER (WHERE attempts > 0), "
+                                  "coalesce(sum(attempts), 0) FROM order_queries", check=False)
+        self.say("queries: orders_asked=%s attempts=%s platform_record=%d found=%s "
+                 "late_notices=%d never_sent=%d" % (
+                     asked[0][0] if asked else "?", asked[0][1] if asked else "?",
+                     len(queried),
+                     ",".join("%s:%d" % kv for kv in sorted(sources.items())) or "0",
+                     len({h["otn"] for h in entries if h.get("query") == "late"}), len(unsent)))
         self.say("answers: " + " ".join("%s=%d" % kv for kv in sorted(outcomes.items())))
         self.say("operator: " + " ".join("%s:%s=%d" % (k[0], k[1], v)
                                          for k, v in sorted(self.op_counts.items())))
@@ -942,14 +1027,14 @@ class Campaign:
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
         self.say("campaign seed=%d faults=%d deliveries=%d ok=%d failed=%d unknown=%d lost=%d "
-                 "doubled=%d skipped=%d %s" % (
+                 "doubled=%d skipped=%d unfound=%d %s" % (
                      self.seed, len(schedule), len(entries), counts["ok"], counts["failed"],
                      counts["unknown"], report.lost, report.doubled, report.skipped,
-                     "PASS" if passed else "FAIL"))
+                     report.unfound, "PASS" if passed else "FAIL"))
         return 0 if passed else 1
 
     def shutdown(self):
-        for s in self.serves + ([self.platform_serve] if self.platform_serve else []):
+        for s in self.serves + [x for x in (self.platform_serve, self.simulator) if x]:
             try:
                 code = s.terminate()
                 if code not in (None, 0):
@@ -996,7 +1081,7 @@ def main():
             pass
         campaign.say("logs and data kept in %s" % campaign.tmp)
         campaign.say("campaign seed=%d faults=0 deliveries=0 ok=0 failed=0 unknown=0 lost=0 "
-                     "doubled=0 skipped=0 FAIL" % args.seed)
+                     "doubled=0 skipped=0 unfound=0 FAIL" % args.seed)
         return 1
 
 
