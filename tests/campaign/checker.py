@@ -186,7 +186,8 @@ def check_settled(report, platform_entries, events):
 def check_queried(report, platform_entries, queried, events, orders):
     """Every order the platform's record holds as paid (`queried`) ends PAID in the ledger, with
     exactly one payment, the platform's: those never notified are found only by asking the
-    platform. What the simulator acknowledged taking is in that record."""
+    platform. What the simulator acknowledged taking is in that record, and it acknowledged
+    every payment the workload made there (else the rule would hold of nothing)."""
     payments = defaultdict(list)
     for e in events:
         if e["event_type"] == PAY:
@@ -203,8 +204,11 @@ def check_queried(report, platform_entries, queried, events, orders):
                       or "no payment", status.get(r["otn"], "none")), unfound=1)
     held = {(r["otn"], tuple(r["fp"])) for r in queried}
     for h in platform_entries:
-        if h.get("kind") == "simulator" and h.get("class") == "ok" and \
-                (h["otn"], tuple(h["fp"])) not in held:
+        if h.get("kind") != "simulator":
+            continue
+        if h.get("class") != "ok":
+            report.add("campaign", "the simulator did not take a payment: " + short(h))
+        elif (h["otn"], tuple(h["fp"])) not in held:
             report.add("campaign", "the simulator acknowledged a payment its record lacks: "
                        + short(h))
 

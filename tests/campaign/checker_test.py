@@ -706,6 +706,18 @@ class CheckerTest(unittest.TestCase):
         self.assertVerdict(report, doubled=1,
                            categories=["campaign", "doubled", "projection", "balance"])
 
+    def test_a_payment_the_simulator_refused_is_reported(self):
+        """The simulator refused the payment the workload made there (a 400): the rule would
+        hold of nothing, so the run fails as the campaign's own fault."""
+        w = self.w
+        q = w.story("K7-0-10", "wechat_v2", "acct-4", 300)
+        k = w.step(q, "pay", query="unnotified")
+        w._run([(400, b'{"error":"amount: must be an integer"}')], [SIMULATOR_PORT],
+               lambda: w.load.run_step(0, q, k))
+        report = w.judge()
+        self.assertVerdict(report, categories=["campaign"])
+        self.assertProblem(report, "campaign", "the simulator did not take a payment: ")
+
     # --- unknown ---------------------------------------------------------------------------------
     def test_an_unknown_payment_that_took_effect_is_neither_lost_nor_doubled(self):
         """U's payment never got an answer and is in the ledger (the clean history)."""
