@@ -8,6 +8,9 @@
 --             every ORDER_CREATED, transaction_id 'TX' || the order number)
 --   accounts  accounts the orders spread over
 --   source    the payments' source (optional, default generic; bench/reconcile: wechat_v2)
+--   data      the ORDER_CREATED's data (optional, default {}; bench/query:
+--             {"channel": "wechat_v2"}), also merged into its receipt's body. In replica mode
+--             the trigger of schema 0011 does not fire: no order_queries row is made
 -- Every event gets its receipt (outcome appended, the same id as its seq). The projections
 -- are then computed from the events by project_ledger.sql, so `payledger verify`
 -- passes. Inserts only: the append-only triggers refuse UPDATE, DELETE and TRUNCATE, not
@@ -16,6 +19,10 @@
 \if :{?source}
 \else
 \set source generic
+\endif
+\if :{?data}
+\else
+\set data '{}'
 \endif
 BEGIN;
 DO $$
@@ -34,7 +41,7 @@ INSERT INTO ledger_events (seq, out_trade_no, event_type, source, account_id, am
 SELECT i, :'prefix' || lpad(i::text, :pad, '0'), 'ORDER_CREATED', 'api',
        'acct-' || (i % :accounts), 100 + i % 100000, 'CNY', NULL,
        timestamptz '2026-11-29 00:00:00Z' + i * interval '1 millisecond',
-       timestamptz '2026-11-29 00:00:00Z' + i * interval '1 millisecond', i, '{}'
+       timestamptz '2026-11-29 00:00:00Z' + i * interval '1 millisecond', i, :'data'::jsonb
 FROM generate_series(1, :orders) AS i;
 
 -- Order i is the r-th paid order, r = i * paid / orders, when r grows at i.
@@ -57,15 +64,19 @@ SELECT receipt_id, source, recorded_at, '127.0.0.1:40000',
             ELSE jsonb_build_object('Content-Type', 'application/json', 'Payledger-Signature',
                                     't=1795996800,v1=' || md5(out_trade_no) || md5(seq::text))
        END,
-       convert_to(CASE WHEN event_type = 'ORDER_CREATED'
+       convert_to(CASE WHEN event_type = 'ORDER_CREATED' AND data = '{}'
                        THEN json_build_object('out_trade_no', out_trade_no,
                                               'account_id', account_id, 'amount', amount,
-                                              'currency', currency)
+                                              'currency', currency)::text
+                       WHEN event_type = 'ORDER_CREATED'
+                       THEN (jsonb_build_object('out_trade_no', out_trade_no,
+                                                'account_id', account_id, 'amount', amount,
+                                                'currency', currency) || data)::text
                        ELSE json_build_object('event_type', event_type,
                                               'out_trade_no', out_trade_no,
                                               'transaction_id', transaction_id,
-                                              'amount', amount, 'currency', currency)
-                  END::text, 'UTF8'),
+                                              'amount', amount, 'currency', currency)::text
+                  END, 'UTF8'),
        'appended', seq, out_trade_no, ''
 FROM ledger_events;
 
