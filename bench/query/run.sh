@@ -321,8 +321,9 @@ activity_sampler() {
     done
 }
 # activity_summary SAMPLES: the samples by session, each session named by what it ran (the
-# claimer records attempts, the committer reads the chain's head, the simulator reads the
-# platform's record), then by state, wait event and last statement.
+# claimer records attempts, the committer reads the chain's head and writes its batches
+# (ledger/writer_statements.cpp), the simulator reads the platform's record), then by state,
+# wait event and last statement.
 activity_summary() {
     awk -F '|' '
         { n[$1]++; key[$1, $3 "|" $4 "|" $5]++; seen[$1] = seen[$1] $5 "\n"; db[$1] = $2
@@ -332,7 +333,8 @@ activity_summary() {
                 role = "other"
                 if (db[pid] == "payledger_platform") role = "simulator (the platform record)"
                 else if (index(seen[pid], "UPDATE order_queries")) role = "query claimer"
-                else if (index(seen[pid], "SELECT s.head")) role = "committer"
+                else if (index(seen[pid], "WITH rx AS")) role = "committer (its write)"
+                else if (index(seen[pid], "SELECT s.head")) role = "committer (its read)"
                 else if (index(seen[pid], "count(*) FILTER")) role = "this script"
                 printf "session %s, %s: %d samples, %d active\n", pid, role, n[pid], active[pid]
                 for (k in key) {
