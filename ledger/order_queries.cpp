@@ -68,9 +68,9 @@ std::vector<DueQuery> ClaimDueQueries(pqxx::connection& connection,
     return due;
 }
 
-void RecordAttempt(pqxx::connection& connection, const std::string& out_trade_no,
-                   const AttemptRecord& record) {
-    pqxx::work tx{connection};
+namespace {
+
+void UpdateAttempt(pqxx::work& tx, const std::string& out_trade_no, const AttemptRecord& record) {
     tx.exec_params(
         "UPDATE order_queries SET "
         "attempts = attempts + CASE WHEN $2 THEN 1 ELSE 0 END, "
@@ -84,6 +84,16 @@ void RecordAttempt(pqxx::connection& connection, const std::string& out_trade_no
         "WHERE out_trade_no = $1",
         out_trade_no, record.asked, record.answer.substr(0, 256), record.step, record.next_action,
         record.next_at, record.close_refused, record.closed);
+}
+
+}  // namespace
+
+void RecordAttempts(pqxx::connection& connection,
+                    const std::vector<std::pair<std::string, AttemptRecord>>& records) {
+    if (records.empty()) return;
+    pqxx::work tx{connection};
+    tx.exec("SET LOCAL synchronous_commit = off");
+    for (const auto& [out_trade_no, record] : records) UpdateAttempt(tx, out_trade_no, record);
     tx.commit();
 }
 

@@ -266,9 +266,12 @@ void QueryScheduler::ClaimLoop() {
             if (connection == nullptr || ledger::IdleSessionEnded(*connection)) {
                 connection = ledger::Connect(options_.database_url, options_.session);
             }
-            for (const Done& done : finished) {
-                ledger::RecordAttempt(*connection, done.due.out_trade_no, done.record);
+            std::vector<std::pair<std::string, ledger::AttemptRecord>> records;
+            records.reserve(finished.size());
+            for (Done& done : finished) {
+                records.emplace_back(std::move(done.due.out_trade_no), std::move(done.record));
             }
+            ledger::RecordAttempts(*connection, records);
             std::vector<ledger::DueQuery> due;
             if (idle > 0) due = ledger::ClaimDueQueries(*connection, channels_, idle, lease);
             if (Clock::now() - counted >= std::chrono::seconds{1}) {

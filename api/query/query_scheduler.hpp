@@ -40,7 +40,7 @@ namespace payledger::api {
 // The schedule of asking the platforms (docs/query.md#when), run by `serve` when a channel's
 // section has `query`. One thread claims due orders from PostgreSQL (ledger::ClaimDueQueries: at
 // most as many as it has idle askers, each held by this process alone) and records what each
-// attempt decided (NextStep, ledger::RecordAttempt); `schedule.concurrency` asker threads each
+// attempt decided (NextStep, ledger::RecordAttempts); `schedule.concurrency` asker threads each
 // ask the platform on a connection of its own (WebhookClient) and put the answer through the
 // committer. No database transaction or writer lock is held while a platform is asked: a slow or
 // silent platform holds its asker only, never a callback. Thread-safe; Stop() ends an exchange in
