@@ -319,9 +319,9 @@ std::optional<std::pair<projections::TimeMicros, projections::TimeMicros>> Shang
 std::vector<std::string> LedgerSources(Platform platform) {
     switch (platform) {
         case Platform::kWechat:
-            return {"wechat_v2", "wechat_v3", "wechat_bill"};
+            return {"wechat_v2", "wechat_v3", "wechat_bill", "wechat_v2_query", "wechat_v3_query"};
         case Platform::kAlipay:
-            return {"alipay", "alipay_bill"};
+            return {"alipay", "alipay_bill", "alipay_query"};
     }
     PAYLEDGER_ASSERT(false);
     return {};

@@ -12,8 +12,9 @@ them never reach the campaign's serves (a callback lost for good).
 
 The platforms' orders are registered with their channel, so that the serves ask the platform
 about those still unpaid (docs/query.md), which `payledger simulate-platform` answers from a
-record of its own. A few paid orders are paid there alone (`POST /simulate/pay`) and never
-notified: only the query can find them ("unnotified"); a few more are notified only once the
+record of its own. A few paid orders are paid there (`POST /simulate/pay`) and on the platform's
+ledger, and never notified to the serves: only the query (or the statement) can find them
+("unnotified"); a few more are notified only once the
 query has found them ("late"), and each such notice must be a duplicate.
 """
 
@@ -29,7 +30,8 @@ ACCOUNTS = ["acct-%d" % i for i in range(6)]
 CHANNELS = [("generic", 40), ("wechat_v2", 20), ("wechat_v3", 20), ("alipay", 20)]
 PLATFORM_CHANNELS = ("wechat_v2", "wechat_v3", "alipay")
 # Of the platforms' paid orders whose callback is not lost on its way to the statement: the
-# share paid on the simulator alone and never notified, and the share notified late.
+# share paid on the simulator (and the platform's ledger) and never notified to the serves, and
+# the share notified late.
 UNNOTIFIED_SHARE = 0.05
 LATE_SHARE = 0.05
 # What such a story keeps: nothing that would settle or close the order before the query finds
@@ -132,8 +134,10 @@ def make_story(rng, seed, w, i):
             steps = [d for d in steps if d["op"] in QUERY_STORY_OPS]
             for d in steps:
                 if d["op"] == "pay":
-                    # Paid on the simulator, not on the platform's ledger: no statement has it.
-                    d.update(query=query, platform=False)
+                    # Paid on the simulator, and on the platform's ledger, whose statement
+                    # reconcile reads (a payment found by a query is reconciled as any other),
+                    # but never notified to the serves.
+                    d.update(query=query)
     story["steps"] = steps
     return story
 

@@ -243,6 +243,28 @@ TEST_F(ReconcilePgTest, EveryCategoryInOneBillWithTheSpecsOutput) {
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), "20");  // Nothing appended.
 }
 
+// A payment payledger found by asking the platform (docs/query.md) is the statement's to confirm
+// as a notified one is: billed, matched; missing from the statement, missing_in_bill.
+TEST_F(ReconcilePgTest, APaymentFoundByAQueryIsReconciledAsANotifiedOne) {
+    Order("Q-billed", 1000);
+    ASSERT_EQ(
+        Callback("Q-billed", EventType::kPaymentSucceeded, "42Q", 1000, Source::kWechatV3Query),
+        Outcome::kAppended);
+    Order("Q-unbilled", 2000);
+    ASSERT_EQ(
+        Callback("Q-unbilled", EventType::kPaymentSucceeded, "42U", 2000, Source::kWechatV2Query),
+        Outcome::kAppended);
+    WriteBill(Bill({{EventType::kPaymentSucceeded, "Q-billed", "42Q", 1000}}));
+    std::string output;
+    const ReconcileReport report = Run(false, &output);
+    EXPECT_EQ(Count(Category::kMatched, report), 1);
+    EXPECT_EQ(Count(Category::kMissingInBill, report), 1);
+    EXPECT_NE(
+        output.find("  missing_in_bill PAYMENT_SUCCEEDED Q-unbilled bill=- ledger=42U:2000\n"),
+        std::string::npos)
+        << output;
+}
+
 TEST_F(ReconcilePgTest, ApplyAppendsThroughTheWritePathOnceAndTheLateCallbackIsADuplicate) {
     Order("P-1", 1999);
     Order("P-2", 2999);
