@@ -29,6 +29,14 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& url, const SessionS
                 "; SET lock_timeout = " + std::to_string(settings.lock_timeout.count()) +
                 "; SET idle_in_transaction_session_timeout = " +
                 std::to_string(settings.idle_in_transaction_timeout.count()) +
+                // docs/design.md#failover: a commit is acknowledged only once it is flushed,
+                // and with synchronous standbys once they hold it. The session does not inherit
+                // a weaker synchronous_commit from its role or database (local or off there
+                // would silently void that); remote_apply, stronger, is kept. A transaction
+                // that may lose its commit says so itself (SET LOCAL).
+                "; SELECT set_config('synchronous_commit', CASE "
+                "current_setting('synchronous_commit') WHEN 'remote_apply' THEN 'remote_apply' "
+                "ELSE 'on' END, false)" +
                 // docs/design.md#failover, in the same round trip: what
                 // target_session_attrs=read-write checks.
                 "; SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool");

@@ -136,6 +136,25 @@ bool AnyContains(const std::vector<std::string>& texts, const std::string& part)
     return false;
 }
 
+// payledger's sessions do not inherit a weaker synchronous_commit from the database or the role:
+// `local` or `off` there would acknowledge commits the synchronous standby does not hold (or
+// that are not even flushed). `remote_apply`, stronger, is kept.
+TEST(PipelineWarningPgTest, SessionsCommitAtLeastSynchronouslyWhateverTheDatabaseSays) {
+    testing::TestDatabase db;
+    PAYLEDGER_REQUIRE_DATABASE(db);
+    const auto setting_with = [&](const std::string& database_default) {
+        (void)db.Scalar("ALTER DATABASE " + db.name() +
+                        " SET synchronous_commit = " + database_default);
+        auto connection = Connect(db.url());
+        pqxx::nontransaction tx{*connection};
+        return tx.exec("SHOW synchronous_commit")[0][0].as<std::string>();
+    };
+    EXPECT_EQ(setting_with("off"), "on");
+    EXPECT_EQ(setting_with("local"), "on");
+    EXPECT_EQ(setting_with("remote_write"), "on");
+    EXPECT_EQ(setting_with("remote_apply"), "remote_apply");
+}
+
 TEST(PipelineWarningPgTest, AnotherWarningLeavesTheCommitStandingAndNoticesStillReachLibpqxx) {
     testing::TestDatabase db;
     PAYLEDGER_REQUIRE_DATABASE(db);
