@@ -312,10 +312,11 @@ std::optional<double> OneLookLag(pqxx::connection& replica,
 
 }  // namespace
 
-std::unique_ptr<pqxx::connection> ConnectForReads(
-    const std::string& primary_url, const std::optional<std::string>& replica_url,
-    std::chrono::seconds lag_max, const std::function<void(const std::string&)>& note) {
-    if (!replica_url) return Connect(primary_url);
+ReadConnection ConnectForReads(const std::string& primary_url,
+                               const std::optional<std::string>& replica_url,
+                               std::chrono::seconds lag_max,
+                               const std::function<void(const std::string&)>& note) {
+    if (!replica_url) return ReadConnection{.connection = Connect(primary_url), .source = {}};
     // The primary is asked first, so that the replica is compared with a position it had.
     std::unique_ptr<pqxx::connection> primary;
     std::optional<std::uint64_t> primary_position;
@@ -328,14 +329,18 @@ std::unique_ptr<pqxx::connection> ConnectForReads(
     try {
         auto connection = Connect(*replica_url, ReplicaSession());
         const std::optional<double> lag = OneLookLag(*connection, primary_position);
-        if (lag && *lag <= static_cast<double>(lag_max.count())) return connection;
+        if (lag && *lag <= static_cast<double>(lag_max.count())) {
+            return ReadConnection{.connection = std::move(connection),
+                                  .source = {.replica = true, .lag_seconds = *lag}};
+        }
         note(lag ? "the replica lags " + Seconds(*lag) +
                        " behind the primary, more than read_max_lag_seconds; reading the primary"
                  : "the replica has replayed no transaction yet; reading the primary");
     } catch (const pqxx::broken_connection& error) {
         note(std::string("the replica is unreachable (") + error.what() + "); reading the primary");
     }
-    return primary != nullptr ? std::move(primary) : Connect(primary_url);
+    return ReadConnection{
+        .connection = primary != nullptr ? std::move(primary) : Connect(primary_url), .source = {}};
 }
 
 }  // namespace payledger::ledger

@@ -200,12 +200,14 @@ private:
 };
 
 // A connection for a one-off read (`payledger events`): to `replica_url` when it answers and
-// lags at most `lag_max`, else to `primary_url`; `note` receives why when it is the primary.
+// lags at most `lag_max`, else to `primary_url`, and which one it is (the lag: the bound below);
+// `note` receives why when it is the primary.
 // One look cannot time the primary's positions, so the lag is bounded from above: 0 when the
 // replica has replayed the primary's current WAL position, else the age of the last commit it
 // replayed (all commits up to it are there), unknown (the primary) when it replayed none.
-[[nodiscard]] std::unique_ptr<pqxx::connection> ConnectForReads(
-    const std::string& primary_url, const std::optional<std::string>& replica_url,
-    std::chrono::seconds lag_max, const std::function<void(const std::string&)>& note);
+[[nodiscard]] ReadConnection ConnectForReads(const std::string& primary_url,
+                                             const std::optional<std::string>& replica_url,
+                                             std::chrono::seconds lag_max,
+                                             const std::function<void(const std::string&)>& note);
 
 }  // namespace payledger::ledger

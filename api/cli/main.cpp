@@ -31,6 +31,7 @@
 #include "ledger/committer.hpp"
 #include "ledger/connection_pool.hpp"
 #include "ledger/database.hpp"
+#include "ledger/durability.hpp"
 #include "ledger/feed_notifier.hpp"
 #include "ledger/migrate.hpp"
 #include "ledger/order_queries.hpp"
@@ -345,19 +346,49 @@ int RunCheckpoint(const api::Config& config, bool public_key) {
         return 0;
     }
     auto connection = ledger::Connect(config.database_url);
-    pqxx::read_transaction tx{*connection};
-    std::cout << ledger::CheckpointJson(ledger::SignHead(tx, key)) << "\n" << std::flush;
+    std::optional<ledger::Checkpoint> signed_head;
+    {
+        pqxx::read_transaction tx{*connection};
+        signed_head = ledger::SignHead(tx, key);
+    }
+    // docs/design.md#what-a-reader-is-shown: a head signed is a head shown; it is printed only
+    // once no failover can take it back, or the ledger could later contradict its checkpoint.
+    ledger::AwaitSynchronousStandbys(*connection);
+    std::cout << ledger::CheckpointJson(*signed_head) << "\n" << std::flush;
     return 0;
 }
 
 int Events(const api::Config& config, std::int64_t after,
            const std::optional<std::string>& out_trade_no) {
     // An auditor read, from the replica when it is fine (docs/design.md#read-replicas).
-    auto connection = ledger::ConnectForReads(
+    ledger::ReadConnection reads = ledger::ConnectForReads(
         config.database_url, config.read_database_url, config.read_max_lag,
         [](const std::string& why) { std::cerr << "payledger: events: " << why << "\n"; });
-    pqxx::read_transaction tx{*connection};
-    ledger::ForEachEvent(tx, after, out_trade_no, [](const projections::Event& event) {
+    const auto last_seq = [](pqxx::connection& connection) {
+        pqxx::read_transaction tx{connection};
+        return tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0].as<std::int64_t>();
+    };
+    // docs/design.md#what-a-reader-is-shown: only the events up to a seq that no failover can
+    // take back, as the feeds and the export show them; from a replica, only when the primary
+    // holds the replica's newest receipt, else from the primary.
+    std::int64_t last = last_seq(*reads.connection);
+    if (!reads.source.replica) {
+        ledger::AwaitSynchronousStandbys(*reads.connection);
+    } else {
+        const std::optional<ledger::LedgerHead> head = ledger::ReadLedgerHead(*reads.connection);
+        auto primary = ledger::Connect(config.database_url);
+        if (!ledger::AwaitSynchronousStandbysHolding(*primary, head)) {
+            std::cerr << "payledger: events: the primary does not hold the replica's newest "
+                         "receipt (a replica with history the primary lacks); reading the "
+                         "primary\n";
+            reads.connection = std::move(primary);
+            last = last_seq(*reads.connection);
+            ledger::AwaitSynchronousStandbys(*reads.connection);
+        }
+    }
+    pqxx::read_transaction tx{*reads.connection};
+    ledger::ForEachEvent(tx, after, out_trade_no, [last](const projections::Event& event) {
+        if (event.seq > last) return false;  // Committed after the confirmation.
         std::cout << api::Dump(api::EventJson(event)) << '\n';
         return static_cast<bool>(std::cout);
     });

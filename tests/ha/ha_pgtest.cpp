@@ -440,6 +440,15 @@ TEST(ReplicaPgTest, AFeedPageFromAReplicaWithHistoryThePrimaryLacksIsReadFromThe
     EXPECT_EQ(SentToPrimary(http, "unconfirmed"), 1.0);
     // The other auditor reads are views of a moment and stay on the replica.
     EXPECT_EQ(OrderStatus(http, "D-2-LOST"), 200);
+    // `payledger events` with the same replica prints the primary's history.
+    const ConfigFile cli_config(json{{"database_url", AsRole(cluster.StandbyUrl(), role)},
+                                     {"read_database_url", AsRole(cluster.PrimaryUrl(), role)},
+                                     {"read_max_lag_seconds", 3600}});
+    std::string printed;
+    EXPECT_EQ(RunPayledger("events --config " + cli_config.path(), cluster.StandbyUrl(), &printed),
+              0);
+    EXPECT_NE(printed.find("\"D-2\""), std::string::npos) << printed;
+    EXPECT_EQ(printed.find("D-2-LOST"), std::string::npos) << printed;
 }
 
 TEST(ReplicaPgTest, AReplicaThatLagsMoreThanTheLimitIsLeftForThePrimaryUntilItCatchesUp) {
