@@ -36,6 +36,7 @@
 #include "support/http_client.hpp"
 #include "support/polling.hpp"
 #include "support/serve_process.hpp"
+#include "support/simulator_process.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
 
@@ -46,6 +47,7 @@ using nlohmann::json;
 using testing::HttpClient;
 using testing::HttpResult;
 using testing::ServeProcess;
+using testing::SimulatorProcess;
 using testing::TestDatabase;
 
 constexpr const char* kQueryV3Serial = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1";
@@ -58,40 +60,6 @@ void WriteFile(const std::string& path, const std::string& text, mode_t mode) {
     std::ofstream{path} << text;
     chmod(path.c_str(), mode);
 }
-
-// `payledger simulate-platform` as a child process on `port`, with `config_path`.
-class SimulatorProcess {
-public:
-    SimulatorProcess(const std::string& config_path, unsigned short port) {
-        log_path_ = config_path + ".log";
-        pid_ = fork();
-        if (pid_ == 0) {
-            const int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-            dup2(log, STDERR_FILENO);
-            dup2(log, STDOUT_FILENO);
-            const std::string listen = "127.0.0.1:" + std::to_string(port);
-            execl(PAYLEDGER_BINARY_PATH, PAYLEDGER_BINARY_PATH, "simulate-platform", "--listen",
-                  listen.c_str(), "--config", config_path.c_str(), nullptr);
-            _exit(127);
-        }
-        EXPECT_TRUE(testing::AwaitListening(port, &pid_)) << "simulate-platform did not listen";
-    }
-    ~SimulatorProcess() {
-        if (pid_ > 0) {
-            kill(pid_, SIGTERM);
-            waitpid(pid_, nullptr, 0);
-        }
-    }
-    SimulatorProcess(const SimulatorProcess&) = delete;
-    SimulatorProcess& operator=(const SimulatorProcess&) = delete;
-    // SIGSTOP and SIGCONT: a platform that accepts and never answers, then answers again.
-    void Pause() { kill(pid_, SIGSTOP); }
-    void Resume() { kill(pid_, SIGCONT); }
-
-private:
-    pid_t pid_ = -1;
-    std::string log_path_;
-};
 
 class PlatformQueryPgTest : public ::testing::TestWithParam<std::string> {
 protected:
@@ -148,6 +116,7 @@ protected:
         WriteFile(dir_ + "/merchant.json", merchant_config.dump(2), 0600);
         notice_config_ = ParseConfig(simulator_config.dump(), std::nullopt, std::nullopt, dir_);
         simulator_ = std::make_unique<SimulatorProcess>(dir_ + "/simulator.json", simulator_port_);
+        EXPECT_TRUE(simulator_->listening()) << "simulate-platform did not listen";
         // The platform's own ledger: it registers and is paid, asked about nothing.
         json platform_sections = channels_;
         platform_sections.erase("query");
