@@ -14,10 +14,7 @@
 // under CI, where that fails.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -32,6 +29,7 @@
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
+#include "tests/platform_sdks/node_script.hpp"
 
 namespace payledger::api {
 namespace {
@@ -42,8 +40,6 @@ using testing::HttpResult;
 using testing::ServeProcess;
 using testing::TestDatabase;
 
-constexpr int kSkipped = 77;         // sign_notices.mjs: the SDKs are not installed.
-constexpr int kShellNotFound = 127;  // No node on the PATH.
 constexpr const char* kV2AppId = "wx0000000000000001";
 constexpr const char* kV2MchId = "1900000001";
 constexpr const char* kV2ApiKey = "192006250b4c09247ec02edce69f6a2d";
@@ -151,22 +147,13 @@ protected:
             {"notices", specs}};
         const std::string input_path = dir_ + "/input.json";
         WriteFile(input_path, input.dump(), 0600);
-        const std::string command = "node '" PAYLEDGER_SOURCE_DIR
-                                    "/tests/platform_sdks/sign_notices.mjs' '" +
-                                    input_path + "' 2>'" + dir_ + "/node.err'";
-        std::string out;
-        FILE* pipe = popen(command.c_str(), "r");
-        char buffer[4096];
-        while (std::size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-        const int status = pclose(pipe);
-        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        std::ostringstream errors;
-        errors << std::ifstream{dir_ + "/node.err"}.rdbuf();
-        if ((code == kSkipped || code == kShellNotFound) && std::getenv("CI") == nullptr) {
-            GTEST_SKIP() << "node or the platform SDKs are missing: " << errors.str();
+        const testing::NodeRun run =
+            testing::RunSdkScript("sign_notices.mjs", input_path, dir_ + "/node.err");
+        if (run.MissingOutsideCi()) {
+            GTEST_SKIP() << "node or the platform SDKs are missing: " << run.errors;
         }
-        EXPECT_EQ(code, 0) << errors.str();
-        std::istringstream lines{out};
+        EXPECT_EQ(run.code, 0) << run.errors;
+        std::istringstream lines{run.out};
         for (std::string text; std::getline(lines, text);) {
             const json line = json::parse(text);
             SdkNotice notice{.name = line.at("name").get<std::string>(),
@@ -178,7 +165,7 @@ protected:
             }
             notices_.push_back(std::move(notice));
         }
-        ASSERT_EQ(notices_.size(), specs.size()) << out << errors.str();
+        ASSERT_EQ(notices_.size(), specs.size()) << run.out << run.errors;
     }
 
     void CreateOrder(const std::string& out_trade_no) {
