@@ -1,5 +1,5 @@
-// The platforms' own Node SDKs, as sign_notices.mjs and verify_simulated.mjs use them, pinned
-// in package.json beside this file (scripts/test installs them with
+// The platforms' own Node SDKs, as sign_notices.mjs, verify_simulated.mjs and verify_queries.mjs
+// use them, pinned in package.json beside this file (scripts/test installs them with
 // `npm ci --prefix tests/platform_sdks`):
 //   - alipay-sdk, Alipay's official SDK: AlipaySdk#checkNotifySign and #checkNotifySignV2 (how a
 //     merchant verifies a notice), and the signing functions of its util.js, which the package
@@ -7,7 +7,8 @@
 //     bytes given).
 //   - wechatpay-axios-plugin: Hash (APIv2 MD5 and HMAC-SHA256 `sign`), Aes (AES-256-ECB of the
 //     APIv2 refund `req_info`, AES-256-GCM of the APIv3 resource), Rsa (the APIv3
-//     Wechatpay-Signature), Formatter (the APIv3 message signed) and Transformer (its APIv2 XML).
+//     Wechatpay-Signature), Formatter (the APIv3 message signed), Transformer (its APIv2 XML and
+//     its request signer) and Decorator (the request signer its APIv3 axios instance runs).
 // Not installed: exit 77 (ctest: skipped), except under CI, where that is a failure.
 
 export const SKIP = 77;
@@ -26,7 +27,7 @@ async function load() {
 }
 
 const loaded = await load();
-export const { Hash, Aes, Rsa, Formatter, Transformer } = loaded.wechatpay;
+export const { Hash, Aes, Rsa, Formatter, Transformer, Decorator } = loaded.wechatpay;
 export const { AlipaySdk } = loaded.alipay;
 export const alipaySign = loaded.alipayUtil.sign;
 export const alipaySignatureV3 = loaded.alipayUtil.signatureV3;
