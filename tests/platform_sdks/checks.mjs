@@ -1,5 +1,5 @@
-// What the scripts that check a C++ test's JSON lines share (verify_queries.mjs): reading the
-// lines, counting checks, and changing one byte of a signature for their negative cases.
+// What verify_queries.mjs and verify_answers.mjs share: reading the JSON lines a C++ test wrote,
+// counting checks, and changing one byte of a signature for their negative cases.
 
 import { readFileSync } from "node:fs";
 

@@ -2,9 +2,9 @@
 
 // Runs a node script of this folder for the C++ tests beside it: sign_notices.mjs for
 // sdk_notices_pgtest.cpp (notices the platforms' SDKs sign, one JSON line each on its standard
-// output), verify_queries.mjs for sdk_queries_test.cpp (it reads the JSON lines the test wrote
-// and checks them with the platforms' SDKs, sdks.mjs, printing one line per failed check on its
-// standard error).
+// output), verify_queries.mjs and verify_answers.mjs for sdk_queries_test.cpp and
+// sdk_answers_pgtest.cpp (they read the JSON lines the test wrote and check them with the
+// platforms' SDKs, sdks.mjs, printing one line per failed check on their standard error).
 
 #include <stdlib.h>
 #include <sys/wait.h>

@@ -1,14 +1,15 @@
-// The platforms' own Node SDKs, as sign_notices.mjs, verify_simulated.mjs and verify_queries.mjs
-// use them, pinned in package.json beside this file (scripts/test installs them with
-// `npm ci --prefix tests/platform_sdks`):
+// The platforms' own Node SDKs, as sign_notices.mjs, verify_simulated.mjs, verify_queries.mjs
+// and verify_answers.mjs use them, pinned in package.json beside this file (scripts/test
+// installs them with `npm ci --prefix tests/platform_sdks`):
 //   - alipay-sdk, Alipay's official SDK: AlipaySdk#checkNotifySign and #checkNotifySignV2 (how a
-//     merchant verifies a notice), and the signing functions of its util.js, which the package
-//     does not export by name: `sign` (every OpenAPI request) and `signatureV3` (RSA2 over the
-//     bytes given).
+//     merchant verifies a notice), #checkResponseSign (how its `exec` verifies an OpenAPI
+//     answer), and the signing functions of its util.js, which the package does not export by
+//     name: `sign` (every OpenAPI request) and `signatureV3` (RSA2 over the bytes given).
 //   - wechatpay-axios-plugin: Hash (APIv2 MD5 and HMAC-SHA256 `sign`), Aes (AES-256-ECB of the
 //     APIv2 refund `req_info`, AES-256-GCM of the APIv3 resource), Rsa (the APIv3
-//     Wechatpay-Signature), Formatter (the APIv3 message signed), Transformer (its APIv2 XML and
-//     its request signer) and Decorator (the request signer its APIv3 axios instance runs).
+//     Wechatpay-Signature), Formatter (the APIv3 message signed), Transformer (its APIv2 XML, its
+//     request signer and answer verifier) and Decorator (the request signer and answer verifier
+//     its APIv3 axios instance runs).
 // Not installed: exit 77 (ctest: skipped), except under CI, where that is a failure.
 
 export const SKIP = 77;
