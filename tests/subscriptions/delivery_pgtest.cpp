@@ -342,10 +342,10 @@ TEST(SubscriptionDeliveryPgTest, ReceiversAnsweringEndlessChunksCostServeNoMemor
 
 // GET /metrics needs no token, so it must cost no database work: 128 scrapers at once, while a
 // disabled subscription lies 20 000 events behind (its lag is the costliest read: up to ~30 ms),
-// leave /readyz answering 200, in a median 50 ms and never near a second. The gauges come from a
-// sample taken in the background (at most once a second, on a connection of its own); /readyz has a
-// connection of its own too. Before, every scrape took a connection of the 8 that /readyz shares
-// and ran the lag read: /readyz took seconds, then answered 503.
+// leave /readyz answering 200, nine probes in ten within 100 ms and none near a second. The gauges
+// come from a sample taken in the background (at most once a second, on a connection of its own);
+// /readyz has a connection of its own too. Before, every scrape took a connection of the 8 that
+// /readyz shares and ran the lag read: /readyz took seconds, then answered 503.
 TEST(SubscriptionDeliveryPgTest, HundredsOfScrapesLeaveReadinessFastAndAnswered) {
     TestDatabase db;
     PAYLEDGER_REQUIRE_DB(db);
@@ -386,10 +386,11 @@ TEST(SubscriptionDeliveryPgTest, HundredsOfScrapesLeaveReadinessFastAndAnswered)
     std::printf("%llu scrapes from 128 clients; /readyz median %.1f ms, max %.1f ms\n",
                 static_cast<unsigned long long>(scrapes.load()), ready_ms[ready_ms.size() / 2],
                 ready_ms.back());
-    // The median is the claim; the slowest probe only has to stay far from the seconds and 503s
-    // of before: on a 2-core machine running other tests beside 128 scraper threads, one probe
-    // can wait out a scheduling slice or two.
+    // Nine probes in ten under 100 ms (the median under 50), and the slowest far from the
+    // seconds and 503s of before: on a 2-core machine running other tests beside 128 scraper
+    // threads, one probe can wait out a scheduling slice or two (180 ms seen in CI).
     EXPECT_LT(ready_ms[ready_ms.size() / 2], 50.0);
+    EXPECT_LT(ready_ms[ready_ms.size() * 9 / 10 - 1], 100.0);
     EXPECT_LT(ready_ms.back(), 1'000.0);
     EXPECT_GT(scrapes.load(), 1'000U);
     // The gauges are there, from the background sample: far behind, and disabled.
