@@ -55,6 +55,11 @@ void RenderReads(PrometheusText& out, const ledger::ReadStatus& reads) {
 
 }  // namespace
 
+void Metrics::SetSyncReplication(SyncReplication sync) {
+    std::lock_guard lock{sync_mutex_};
+    sync_ = std::move(sync);
+}
+
 void Metrics::CountDelivery(projections::Source channel, projections::Outcome outcome) {
     ++deliveries_.at(static_cast<std::size_t>(channel)).at(static_cast<std::size_t>(outcome));
 }
@@ -143,6 +148,23 @@ std::string Metrics::Render(const ledger::ConnectionPool& pool, const ledger::Co
     steps.Sample({{"step", "plan"}}, seconds(writes.plan_micros.load()));
     steps.Sample({{"step", "write"}}, seconds(writes.write_micros.load()));
     RenderReads(out, reads.status());
+    std::optional<SyncReplication> sync;
+    {
+        std::lock_guard lock{sync_mutex_};
+        sync = sync_;
+    }
+    if (sync) {
+        out.Add("payledger_synchronous_replication_configured", PrometheusText::Type::kGauge,
+                "1 while the primary's synchronous_standby_names is set (commits wait for a "
+                "standby), 0 when it is empty; as of the last GET /readyz.")
+            .Sample({}, sync->standby_names.empty() ? 0 : 1);
+        out.Add("payledger_synchronous_standbys", PrometheusText::Type::kGauge,
+                "Standbys synchronous now (pg_stat_replication sync or quorum), as of the last "
+                "GET /readyz; NaN when the role may not see it (pg_read_all_stats).")
+            .Sample({}, sync->synchronous_standbys
+                            ? static_cast<double>(*sync->synchronous_standbys)
+                            : std::numeric_limits<double>::quiet_NaN());
+    }
     return out.Text();
 }
 

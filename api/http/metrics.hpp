@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "projections/event.hpp"
@@ -17,6 +19,14 @@ class ReadRouter;
 namespace payledger::api {
 
 // Counters of the service, rendered in Prometheus text format. Thread-safe (atomics).
+// Synchronous replication as /readyz last read it on the primary (docs/operations.md).
+struct SyncReplication {
+    std::string standby_names{};  // synchronous_standby_names; empty: no commit waits.
+    // Standbys synchronous now (pg_stat_replication.sync_state sync or quorum); none when the
+    // role may not see it (without pg_read_all_stats).
+    std::optional<std::int64_t> synchronous_standbys{};
+};
+
 class Metrics {
 public:
     static constexpr std::size_t kChannelCount = 5;   // One per projections::Source.
@@ -27,6 +37,8 @@ public:
     void CountDelivery(projections::Source channel, projections::Outcome outcome);
     void ObserveRequest(std::chrono::steady_clock::duration latency);
     void CountInternalError() { ++internal_errors_; }
+    // Kept for /metrics, which does no database work of its own.
+    void SetSyncReplication(SyncReplication sync);
 
     // The text of GET /metrics, with the pool's, the committer's and the read router's gauges.
     [[nodiscard]] std::string Render(const ledger::ConnectionPool& pool,
@@ -39,6 +51,8 @@ private:
     std::atomic<std::uint64_t> latency_count_{0};
     std::atomic<std::uint64_t> latency_sum_micros_{0};
     std::atomic<std::uint64_t> internal_errors_{0};
+    mutable std::mutex sync_mutex_;
+    std::optional<SyncReplication> sync_{};  // Guarded by sync_mutex_; none before a check.
 };
 
 }  // namespace payledger::api

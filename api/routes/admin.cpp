@@ -38,8 +38,13 @@ json ProjectionJson(const ledger::ProjectionCheck& check) {
 
 // One round trip for /readyz: whether the server is read-only, and which of the privileges that
 // serve needs to write and read its session's role lacks ("INSERT, UPDATE on orders; ..."), or
-// null. The list is what ledger::GrantServiceRole (ledger/migrate.cpp) grants; a table that
-// does not exist counts as lacking its privileges.
+// null; then synchronous replication as it is now
+// (docs/operations.md#synchronous-replication-as-it-is-now):
+// synchronous_standby_names (empty: commits wait for no standby, as after a failover manager
+// dropped to asynchronous), and how many standbys are synchronous now, null when the role may
+// not see it (pg_stat_replication's details need pg_read_all_stats; its rows, one per
+// standby, do not). The list is what ledger::GrantServiceRole (ledger/migrate.cpp) grants; a table
+// that does not exist counts as lacking its privileges.
 constexpr const char* kReadySql = R"sql(
 SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool,
        (SELECT string_agg(m.privileges || ' on ' || m.object, '; ' ORDER BY m.position)
@@ -69,7 +74,11 @@ SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool,
                                      ELSE has_sequence_privilege(
                                          to_regclass(n.object), p.privilege)
                                  END, false)
-              GROUP BY n.object) AS m)
+              GROUP BY n.object) AS m),
+       current_setting('synchronous_standby_names'),
+       (SELECT CASE WHEN bool_or(state IS NULL AND sync_state IS NULL) THEN NULL
+                    ELSE count(*) FILTER (WHERE sync_state IN ('sync', 'quorum')) END
+        FROM pg_stat_replication)
 )sql";
 
 }  // namespace
@@ -119,6 +128,7 @@ Response App::Ready() {
         ledger::ConnectionPool::Lease connection = readiness_.Acquire();
         bool read_only = false;
         std::optional<std::string> lacking;
+        SyncReplication sync;
         {
             // Ready means a primary answers (docs/design.md#failover). A session that finds itself
             // on a read-only server (a standby that a single-host URL or a proxy now points at)
@@ -130,6 +140,8 @@ Response App::Ready() {
             const pqxx::row row = tx.exec(kReadySql)[0];
             read_only = row[0].as<bool>();
             if (!row[1].is_null()) lacking = row[1].as<std::string>();
+            sync.standby_names = row[2].as<std::string>();
+            if (!row[3].is_null()) sync.synchronous_standbys = row[3].as<std::int64_t>();
         }
         if (read_only) {
             connection->disconnect();
@@ -143,7 +155,14 @@ Response App::Ready() {
             LogJson("warning", Dump(json{{"msg", "readiness check failed"}, {"error", message}}));
             return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable, message);
         }
-        return JsonResponse(http::status::ok, {{"status", "ready"}});
+        metrics_.SetSyncReplication(sync);
+        json synchronous = {{"standby_names", sync.standby_names},
+                            {"synchronous_standbys", nullptr}};
+        if (sync.synchronous_standbys) {
+            synchronous["synchronous_standbys"] = *sync.synchronous_standbys;
+        }
+        return JsonResponse(http::status::ok,
+                            {{"status", "ready"}, {"synchronous_replication", synchronous}});
     } catch (const std::exception& error) {
         // Not a failure of the request but its answer: it says only that the database is
         // unreachable; the driver's text (host, port, user) is for the operator's log.

@@ -363,6 +363,46 @@ double SentToPrimary(HttpClient& http, const std::string& reason) {
     return Metric(http, "payledger_reads_sent_to_primary_total{reason=\"" + reason + "\"}");
 }
 
+// Synchronous replication as it is, not as it was configured: an engine that drops to
+// asynchronous (Patroni's synchronous_mode without strict empties synchronous_standby_names)
+// must be alertable. /readyz says it, and /metrics serves its last reading; the count of
+// synchronous standbys needs pg_read_all_stats, so the service role sees it as unknown.
+TEST(FailoverPgTest, ReadinessAndMetricsSayWhetherCommitsWaitForAStandby) {
+    OwnCluster cluster{/*synchronous=*/true};
+    Migrate(cluster.PrimaryUrl());
+    const std::string role = CreateServiceRole(cluster.PrimaryUrl());
+    ServeProcess server{cluster.PrimaryUrl()};
+    ServeProcess service{AsRole(cluster.PrimaryUrl(), role)};
+    HttpClient http{server.port()};
+    HttpClient as_service{service.port()};
+    const auto synchronous = [](HttpClient& client) {
+        const HttpResult ready = client.Get("/readyz");
+        EXPECT_EQ(ready.status, 200) << ready.body;
+        return ready.Json()["synchronous_replication"];
+    };
+    ASSERT_TRUE(Eventually([&] { return synchronous(http)["synchronous_standbys"] == 1; },
+                           std::chrono::seconds{30}));
+    EXPECT_EQ(synchronous(http)["standby_names"], "*");
+    EXPECT_EQ(Metric(http, "payledger_synchronous_replication_configured"), 1.0);
+    EXPECT_EQ(Metric(http, "payledger_synchronous_standbys"), 1.0);
+    const json seen_by_service = synchronous(as_service);
+    EXPECT_EQ(seen_by_service["standby_names"], "*");
+    EXPECT_TRUE(seen_by_service["synchronous_standbys"].is_null()) << seen_by_service;
+    EXPECT_TRUE(std::isnan(Metric(as_service, "payledger_synchronous_standbys")));
+
+    {  // What a failover manager that gives up on the standby does.
+        auto admin = ledger::Connect(cluster.PrimaryUrl());
+        pqxx::nontransaction tx{*admin};
+        tx.exec("ALTER SYSTEM SET synchronous_standby_names = ''");
+        tx.exec("SELECT pg_reload_conf()");
+    }
+    ASSERT_TRUE(Eventually([&] { return synchronous(http)["standby_names"] == ""; },
+                           std::chrono::seconds{30}));
+    EXPECT_EQ(synchronous(http)["synchronous_standbys"], 0);
+    EXPECT_EQ(Metric(http, "payledger_synchronous_replication_configured"), 0.0);
+    EXPECT_EQ(Metric(http, "payledger_synchronous_standbys"), 0.0);
+}
+
 // The feeds used to check that the replica streams the primary's timeline in
 // pg_stat_wal_receiver, whose columns are NULL without pg_read_all_stats: with the role that
 // `migrate --grant` prepares, every page, export and wait was re-read from the primary,
