@@ -387,11 +387,21 @@ TEST(SubscriptionDeliveryPgTest, HundredsOfScrapesLeaveReadinessFastAndAnswered)
                 static_cast<unsigned long long>(scrapes.load()), ready_ms[ready_ms.size() / 2],
                 ready_ms.back());
     // Nine probes in ten under 100 ms (the median under 50), and the slowest far from the
-    // seconds and 503s of before: on a 2-core machine running other tests beside 128 scraper
-    // threads, one probe can wait out a scheduling slice or two (180 ms seen in CI).
-    EXPECT_LT(ready_ms[ready_ms.size() / 2], 50.0);
-    EXPECT_LT(ready_ms[ready_ms.size() * 9 / 10 - 1], 100.0);
-    EXPECT_LT(ready_ms.back(), 1'000.0);
+    // seconds and 503s of before: on two cores shared by serve and the test's own 128 scraper
+    // threads, one probe can wait out a scheduling slice or two (180 ms seen in CI). Run alone
+    // (RUN_SERIAL, tests/CMakeLists.txt).
+    // Under AddressSanitizer serve's every request is several times slower: there only the 503s
+    // of before are ruled out (every probe above must have answered 200).
+#if defined(__SANITIZE_ADDRESS__)
+    constexpr bool kScrapesUnderAsan = true;
+#else
+    constexpr bool kScrapesUnderAsan = false;
+#endif
+    if (!kScrapesUnderAsan) {
+        EXPECT_LT(ready_ms[ready_ms.size() / 2], 50.0);
+        EXPECT_LT(ready_ms[ready_ms.size() * 9 / 10 - 1], 100.0);
+        EXPECT_LT(ready_ms.back(), 1'000.0);
+    }
     EXPECT_GT(scrapes.load(), 1'000U);
     // The gauges are there, from the background sample: far behind, and disabled.
     const std::string metrics = probe.Get("/metrics").body;
