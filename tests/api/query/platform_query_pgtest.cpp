@@ -355,6 +355,11 @@ TEST_P(PlatformQueryPgTest, AServeWhoseClockIsMinutesOffKeepsToTheDatabasesSched
         if (std::getenv("CI") != nullptr) FAIL() << "libfaketime is missing";
         GTEST_SKIP() << "libfaketime is missing";
     }
+#if defined(__SANITIZE_ADDRESS__)
+    // An instrumented serve refuses to start with another library preloaded before ASan's
+    // runtime; the schedule's clock is proven in the normal build.
+    GTEST_SKIP() << "libfaketime cannot be preloaded into a serve built with AddressSanitizer";
+#endif
     merchant_.reset();
     ::setenv("LD_PRELOAD", faketime.c_str(), 1);
     ::setenv("FAKETIME", "-200", 1);
