@@ -336,12 +336,12 @@ TEST(SubscriptionDeliveryPgTest, ReceiversAnsweringEndlessChunksCostServeNoMemor
         "endless chunks to 4 subscriptions: %zu receiver connections, peak RSS %ld KiB, "
         "callback p99 %.1f ms\n",
         receiver.connections(), server.PeakRssKiB(), p99);
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     constexpr bool kChunksUnderAsan = true;
 #else
     constexpr bool kChunksUnderAsan = false;
 #endif
-    if (!kChunksUnderAsan) {  // ASan keeps freed memory in its quarantine: RSS says little.
+    if (!kChunksUnderAsan) {  // A sanitizer's shadow and quarantine: RSS says little there.
         EXPECT_LE(server.PeakRssKiB(), 256 * 1024) << "peak RSS over 256 MiB";
     }
     EXPECT_LT(p99, 1'000.0);
@@ -397,9 +397,9 @@ TEST(SubscriptionDeliveryPgTest, HundredsOfScrapesLeaveReadinessFastAndAnswered)
     // seconds and 503s of before: on two cores shared by serve and the test's own 128 scraper
     // threads, one probe can wait out a scheduling slice or two (180 ms seen in CI). Run alone
     // (RUN_SERIAL, tests/CMakeLists.txt).
-    // Under AddressSanitizer serve's every request is several times slower: there only the 503s
-    // of before are ruled out (every probe above must have answered 200).
-#if defined(__SANITIZE_ADDRESS__)
+    // Under AddressSanitizer or ThreadSanitizer serve's every request is several times slower:
+    // there only the 503s of before are ruled out (every probe above must have answered 200).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     constexpr bool kScrapesUnderAsan = true;
 #else
     constexpr bool kScrapesUnderAsan = false;
