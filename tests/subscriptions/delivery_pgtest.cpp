@@ -8,10 +8,15 @@
 // answers within a second of a commit.
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -347,12 +352,74 @@ TEST(SubscriptionDeliveryPgTest, ReceiversAnsweringEndlessChunksCostServeNoMemor
     EXPECT_LT(p99, 1'000.0);
 }
 
-// GET /metrics needs no token, so it must cost no database work: 128 scrapers at once, while a
+// `wrk` (installed by scripts/lib/common.sh) as a child process: `connections` keep-alive
+// connections from two threads requesting `path` until Stop(), which interrupts it (SIGINT, on
+// which wrk prints its summary) and returns what it printed.
+class WrkLoad {
+public:
+    WrkLoad(unsigned short port, const std::string& path, int connections) {
+        int out[2];
+        if (pipe(out) != 0) return;
+        pid_ = fork();
+        if (pid_ == 0) {
+            dup2(out[1], STDOUT_FILENO);
+            dup2(out[1], STDERR_FILENO);
+            close(out[0]);
+            close(out[1]);
+            const std::string url = "http://127.0.0.1:" + std::to_string(port) + path;
+            const std::string clients = "-c" + std::to_string(connections);
+            execlp("wrk", "wrk", "-t2", clients.c_str(), "-d600s", url.c_str(), nullptr);
+            _exit(127);
+        }
+        close(out[1]);
+        output_fd_ = out[0];
+    }
+    ~WrkLoad() { Stop(); }
+    WrkLoad(const WrkLoad&) = delete;
+    WrkLoad& operator=(const WrkLoad&) = delete;
+
+    std::string Stop() {
+        if (pid_ > 0) {
+            kill(pid_, SIGINT);
+            char buffer[4096];
+            ssize_t n = 0;
+            while ((n = read(output_fd_, buffer, sizeof buffer)) > 0)
+                output_.append(buffer, static_cast<std::size_t>(n));
+            waitpid(pid_, &status_, 0);
+            close(output_fd_);
+            pid_ = -1;
+        }
+        return output_;
+    }
+    // wrk's exit status once stopped (0: it ran and printed its summary).
+    [[nodiscard]] int exit_status() const { return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1; }
+
+private:
+    pid_t pid_ = -1;
+    int output_fd_ = -1;
+    int status_ = -1;
+    std::string output_;
+};
+
+// How many HTTP requests serve has answered (its request latency histogram's count).
+std::uint64_t RequestsAnswered(HttpClient& client) {
+    const std::string metrics = client.Get("/metrics").body;
+    const std::string name = "payledger_request_duration_seconds_count ";
+    const std::size_t at = metrics.find("\n" + name);
+    if (at == std::string::npos) return 0;
+    return std::stoull(metrics.substr(at + 1 + name.size()));
+}
+
+// GET /metrics needs no token, so it must cost no database work: 200 scrapers at once, while a
 // disabled subscription lies 20 000 events behind (its lag is the costliest read: up to ~30 ms),
-// leave /readyz answering 200, nine probes in ten within 100 ms and none near a second. The gauges
-// come from a sample taken in the background (at most once a second, on a connection of its own);
-// /readyz has a connection of its own too. Before, every scrape took a connection of the 8 that
-// /readyz shares and ran the lag read: /readyz took seconds, then answered 503.
+// leave /readyz answering 200, every probe within 100 ms. The gauges come from a sample taken in
+// the background (at most once a second, on a connection of its own); /readyz has a connection
+// of its own too. Before, every scrape took a connection of the 8 that /readyz shares and ran
+// the lag read: /readyz took seconds, then answered 503.
+// The scrapers are wrk's 200 connections (one process, two threads; fewer than the 256 that
+// limits.connections_per_peer allows this address, so serve closes none), not threads of this test:
+// 128 blocking client threads here, all runnable on the same two cores, delayed the probe's own
+// thread by up to 300 ms — the test measured its own scheduling, not serve.
 TEST(SubscriptionDeliveryPgTest, HundredsOfScrapesLeaveReadinessFastAndAnswered) {
     TestDatabase db;
     PAYLEDGER_REQUIRE_DB(db);
@@ -365,20 +432,15 @@ TEST(SubscriptionDeliveryPgTest, HundredsOfScrapesLeaveReadinessFastAndAnswered)
     ASSERT_TRUE(Eventually(
         [&] { return db.Scalar("SELECT disabled FROM subscriptions WHERE name = 'far'") == "t"; },
         std::chrono::seconds{30}));
-    std::atomic<bool> stop{false};
-    std::atomic<std::uint64_t> scrapes{0};
-    std::vector<std::thread> scrapers;
-    for (int i = 0; i < 128; ++i) {
-        scrapers.emplace_back([&] {
-            HttpClient client{server.port()};
-            while (!stop.load()) {
-                if (client.Get("/metrics").status == 200) scrapes.fetch_add(1);
-            }
-        });
-    }
-    std::vector<double> ready_ms;
     HttpClient probe{server.port()};
-    for (int i = 0; i < 20; ++i) {
+    const std::uint64_t before = RequestsAnswered(probe);
+    WrkLoad scrapers{server.port(), "/metrics", 200};
+    // The load is on once serve has answered a few thousand scrapes.
+    ASSERT_TRUE(Eventually([&] { return RequestsAnswered(probe) > before + 2'000; },
+                           std::chrono::seconds{30}));
+    const std::uint64_t loaded = RequestsAnswered(probe);
+    std::vector<double> ready_ms;
+    for (int i = 0; i < 40; ++i) {
         const auto start = std::chrono::steady_clock::now();
         const HttpResult ready = probe.Get("/readyz");
         ready_ms.push_back(
@@ -387,29 +449,27 @@ TEST(SubscriptionDeliveryPgTest, HundredsOfScrapesLeaveReadinessFastAndAnswered)
         EXPECT_EQ(ready.status, 200) << ready.body;
         std::this_thread::sleep_for(std::chrono::milliseconds{50});  // Spread over the load.
     }
-    stop = true;
-    for (std::thread& scraper : scrapers) scraper.join();
+    // The scrapes went on through every probe.
+    const std::uint64_t during = RequestsAnswered(probe) - loaded;
+    const std::string summary = scrapers.Stop();
+    ASSERT_EQ(scrapers.exit_status(), 0) << summary;
+    EXPECT_EQ(summary.find("Non-2xx"), std::string::npos) << summary;
+    EXPECT_EQ(summary.find("Socket errors"), std::string::npos) << summary;
+    EXPECT_GT(during, 2'000U) << summary;
     std::sort(ready_ms.begin(), ready_ms.end());
-    std::printf("%llu scrapes from 128 clients; /readyz median %.1f ms, max %.1f ms\n",
-                static_cast<unsigned long long>(scrapes.load()), ready_ms[ready_ms.size() / 2],
-                ready_ms.back());
-    // Nine probes in ten under 100 ms (the median under 50), and the slowest far from the
-    // seconds and 503s of before: on two cores shared by serve and the test's own 128 scraper
-    // threads, one probe can wait out a scheduling slice or two (180 ms seen in CI). Run alone
-    // (RUN_SERIAL, tests/CMakeLists.txt).
+    std::printf("%llu requests during the probes; /readyz median %.1f ms, max %.1f ms\n%s",
+                static_cast<unsigned long long>(during), ready_ms[ready_ms.size() / 2],
+                ready_ms.back(), summary.c_str());
     // Under AddressSanitizer or ThreadSanitizer serve's every request is several times slower:
     // there only the 503s of before are ruled out (every probe above must have answered 200).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    constexpr bool kScrapesUnderAsan = true;
+    constexpr bool kScrapesUnderSanitizer = true;
 #else
-    constexpr bool kScrapesUnderAsan = false;
+    constexpr bool kScrapesUnderSanitizer = false;
 #endif
-    if (!kScrapesUnderAsan) {
-        EXPECT_LT(ready_ms[ready_ms.size() / 2], 50.0);
-        EXPECT_LT(ready_ms[ready_ms.size() * 9 / 10 - 1], 100.0);
-        EXPECT_LT(ready_ms.back(), 1'000.0);
+    if (!kScrapesUnderSanitizer) {
+        EXPECT_LT(ready_ms.back(), 100.0);
     }
-    EXPECT_GT(scrapes.load(), 1'000U);
     // The gauges are there, from the background sample: far behind, and disabled.
     const std::string metrics = probe.Get("/metrics").body;
     EXPECT_NE(metrics.find("payledger_subscription_disabled{subscription=\"far\"} 1"),
