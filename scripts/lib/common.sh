@@ -4,7 +4,9 @@
 PAYLEDGER_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PG_BIN="/usr/lib/postgresql/15/bin"
 
-payledger_log() { printf '[payledger] %s\n' "$*" >&2; }
+# Each line carries the time and the seconds since the calling script started (bash's SECONDS),
+# so that a CI log shows what each stage cost.
+payledger_log() { printf '[payledger %(%H:%M:%S)T +%ds] %s\n' -1 "$SECONDS" "$*" >&2; }
 
 # Installs the Debian packages that are missing, quietly; does nothing when all are there.
 payledger_install_deps() {
