@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,6 +15,9 @@ static_assert(kAmountMax <= INT64_MAX / kEventsPerOrderMax, "sums of one order c
 
 // The event types (docs/design.md#events), in that order everywhere.
 enum class EventType { kOrderCreated, kPaymentSucceeded, kPaymentClosed, kRefundSucceeded };
+// How many there are: kRefundSucceeded is the last.
+inline constexpr std::size_t kEventTypeCount =
+    static_cast<std::size_t>(EventType::kRefundSucceeded) + 1;
 
 // Where a delivery came from (the `source` of docs/design.md#events): the bill sources, then what
 // payledger learned by asking the platform itself (docs/query.md): a query's answer, a close's.

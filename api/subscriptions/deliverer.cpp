@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "api/http/json_output.hpp"
-#include "api/subscriptions/backoff.hpp"
+#include "api/subscriptions/delivery_decision.hpp"
 #include "api/subscriptions/webhook_client.hpp"
 #include "api/subscriptions/webhook_signature.hpp"
 #include "api/subscriptions/webhook_url.hpp"
@@ -21,18 +21,14 @@ namespace {
 
 using nlohmann::json;
 
-// What a failed attempt leaves for the operator (last_error): the status, or why none came.
-std::string FailureText(const WebhookResult& result) {
-    if (result.status != 0) return "HTTP " + std::to_string(result.status);
-    return result.error.empty() ? std::string("no answer") : result.error;
-}
-
 }  // namespace
 
 ledger::EventFilter EventFilterOf(const SubscriptionConfig& config) {
     ledger::EventFilter filter;
-    // All four types is no filter at all: the cheaper read.
-    if (config.event_types.size() < 4) filter.event_types = config.event_types;
+    // Every type is no filter at all: the cheaper read.
+    if (config.event_types.size() < projections::kEventTypeCount) {
+        filter.event_types = config.event_types;
+    }
     if (config.accounts) filter.accounts = *config.accounts;
     return filter;
 }
@@ -83,13 +79,15 @@ struct SubscriptionDeliverer::Worker {
     // The receiver's connection, kept between batches (WebhookClient).
     std::unique_ptr<WebhookClient> client{};
     bool ensured = false;
-    // The cursor as this thread last saw it stored (-1: not yet read).
-    std::int64_t known_after = -1;
+    // The cursor as this thread last saw it stored; nullopt: none known (not yet read, or
+    // forgotten).
+    std::optional<std::int64_t> known_after{};
     // The batch in flight, after known_after: sent again, unchanged, until acknowledged or
     // the cursor moves.
     std::vector<FeedItemPtr> pending{};
-    // Where the next read starts: the cursor, or past events already seen not to match.
-    std::int64_t scan_from = -1;
+    // Where the next read starts: the cursor, or past events already seen not to match. Set
+    // with known_after, read only while it is known.
+    std::int64_t scan_from = 0;
     // The stored state as this thread's last compare-and-set left it: the next step need not
     // read it. Only this thread moves the cursor while its process holds the lease; an admin's
     // rewind meanwhile makes the next compare-and-set fail (then the state is read again), and
@@ -97,6 +95,14 @@ struct SubscriptionDeliverer::Worker {
     std::optional<ledger::SubscriptionState> advanced{};
     std::atomic<bool> reread = false;
     std::mt19937_64 random{std::random_device{}()};
+
+    // Drops what the thread knows of the stored state and the batch it holds: the next step
+    // starts again from what is stored.
+    void Forget() {
+        pending.clear();
+        known_after.reset();
+        advanced.reset();
+    }
 };
 
 SubscriptionDeliverer::SubscriptionDeliverer(std::vector<SubscriptionConfig> subscriptions,
@@ -197,9 +203,7 @@ void SubscriptionDeliverer::Run(Worker& worker) {
         } catch (const std::exception& error) {
             // The database or the lease failed: start again from what is stored.
             worker.connection.reset();
-            worker.pending.clear();
-            worker.known_after = -1;
-            worker.advanced.reset();
+            worker.Forget();
             log_("warning", Dump(json{{"msg", "subscription delivery failed"},
                                       {"subscription", worker.config.name},
                                       {"error", error.what()}}));
@@ -276,146 +280,150 @@ std::chrono::milliseconds SubscriptionDeliverer::TakeBatch(Worker& worker,
     return std::chrono::milliseconds{0};
 }
 
-std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
-    const SubscriptionConfig& config = worker.config;
+pqxx::connection& SubscriptionDeliverer::Session(Worker& worker) {
     if (worker.connection == nullptr || ledger::IdleSessionEnded(*worker.connection)) {
         // A new session may reach a new primary (a failover while this thread waited): start
         // again from what is stored. scan_from may have passed events that were never
         // confirmed (an empty batch of a filter moves it to the head) and that the failover
         // took back; the new primary may give their seqs to events this filter matches.
-        worker.pending.clear();
-        worker.known_after = -1;
-        worker.advanced.reset();
+        worker.Forget();
         worker.connection = ledger::Connect(options_.database_url, options_.session);
     }
-    pqxx::connection& connection = *worker.connection;
     if (!worker.ensured) {
-        (void)ledger::EnsureSubscription(connection, config.name, LedgerStartOf(config));
+        (void)ledger::EnsureSubscription(*worker.connection, worker.config.name,
+                                         LedgerStartOf(worker.config));
         worker.ensured = true;
     }
+    return *worker.connection;
+}
+
+ledger::SubscriptionState SubscriptionDeliverer::StoredState(Worker& worker,
+                                                             pqxx::connection& connection) {
+    // What this thread's last compare-and-set stored, unless an admin of this process asked
+    // for a read (Poke). No transaction block: at READ COMMITTED each statement has its own
+    // snapshot anyway, and the cursor's compare-and-set checks the state again.
+    if (worker.advanced && !worker.reread.exchange(false)) return *worker.advanced;
+    worker.advanced.reset();
+    pqxx::nontransaction tx{connection};
+    std::optional<ledger::SubscriptionState> state =
+        ledger::ReadSubscription(tx, worker.config.name);
+    PAYLEDGER_ASSERT(state.has_value());  // Ensured by Session, and never deleted.
+    return std::move(*state);
+}
+
+SubscriptionDeliverer::Attempt SubscriptionDeliverer::Send(Worker& worker) {
+    const SubscriptionConfig& config = worker.config;
+    Attempt attempt{.first = worker.pending.front()->seq,
+                    .last = worker.pending.back()->seq,
+                    .at = options_.now()};
+    attempt.id =
+        config.name + ":" + std::to_string(attempt.first) + "-" + std::to_string(attempt.last);
+    const std::int64_t timestamp = attempt.at / 1'000'000;
+    const std::string body = DeliveryBody(config.name, worker.pending, attempt.at);
+    if (worker.client == nullptr) {
+        worker.client = std::make_unique<WebhookClient>(options_.ca_file_for_tests);
+    }
+    attempt.result = worker.client->Post(
+        config.url,
+        {{"content-type", "application/json"},
+         {"webhook-id", attempt.id},
+         {"webhook-timestamp", std::to_string(timestamp)},
+         {"webhook-signature", SignWebhook(config.secrets, attempt.id, timestamp, body)}},
+        body, config.timeout);
+    return attempt;
+}
+
+bool SubscriptionDeliverer::Store(Worker& worker, pqxx::connection& connection,
+                                  ledger::SubscriptionState state, const Verdict& verdict,
+                                  const Attempt& attempt) {
+    const std::string& name = worker.config.name;
+    const std::int64_t after = *worker.known_after;
+    switch (verdict.kind) {
+        case Verdict::Kind::kAdvance: {
+            const std::size_t delivered = worker.pending.size();
+            worker.pending.clear();
+            if (!ledger::AdvanceCursor(connection, name, after, attempt.last, attempt.at)) {
+                return false;
+            }
+            worker.counters.delivered_events += delivered;
+            worker.known_after = attempt.last;
+            worker.scan_from = attempt.last;
+            // What the compare-and-set stored (ledger::AdvanceCursor).
+            state.after = attempt.last;
+            state.consecutive_failures = 0;
+            state.last_error.reset();
+            state.last_attempt_at = attempt.at;
+            state.next_attempt_at.reset();
+            worker.advanced = std::move(state);
+            return true;
+        }
+        case Verdict::Kind::kDisable:
+            ++worker.counters.failures;
+            worker.pending.clear();
+            if (!ledger::DisableAfterGone(connection, name, after, attempt.at)) return false;
+            log_("warning", Dump(json{{"msg", "subscription disabled: the receiver answered 410"},
+                                      {"subscription", name},
+                                      {"after", after}}));
+            return true;
+        case Verdict::Kind::kRetry: {
+            ++worker.counters.failures;
+            worker.advanced.reset();  // The next step reads what this failure stores.
+            const projections::TimeMicros next_attempt_at =
+                attempt.at +
+                std::chrono::duration_cast<std::chrono::microseconds>(verdict.wait).count();
+            if (!ledger::RecordFailure(connection, name, after, verdict.error, attempt.at,
+                                       next_attempt_at)) {
+                return false;
+            }
+            log_("warning", Dump(json{{"msg", "subscription delivery failed"},
+                                      {"subscription", name},
+                                      {"webhook_id", attempt.id},
+                                      {"error", verdict.error},
+                                      {"retry_in_ms", verdict.wait.count()}}));
+            return true;
+        }
+    }
+    return false;
+}
+
+std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
+    const SubscriptionConfig& config = worker.config;
+    pqxx::connection& connection = Session(worker);
     const std::shared_ptr<ledger::SubscriptionLease> lease = Lease();
     if (!lease->Holds(config.name) && !lease->TryAcquire(config.name)) {
         // Another process delivers it: try again later, from whatever is stored then.
         if (worker.client != nullptr) worker.client->Close();
-        worker.pending.clear();
-        worker.known_after = -1;
-        worker.advanced.reset();
+        worker.Forget();
         return options_.lease_retry;
     }
-
-    // The stored state (unless this thread's last compare-and-set says what it is), then, when
-    // nothing is pending and an attempt is due, the next batch (TakeBatch). No transaction
-    // block: at READ COMMITTED each statement has its own snapshot anyway, and the cursor's
-    // compare-and-set checks the state again.
-    const projections::TimeMicros now = ledger::NowMicros();
-    std::optional<ledger::SubscriptionState> state;
-    {
-        pqxx::nontransaction tx{connection};
-        if (worker.advanced && !worker.reread.exchange(false)) {
-            state = worker.advanced;
-        } else {
-            worker.advanced.reset();
-            state = ledger::ReadSubscription(tx, config.name);
-        }
-        PAYLEDGER_ASSERT(state.has_value());  // Ensured above, and never deleted.
-        if (!state->disabled && worker.known_after != state->after) {
-            // First look, or the cursor moved under this thread (a rewind, another process):
-            // read from where it is.
-            worker.pending.clear();
-            worker.known_after = state->after;
-            worker.scan_from = state->after;
-        }
-    }
-    if (state->disabled) {
-        worker.pending.clear();
+    // The stored state; then, when an attempt is due and nothing is held, the next batch.
+    ledger::SubscriptionState state = StoredState(worker, connection);
+    const Gate gate = DecideGate(state, worker.known_after, options_.now());
+    if (gate.kind == Gate::Kind::kDisabled) {
+        worker.Forget();
         return options_.idle_recheck;  // Until an admin enables it.
     }
-    if (state->next_attempt_at && *state->next_attempt_at > now) {
-        return std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::chrono::microseconds{*state->next_attempt_at - now});
+    if (gate.cursor_moved) {
+        worker.Forget();
+        worker.known_after = state.after;
+        worker.scan_from = state.after;
     }
-
+    if (gate.kind == Gate::Kind::kBackingOff) return gate.wait;
     if (worker.pending.empty()) {
         const std::chrono::milliseconds wait = TakeBatch(worker, connection);
         if (worker.pending.empty()) return wait;
     }
-
     // Whoever holds the lease delivers: a session lost meanwhile may have let another process
     // take the subscription over.
     if (!lease->Alive()) return std::chrono::milliseconds{0};
-    const std::int64_t first = worker.pending.front()->seq;
-    const std::int64_t last = worker.pending.back()->seq;
-    const std::string id = config.name + ":" + std::to_string(first) + "-" + std::to_string(last);
-    const projections::TimeMicros attempt_at = ledger::NowMicros();
-    const std::int64_t timestamp = attempt_at / 1'000'000;
-    const std::string body = DeliveryBody(config.name, worker.pending, attempt_at);
-    if (worker.client == nullptr) {
-        worker.client = std::make_unique<WebhookClient>(options_.ca_file_for_tests);
-    }
-    const WebhookResult result = worker.client->Post(
-        config.url,
-        {{"content-type", "application/json"},
-         {"webhook-id", id},
-         {"webhook-timestamp", std::to_string(timestamp)},
-         {"webhook-signature", SignWebhook(config.secrets, id, timestamp, body)}},
-        body, config.timeout);
-
-    if (result.status >= 200 && result.status < 300) {
-        const std::size_t delivered = worker.pending.size();
-        worker.pending.clear();
-        if (ledger::AdvanceCursor(connection, config.name, worker.known_after, last, attempt_at)) {
-            worker.counters.delivered_events += delivered;
-            worker.known_after = last;
-            worker.scan_from = last;
-            // What the compare-and-set stored (ledger::AdvanceCursor).
-            state->after = last;
-            state->consecutive_failures = 0;
-            state->last_error.reset();
-            state->last_attempt_at = attempt_at;
-            state->next_attempt_at.reset();
-            worker.advanced = std::move(state);
-        } else {
-            worker.known_after = -1;  // Moved meanwhile: the stored cursor decides.
-            worker.advanced.reset();
-            return std::chrono::milliseconds{0};
-        }
-        // A batch short of batch_max: the next waits `linger` for events to gather, so that a
-        // steady stream goes in full batches rather than many small ones (each costs a POST
-        // and a few round trips). Poke and Stop end the wait early.
-        return std::cmp_less(delivered, config.batch_max) ? options_.linger
-                                                          : std::chrono::milliseconds{0};
-    }
-    ++worker.counters.failures;
-    worker.advanced.reset();  // The next step reads what this failure stores.
-    if (result.status == 410) {
-        worker.pending.clear();
-        if (ledger::DisableAfterGone(connection, config.name, worker.known_after, attempt_at)) {
-            log_("warning", Dump(json{{"msg", "subscription disabled: the receiver answered 410"},
-                                      {"subscription", config.name},
-                                      {"after", worker.known_after}}));
-        }
-        return std::chrono::milliseconds{0};
-    }
-    // Retry-After counts on a 429 or a 503 only, as Standard Webhooks says.
-    const bool honour_retry_after = result.status == 429 || result.status == 503;
-    const std::chrono::milliseconds delay =
-        RetryDelay(state->consecutive_failures + 1,
-                   honour_retry_after ? result.retry_after_seconds : std::nullopt,
-                   std::uniform_real_distribution<double>{0.0, 1.0}(worker.random));
-    const std::string why = FailureText(result);
-    if (!ledger::RecordFailure(
-            connection, config.name, worker.known_after, why, attempt_at,
-            attempt_at + std::chrono::duration_cast<std::chrono::microseconds>(delay).count())) {
-        worker.pending.clear();  // The cursor moved: the stored state decides.
-        worker.known_after = -1;
-        return std::chrono::milliseconds{0};
-    }
-    log_("warning", Dump(json{{"msg", "subscription delivery failed"},
-                              {"subscription", config.name},
-                              {"webhook_id", id},
-                              {"error", why},
-                              {"retry_in_ms", delay.count()}}));
-    return delay;
+    const Attempt attempt = Send(worker);
+    const Verdict verdict = DecideOnAnswer(
+        attempt.result, state.consecutive_failures, worker.pending.size(), config.batch_max,
+        options_.linger, std::uniform_real_distribution<double>{0.0, 1.0}(worker.random));
+    const Next next =
+        AfterStored(verdict, Store(worker, connection, std::move(state), verdict, attempt));
+    if (next.forget) worker.Forget();
+    return next.wait;
 }
 
 }  // namespace payledger::api

@@ -13,9 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "api/subscriptions/delivery_decision.hpp"
 #include "api/subscriptions/feed_window.hpp"
 #include "api/subscriptions/subscription_config.hpp"
 #include "api/subscriptions/subscription_gauges.hpp"
+#include "api/subscriptions/webhook_client.hpp"
+#include "ledger/clock.hpp"
 #include "ledger/database.hpp"
 #include "ledger/feed_notifier.hpp"
 #include "ledger/subscriptions.hpp"
@@ -66,6 +69,8 @@ public:
         // PostgreSQL itself.
         std::size_t window_events_max = 10'000;
         std::optional<std::string> ca_file_for_tests{};  // WebhookClient's; tests only.
+        // The clock of every decision and attempt (a test may set its own).
+        std::function<projections::TimeMicros()> now = ledger::NowMicros;
     };
     using Log = std::function<void(const std::string& level, const std::string& json)>;
 
@@ -101,9 +106,29 @@ public:
 
 private:
     struct Worker;
+    // One POST of the held batch.
+    struct Attempt {
+        std::int64_t first = 0;  // The batch's first and last seq.
+        std::int64_t last = 0;
+        projections::TimeMicros at = 0;
+        std::string id{};  // webhook-id: `<name>:<first>-<last>`.
+        WebhookResult result{};
+    };
     void Run(Worker& worker);
-    // One pass of Run's loop; returns how long to wait before the next (zero: at once).
+    // One pass of Run's loop (lease, stored state, batch, POST, the verdict stored; each
+    // decision by delivery_decision.hpp); returns how long to wait before the next (zero: at
+    // once).
     std::chrono::milliseconds Step(Worker& worker);
+    // The thread's session, made again when it has died; the subscription's row ensured.
+    pqxx::connection& Session(Worker& worker);
+    // The stored state: what the last compare-and-set stored, or read.
+    ledger::SubscriptionState StoredState(Worker& worker, pqxx::connection& connection);
+    // Signs and POSTs worker.pending (not empty).
+    Attempt Send(Worker& worker);
+    // Stores the verdict by compare-and-set on worker.known_after (set); false when the
+    // cursor had moved meanwhile. `state`: as stored before the attempt.
+    bool Store(Worker& worker, pqxx::connection& connection, ledger::SubscriptionState state,
+               const Verdict& verdict, const Attempt& attempt);
     // When nothing is pending: the next batch into worker.pending, from the window or from
     // PostgreSQL; none (pending stays empty): how long to wait, having waited for the feed
     // already when idle.
