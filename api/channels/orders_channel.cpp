@@ -4,6 +4,7 @@
 
 #include "api/channels/json_input.hpp"
 #include "api/http/json_output.hpp"
+#include "api/query/platform_protocol.hpp"
 #include "ledger/order_json.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
@@ -29,15 +30,16 @@ Checked<projections::Event> OrderEvent(const nlohmann::json& body,
     if (!currency) return currency.refusal();
     nlohmann::json data = nlohmann::json::object();
     if (body.contains("channel")) {
-        const std::string channel = StringMember(body, "channel").value_or("");
-        if (channel != "wechat_v2" && channel != "wechat_v3" && channel != "alipay") {
-            return Malformed("channel must be wechat_v2, wechat_v3 or alipay");
+        // The channels the platforms can be asked about (api/query/platform_protocol.hpp).
+        const std::optional<QueryChannel> channel =
+            ParseQueryChannel(StringMember(body, "channel").value_or(""));
+        if (!channel) return Malformed("channel must be wechat_v2, wechat_v3 or alipay");
+        const std::string name(ToString(*channel));
+        if (*channel != QueryChannel::kAlipay && !IsWechatQueryableKey(*out_trade_no)) {
+            return Malformed("out_trade_no must be at most 32 characters without '.' for " + name +
+                             ": WeChat Pay cannot be asked about it");
         }
-        if (channel != "alipay" && !IsWechatQueryableKey(*out_trade_no)) {
-            return Malformed("out_trade_no must be at most 32 characters without '.' for " +
-                             channel + ": WeChat Pay cannot be asked about it");
-        }
-        data["channel"] = channel;
+        data["channel"] = name;
     }
     if (body.contains("expires_at")) {
         const std::optional<std::string> text = StringMember(body, "expires_at");

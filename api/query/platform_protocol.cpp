@@ -329,6 +329,29 @@ PlatformRequest AlipayRequest(const AlipayConfig& config, QueryAction action,
     return request;
 }
 
+namespace {
+
+// A verified WeChat Pay answer's trade_state, v2 and v3 alike: SUCCESS, or REFUND (paid, then a
+// refund began), is the payment `read_payment` reads from the answer; CLOSED or REVOKED is the
+// close; NOTPAY, USERPAYING, ACCEPT, PAYERROR, and any state WeChat may add are not final.
+template <typename ReadPayment>
+PlatformAnswer WechatTradeStateAnswer(const std::string& state, ledger::Receipt receipt,
+                                      const AskedExchange& exchange, ReadPayment read_payment) {
+    if (state == "SUCCESS" || state == "REFUND") {
+        Checked<NoticeEvent> payment = read_payment();
+        if (!payment) return Failed("malformed answer: " + payment.refusal().message);
+        return FinalAnswer(AnswerKind::kFinal, state, std::move(receipt), std::move(*payment));
+    }
+    if (state == "CLOSED" || state == "REVOKED") {
+        return FinalAnswer(AnswerKind::kFinal, state, std::move(receipt),
+                           CloseEvent(exchange.out_trade_no, exchange.received_at,
+                                      Dump(json{{"trade_state", state}})));
+    }
+    return {.kind = AnswerKind::kNotFinal, .answer = AnswerText(state.empty() ? "?" : state)};
+}
+
+}  // namespace
+
 // ---- WeChat Pay v3 answers ----------------------------------------------------------------
 
 PlatformAnswer ReadWechatV3Answer(const WechatV3Config& config, const AskedExchange& exchange) {
@@ -405,20 +428,9 @@ PlatformAnswer ReadWechatV3Answer(const WechatV3Config& config, const AskedExcha
             return RefusedAnswer(std::move(receipt), *refused);
         }
     }
-    const std::string state = Text(*body, "trade_state");
-    if (state == "SUCCESS" || state == "REFUND") {  // REFUND: paid, then a refund began.
-        Checked<NoticeEvent> payment =
-            WechatV3TransactionPayment(*body, json::object(), exchange.received_at);
-        if (!payment) return Failed("malformed answer: " + payment.refusal().message);
-        return FinalAnswer(AnswerKind::kFinal, state, std::move(receipt), std::move(*payment));
-    }
-    if (state == "CLOSED" || state == "REVOKED") {
-        return FinalAnswer(AnswerKind::kFinal, state, std::move(receipt),
-                           CloseEvent(exchange.out_trade_no, exchange.received_at,
-                                      Dump(json{{"trade_state", state}})));
-    }
-    // NOTPAY, USERPAYING, PAYERROR, and any state WeChat may add: not final.
-    return {.kind = AnswerKind::kNotFinal, .answer = AnswerText(state.empty() ? "?" : state)};
+    return WechatTradeStateAnswer(Text(*body, "trade_state"), std::move(receipt), exchange, [&] {
+        return WechatV3TransactionPayment(*body, json::object(), exchange.received_at);
+    });
 }
 
 // ---- WeChat Pay v2 answers ----------------------------------------------------------------
@@ -485,19 +497,9 @@ PlatformAnswer ReadWechatV2Answer(const WechatV2Config& config, const AskedExcha
     if (auto refused = CheckConfiguredId(FieldOr(fields, "mch_id"), "mch_id", config.mch_id)) {
         return RefusedAnswer(std::move(receipt), *refused);
     }
-    const std::string state(FieldOr(fields, "trade_state"));
-    if (state == "SUCCESS" || state == "REFUND") {
-        Checked<NoticeEvent> payment = WechatV2PaymentEvent(fields, exchange.received_at);
-        if (!payment) return Failed("malformed answer: " + payment.refusal().message);
-        return FinalAnswer(AnswerKind::kFinal, state, std::move(receipt), std::move(*payment));
-    }
-    if (state == "CLOSED" || state == "REVOKED") {
-        return FinalAnswer(AnswerKind::kFinal, state, std::move(receipt),
-                           CloseEvent(exchange.out_trade_no, exchange.received_at,
-                                      Dump(json{{"trade_state", state}})));
-    }
-    // NOTPAY, USERPAYING, ACCEPT, PAYERROR, and any state WeChat may add: not final.
-    return {.kind = AnswerKind::kNotFinal, .answer = AnswerText(state.empty() ? "?" : state)};
+    return WechatTradeStateAnswer(
+        std::string(FieldOr(fields, "trade_state")), std::move(receipt), exchange,
+        [&] { return WechatV2PaymentEvent(fields, exchange.received_at); });
 }
 
 // ---- Alipay answers -----------------------------------------------------------------------
