@@ -1,5 +1,6 @@
 // What verify_queries.mjs and verify_answers.mjs share: reading the JSON lines a C++ test wrote,
-// counting checks, and changing one byte of a signature for their negative cases.
+// running and counting each line's checks, and changing one byte of a signature for their
+// negative cases.
 
 import { readFileSync } from "node:fs";
 
@@ -39,6 +40,28 @@ export class Checks {
       return;
     }
     this.check(what, result !== false);
+  }
+
+  // Runs each line's checks by its `channel` (`kinds`: {channel: {run, checks}}, `checks` how many
+  // a line of it makes), then finish(): an empty file, a line of a channel not in `kinds`, and a
+  // run that throws each fail.
+  runLines(lines, kinds, noun) {
+    this.check(`the file holds ${noun}`, lines.length > 0);
+    let expected = 1;
+    for (const line of lines) {
+      const kind = kinds[line.channel];
+      if (!kind) {
+        this.check(`${line.name}: a channel this script knows`, false, line.channel);
+        continue;
+      }
+      expected += kind.checks;
+      try {
+        kind.run(line);
+      } catch (error) {
+        this.check(`${line.name}: the SDKs ran`, false, error.stack ?? String(error));
+      }
+    }
+    this.finish(expected);
   }
 
   // Prints the tally and exits: 0 when every check held and at least `expected` ran (fewer means

@@ -33,6 +33,7 @@
 #include "ledger/bytes.hpp"
 #include "ledger/clock.hpp"
 #include "support/http_client.hpp"
+#include "support/queried_channels.hpp"
 #include "support/serve_process.hpp"
 #include "support/simulator_process.hpp"
 #include "support/test_database.hpp"
@@ -48,8 +49,8 @@ using testing::ServeProcess;
 using testing::SimulatorProcess;
 using testing::TestDatabase;
 
-constexpr const char* kPlatformSerial = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1";
-constexpr const char* kMerchantSerial = "1DDE55AD98ED71D6EDD4A4A16996DE7B47773A8C";
+using testing::kQueriedV3MerchantSerial;
+using testing::kQueriedV3PlatformSerial;
 constexpr std::int64_t kOrderAmount = 1999;
 constexpr std::chrono::seconds kAskTimeout{10};
 
@@ -89,35 +90,9 @@ protected:
     void Start(const std::string& v2_sign_type) {
         port_ = testing::FreePort();
         const std::string base = "http://127.0.0.1:" + std::to_string(port_);
-        WriteKeyFile(dir_ + "/v3_platform.pem", PrivateKeyPem(v3_platform_), 0600);
-        WriteKeyFile(dir_ + "/v3_platform.pub", PublicKeyPem(v3_platform_.Public()), 0644);
-        WriteKeyFile(dir_ + "/alipay_platform.pem", PrivateKeyPem(alipay_platform_), 0600);
-        WriteKeyFile(dir_ + "/alipay_platform.pub", PublicKeyPem(alipay_platform_.Public()), 0644);
-        WriteKeyFile(dir_ + "/v3_merchant.pem", PrivateKeyPem(v3_merchant_), 0600);
-        WriteKeyFile(dir_ + "/alipay_app.pem", PrivateKeyPem(alipay_app_), 0600);
-        json channels = {{"wechat_v2",
-                          {{"appid", "wx0000000000000001"},
-                           {"mch_id", "1900000001"},
-                           {"api_key", "192006250b4c09247ec02edce69f6a2d"},
-                           {"sign_type", v2_sign_type},
-                           {"query", {{"api_base", base}}}}},
-                         {"wechat_v3",
-                          {{"appid", "wx0000000000000002"},
-                           {"mchid", "1900000002"},
-                           {"api_v3_key", "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb"},
-                           {"platform_public_keys", {{kPlatformSerial, dir_ + "/v3_platform.pub"}}},
-                           {"simulate_private_key", dir_ + "/v3_platform.pem"},
-                           {"query",
-                            {{"api_base", base},
-                             {"merchant_private_key", dir_ + "/v3_merchant.pem"},
-                             {"merchant_serial", kMerchantSerial}}}}},
-                         {"alipay",
-                          {{"app_id", "2021000000000001"},
-                           {"alipay_public_key", dir_ + "/alipay_platform.pub"},
-                           {"simulate_private_key", dir_ + "/alipay_platform.pem"},
-                           {"query",
-                            {{"api_base", base + "/gateway.do"},
-                             {"app_private_key", dir_ + "/alipay_app.pem"}}}}}};
+        json channels = testing::QueriedChannels(
+            dir_, base, {v3_platform_, alipay_platform_, v3_merchant_, alipay_app_});
+        channels["wechat_v2"]["sign_type"] = v2_sign_type;
         json simulator_config = channels;
         simulator_config["database_url"] = platform_db_.url();
         simulator_config["listen"] = "127.0.0.1:1";
@@ -254,7 +229,7 @@ protected:
         switch (exchange.channel) {
             case QueryChannel::kWechatV3:
                 line["platform_public_keys"] = {
-                    {kPlatformSerial, PublicKeyPem(v3_platform_.Public())}};
+                    {kQueriedV3PlatformSerial, PublicKeyPem(v3_platform_.Public())}};
                 break;
             case QueryChannel::kWechatV2:
                 line["mch_id"] = config_.wechat_v2->mch_id;

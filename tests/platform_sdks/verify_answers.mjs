@@ -137,19 +137,4 @@ const kinds = {
   alipay: { run: CheckAlipay, checks: 5 },
 };
 
-check("the file holds answers", lines.length > 0);
-let expected = 1;
-for (const line of lines) {
-  const kind = kinds[line.channel];
-  if (!kind) {
-    check(`${line.name}: a channel this script knows`, false, line.channel);
-    continue;
-  }
-  expected += kind.checks;
-  try {
-    kind.run(line);
-  } catch (error) {
-    check(`${line.name}: the SDKs ran`, false, error.stack ?? String(error));
-  }
-}
-checks.finish(expected);
+checks.runLines(lines, kinds, "answers");

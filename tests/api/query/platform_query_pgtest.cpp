@@ -35,6 +35,7 @@
 #include "subscriptions/webhook_receiver.hpp"
 #include "support/http_client.hpp"
 #include "support/polling.hpp"
+#include "support/queried_channels.hpp"
 #include "support/serve_process.hpp"
 #include "support/simulator_process.hpp"
 #include "support/test_database.hpp"
@@ -50,16 +51,12 @@ using testing::ServeProcess;
 using testing::SimulatorProcess;
 using testing::TestDatabase;
 
-constexpr const char* kQueryV3Serial = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1";
-constexpr const char* kMerchantSerial = "1DDE55AD98ED71D6EDD4A4A16996DE7B47773A8C";
+using testing::kQueriedV3MerchantSerial;
+using testing::kQueriedV3PlatformSerial;
+using testing::WriteTestFile;
 
 #define PAYLEDGER_REQUIRE_DB(db) \
     if (!(db).available()) GTEST_SKIP() << "no test database"
-
-void WriteFile(const std::string& path, const std::string& text, mode_t mode) {
-    std::ofstream{path} << text;
-    chmod(path.c_str(), mode);
-}
 
 class PlatformQueryPgTest : public ::testing::TestWithParam<std::string> {
 protected:
@@ -70,50 +67,25 @@ protected:
         const std::string base = "http://127.0.0.1:" + std::to_string(simulator_port_);
         const PrivateKey v3_platform = GenerateRsaKey();
         const PrivateKey alipay_platform = GenerateRsaKey();
-        WriteFile(dir_ + "/v3_platform.pem", PrivateKeyPem(v3_platform), 0600);
-        WriteFile(dir_ + "/v3_platform.pub", PublicKeyPem(v3_platform.Public()), 0644);
-        WriteFile(dir_ + "/alipay_platform.pem", PrivateKeyPem(alipay_platform), 0600);
-        WriteFile(dir_ + "/alipay_platform.pub", PublicKeyPem(alipay_platform.Public()), 0644);
-        WriteFile(dir_ + "/v3_merchant.pem", PrivateKeyPem(GenerateRsaKey()), 0600);
-        WriteFile(dir_ + "/alipay_app.pem", PrivateKeyPem(GenerateRsaKey()), 0600);
-        channels_ = {{"wechat_v2",
-                      {{"appid", "wx0000000000000001"},
-                       {"mch_id", "1900000001"},
-                       {"api_key", "192006250b4c09247ec02edce69f6a2d"},
-                       {"query", {{"api_base", base}}}}},
-                     {"wechat_v3",
-                      {{"appid", "wx0000000000000002"},
-                       {"mchid", "1900000002"},
-                       {"api_v3_key", "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb"},
-                       {"platform_public_keys", {{kQueryV3Serial, dir_ + "/v3_platform.pub"}}},
-                       {"simulate_private_key", dir_ + "/v3_platform.pem"},
-                       {"query",
-                        {{"api_base", base},
-                         {"merchant_private_key", dir_ + "/v3_merchant.pem"},
-                         {"merchant_serial", kMerchantSerial}}}}},
-                     {"alipay",
-                      {{"app_id", "2021000000000001"},
-                       {"alipay_public_key", dir_ + "/alipay_platform.pub"},
-                       {"simulate_private_key", dir_ + "/alipay_platform.pem"},
-                       {"query",
-                        {{"api_base", base + "/gateway.do"},
-                         {"app_private_key", dir_ + "/alipay_app.pem"}}}}},
-                     {"query",
-                      {{"first_after_seconds", 1},
-                       {"schedule_seconds", {1, 1, 1}},
-                       {"concurrency", 4},
-                       {"timeout_seconds", 2}}}};
+        const PrivateKey v3_merchant = GenerateRsaKey();
+        const PrivateKey alipay_app = GenerateRsaKey();
+        channels_ = testing::QueriedChannels(
+            dir_, base, {v3_platform, alipay_platform, v3_merchant, alipay_app});
+        channels_["query"] = {{"first_after_seconds", 1},
+                              {"schedule_seconds", {1, 1, 1}},
+                              {"concurrency", 4},
+                              {"timeout_seconds", 2}};
         json simulator_config = channels_;
         simulator_config["database_url"] = platform_db_.url();
         simulator_config["listen"] = "127.0.0.1:1";
         simulator_config["tokens"] = {{"merchant", {testing::kMerchantToken}},
                                       {"auditor", {testing::kAuditorToken}},
                                       {"admin", {testing::kAdminToken}}};
-        WriteFile(dir_ + "/simulator.json", simulator_config.dump(2), 0600);
+        WriteTestFile(dir_ + "/simulator.json", simulator_config.dump(2), 0600);
         // The merchant's own config, as `payledger audit --config` reads it.
         json merchant_config = simulator_config;
         merchant_config["database_url"] = merchant_db_.url();
-        WriteFile(dir_ + "/merchant.json", merchant_config.dump(2), 0600);
+        WriteTestFile(dir_ + "/merchant.json", merchant_config.dump(2), 0600);
         notice_config_ = ParseConfig(simulator_config.dump(), std::nullopt, std::nullopt, dir_);
         simulator_ = std::make_unique<SimulatorProcess>(dir_ + "/simulator.json", simulator_port_);
         EXPECT_TRUE(simulator_->listening()) << "simulate-platform did not listen";
@@ -507,18 +479,19 @@ protected:
                 return script_[next_++];
             });
         dir_ = testing::MakeTestTmpDir("scripted-");
-        WriteFile(dir_ + "/v3_platform.pub", PublicKeyPem(platform_.Public()), 0644);
-        WriteFile(dir_ + "/v3_merchant.pem", PrivateKeyPem(GenerateRsaKey()), 0600);
-        channels_ = {{"wechat_v3",
-                      {{"appid", "wx0000000000000002"},
-                       {"mchid", "1900000002"},
-                       {"api_v3_key", "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb"},
-                       {"platform_public_keys", {{kQueryV3Serial, dir_ + "/v3_platform.pub"}}},
-                       {"query",
-                        {{"api_base", "http://127.0.0.1:" + std::to_string(receiver_->port())},
-                         {"merchant_private_key", dir_ + "/v3_merchant.pem"},
-                         {"merchant_serial", kMerchantSerial}}}}},
-                     {"query", schedule}};
+        WriteTestFile(dir_ + "/v3_platform.pub", PublicKeyPem(platform_.Public()), 0644);
+        WriteTestFile(dir_ + "/v3_merchant.pem", PrivateKeyPem(GenerateRsaKey()), 0600);
+        channels_ = {
+            {"wechat_v3",
+             {{"appid", "wx0000000000000002"},
+              {"mchid", "1900000002"},
+              {"api_v3_key", "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb"},
+              {"platform_public_keys", {{kQueriedV3PlatformSerial, dir_ + "/v3_platform.pub"}}},
+              {"query",
+               {{"api_base", "http://127.0.0.1:" + std::to_string(receiver_->port())},
+                {"merchant_private_key", dir_ + "/v3_merchant.pem"},
+                {"merchant_serial", kQueriedV3MerchantSerial}}}}},
+            {"query", schedule}};
         serve_ = std::make_unique<ServeProcess>(db_.url(), channels_);
     }
     void TearDown() override {
@@ -541,7 +514,7 @@ protected:
                                        .headers = {{"Content-Type", "application/json"},
                                                    {"Wechatpay-Timestamp", timestamp},
                                                    {"Wechatpay-Nonce", nonce},
-                                                   {"Wechatpay-Serial", kQueryV3Serial},
+                                                   {"Wechatpay-Serial", kQueriedV3PlatformSerial},
                                                    {"Wechatpay-Signature", signature}},
                                        .body = body};
     }
