@@ -12,8 +12,8 @@ namespace payledger::testing {
 
 // The three platform channels, each with its `query` section, pointed at one
 // `payledger simulate-platform` (simulator_process.hpp) listening at `base`: the sections that
-// the query tests (api/query/platform_query_pgtest.cpp) and the SDK answer tests
-// (platform_sdks/sdk_answers_pgtest.cpp) give the simulator and the merchant's serve. Fixed
+// the query tests (tests/api/query/platform_query_pgtest.cpp) and the SDK answer tests
+// (tests/platform_sdks/sdk_answers_pgtest.cpp) give the simulator and the merchant's serve. Fixed
 // test ids, secrets and serials.
 
 inline constexpr const char* kQueriedV3PlatformSerial = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1";
