@@ -57,24 +57,11 @@ void GrantServiceRole(pqxx::connection& connection, const std::string& role) {
     tx.exec("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM " + grantee);
     tx.exec("REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM " + grantee);
     tx.exec("GRANT USAGE ON SCHEMA public TO " + grantee);
-    tx.exec("GRANT SELECT, INSERT ON callback_receipts, ledger_events, reconciliations TO " +
-            grantee);
-    tx.exec("GRANT SELECT, INSERT ON receipt_bodies TO " + grantee);
-    tx.exec("GRANT SELECT, INSERT ON reconciliation_bills TO " + grantee);
-    tx.exec("GRANT SELECT, INSERT, UPDATE ON orders, balances TO " + grantee);
-    tx.exec("GRANT SELECT ON schema_migrations TO " + grantee);
-    tx.exec("GRANT SELECT, INSERT, UPDATE ON subscriptions TO " + grantee);
-    tx.exec("GRANT SELECT, INSERT ON subscription_changes TO " + grantee);
-    tx.exec("GRANT USAGE ON SEQUENCE subscription_changes_id_seq TO " + grantee);
-    // Asking the platforms (schema/0011): the schedule's rows, made by the trigger on the
-    // ledger's ORDER_CREATEDs, and the first query's delay that serve writes at start.
-    tx.exec("GRANT SELECT, INSERT, UPDATE ON order_queries, order_query_settings TO " + grantee);
-    // The writer reads the sequences' state and moves them with setval (SELECT, UPDATE);
-    // reconciliations takes ids with nextval (USAGE).
-    tx.exec(
-        "GRANT SELECT, UPDATE, USAGE ON SEQUENCE callback_receipts_id_seq, "
-        "ledger_events_seq_seq, reconciliations_id_seq TO " +
-        grantee);
+    for (const ServicePrivilege& grant : kServicePrivileges) {
+        tx.exec("GRANT " + std::string(grant.privileges) + " ON " +
+                (grant.kind == ServicePrivilege::Kind::kSequence ? "SEQUENCE " : "TABLE ") +
+                tx.quote_name(std::string(grant.object)) + " TO " + grantee);
+    }
     tx.commit();
 }
 

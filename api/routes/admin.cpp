@@ -10,6 +10,7 @@
 #include "api/routes/route_helpers.hpp"
 #include "ledger/checkpoint.hpp"
 #include "ledger/database.hpp"
+#include "ledger/migrate.hpp"
 #include "ledger/verify.hpp"
 
 namespace payledger::api {
@@ -43,28 +44,27 @@ json ProjectionJson(const ledger::ProjectionCheck& check) {
 // synchronous_standby_names (empty: commits wait for no standby, as after a failover manager
 // dropped to asynchronous), and how many standbys are synchronous now, null when the role may
 // not see it (pg_stat_replication's details need pg_read_all_stats; its rows, one per
-// standby, do not). The list is what ledger::GrantServiceRole (ledger/migrate.cpp) grants; a table
-// that does not exist counts as lacking its privileges.
-constexpr const char* kReadySql = R"sql(
+// standby, do not). The privileges are ledger::kServicePrivileges (ledger/migrate.hpp), what
+// `migrate --grant` grants; a table that does not exist counts as lacking its privileges.
+const std::string& ReadySql() {
+    static const std::string sql = [] {
+        std::string values;
+        for (std::size_t i = 0; i < ledger::kServicePrivileges.size(); ++i) {
+            const ledger::ServicePrivilege& needed = ledger::kServicePrivileges[i];
+            if (i != 0) values += ",\n                           ";
+            values +=
+                "(" + std::to_string(i + 1) + ", '" +
+                (needed.kind == ledger::ServicePrivilege::Kind::kTable ? "table" : "sequence") +
+                "', '" + std::string(needed.object) + "', '" + std::string(needed.privileges) +
+                "')";
+        }
+        return R"sql(
 SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool,
        (SELECT string_agg(m.privileges || ' on ' || m.object, '; ' ORDER BY m.position)
         FROM (SELECT n.object, min(n.position) AS position,
                      string_agg(p.privilege, ', ' ORDER BY p.position) AS privileges
-              FROM (VALUES (1, 'table', 'callback_receipts', 'SELECT,INSERT'),
-                           (2, 'table', 'ledger_events', 'SELECT,INSERT'),
-                           (3, 'table', 'reconciliations', 'SELECT,INSERT'),
-                           (4, 'table', 'receipt_bodies', 'SELECT,INSERT'),
-                           (5, 'table', 'reconciliation_bills', 'SELECT,INSERT'),
-                           (6, 'table', 'orders', 'SELECT,INSERT,UPDATE'),
-                           (7, 'table', 'balances', 'SELECT,INSERT,UPDATE'),
-                           (8, 'sequence', 'callback_receipts_id_seq', 'SELECT,UPDATE,USAGE'),
-                           (9, 'sequence', 'ledger_events_seq_seq', 'SELECT,UPDATE,USAGE'),
-                           (10, 'sequence', 'reconciliations_id_seq', 'SELECT,UPDATE,USAGE'),
-                           (11, 'table', 'subscriptions', 'SELECT,INSERT,UPDATE'),
-                           (12, 'table', 'subscription_changes', 'SELECT,INSERT'),
-                           (13, 'sequence', 'subscription_changes_id_seq', 'USAGE'),
-                           (14, 'table', 'order_queries', 'SELECT,INSERT,UPDATE'),
-                           (15, 'table', 'order_query_settings', 'SELECT,INSERT,UPDATE'))
+              FROM (VALUES )sql" +
+               values + R"sql()
                        AS n (position, kind, object, privileges),
                    unnest(string_to_array(n.privileges, ',')) WITH ORDINALITY
                        AS p (privilege, position)
@@ -80,6 +80,9 @@ SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool,
                     ELSE count(*) FILTER (WHERE sync_state IN ('sync', 'quorum')) END
         FROM pg_stat_replication)
 )sql";
+    }();
+    return sql;
+}
 
 }  // namespace
 
@@ -137,7 +140,7 @@ Response App::Ready() {
             // (a table replaced without its grants, a privilege revoked) would answer every
             // write 500 while the database answers.
             pqxx::nontransaction tx{*connection};
-            const pqxx::row row = tx.exec(kReadySql)[0];
+            const pqxx::row row = tx.exec(ReadySql())[0];
             read_only = row[0].as<bool>();
             if (!row[1].is_null()) lacking = row[1].as<std::string>();
             sync.standby_names = row[2].as<std::string>();

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <pqxx/pqxx>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -111,6 +113,49 @@ TEST_F(GrantsPgTest, TheServiceRoleCannotRewriteHistory) {
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM information_schema.role_table_grants "
                          "WHERE grantee = 'PUBLIC' AND table_schema = 'public'"),
               "0");
+}
+
+// The role holds exactly ledger::kServicePrivileges, the list /readyz checks too: every
+// privilege on every table and sequence of the schema, as PostgreSQL's has_*_privilege sees it,
+// is held when the list names it and only then (a new table, or a grant written beside the
+// list, fails here).
+TEST_F(GrantsPgTest, TheRoleHoldsExactlyTheServicePrivileges) {
+    std::set<std::string> listed;
+    for (const ServicePrivilege& needed : kServicePrivileges) {
+        std::string privileges(needed.privileges);
+        for (std::size_t start = 0; start <= privileges.size();) {
+            const std::size_t comma = std::min(privileges.find(',', start), privileges.size());
+            listed.insert(std::string(needed.object) + " " +
+                          privileges.substr(start, comma - start));
+            start = comma + 1;
+        }
+    }
+    std::set<std::string> held;
+    std::set<std::string> objects;
+    pqxx::work tx{*owner_};
+    const pqxx::result rows = tx.exec(
+        "SELECT c.relname, p.privilege, CASE c.relkind WHEN 'S' "
+        "THEN has_sequence_privilege(" +
+        tx.quote(role_) +
+        ", c.oid, p.privilege) "
+        "ELSE has_table_privilege(" +
+        tx.quote(role_) +
+        ", c.oid, p.privilege) END "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, "
+        "unnest(CASE c.relkind WHEN 'S' THEN ARRAY['SELECT', 'UPDATE', 'USAGE'] "
+        "ELSE ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', "
+        "'TRIGGER'] END) AS p (privilege) "
+        "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'S')");
+    for (const pqxx::row& row : rows) {
+        const std::string object = row[0].as<std::string>();
+        objects.insert(object);
+        if (row[2].as<bool>()) held.insert(object + " " + row[1].as<std::string>());
+    }
+    EXPECT_EQ(held, listed);
+    // Every object the list names exists (a renamed table would otherwise be lacked silently).
+    for (const ServicePrivilege& needed : kServicePrivileges) {
+        EXPECT_TRUE(objects.contains(std::string(needed.object))) << needed.object;
+    }
 }
 
 TEST_F(GrantsPgTest, AnUnknownRoleIsRefused) {
