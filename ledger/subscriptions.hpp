@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ledger/database.hpp"
+#include "ledger/subscription_start.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::ledger {
@@ -48,12 +49,6 @@ inline constexpr std::int64_t kMatchingScanSeqsMax = 100'000;
 // the 2-core machine: 100 000 from each end took 300 ms, so a tenth of it, about 30 ms at
 // worst, for a subscription far behind; one that keeps up costs a few index entries.
 inline constexpr std::int64_t kLagScanEventsMax = 10'000;
-
-// Where a subscription seen for the first time begins.
-enum class SubscriptionStart {
-    kBeginning,  // after = 0: every event of the ledger.
-    kNow,        // after = the newest seq committed at that moment.
-};
 
 // One row of `subscriptions`.
 struct SubscriptionState {

@@ -88,7 +88,7 @@ Response ControlSubscription(SubscriptionDeliverer& deliverer, ledger::Connectio
     }
     ledger::ConnectionPool::Lease connection = pool.Acquire();
     // The row exists once the subscription's thread has looked; an admin may come first.
-    (void)ledger::EnsureSubscription(*connection, name, LedgerStartOf(*config));
+    (void)ledger::EnsureSubscription(*connection, name, config->start);
     std::optional<ledger::SubscriptionState> state;
     if (action == "enable") {
         state = ledger::Enable(*connection, name);

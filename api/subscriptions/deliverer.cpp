@@ -33,17 +33,6 @@ ledger::EventFilter EventFilterOf(const SubscriptionConfig& config) {
     return filter;
 }
 
-ledger::SubscriptionStart LedgerStartOf(const SubscriptionConfig& config) {
-    switch (config.start) {
-        case SubscriptionStart::kBeginning:
-            return ledger::SubscriptionStart::kBeginning;
-        case SubscriptionStart::kNow:
-            return ledger::SubscriptionStart::kNow;
-    }
-    PAYLEDGER_ASSERT(false);
-    return ledger::SubscriptionStart::kBeginning;
-}
-
 std::string DeliveryBody(const std::string& subscription, const std::vector<FeedItemPtr>& events,
                          projections::TimeMicros attempt_at) {
     // Each event's text was written once, by MakeFeedItem; json's objects keep their keys in
@@ -291,7 +280,7 @@ pqxx::connection& SubscriptionDeliverer::Session(Worker& worker) {
     }
     if (!worker.ensured) {
         (void)ledger::EnsureSubscription(*worker.connection, worker.config.name,
-                                         LedgerStartOf(worker.config));
+                                         worker.config.start);
         worker.ensured = true;
     }
     return *worker.connection;

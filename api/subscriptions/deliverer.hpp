@@ -153,7 +153,6 @@ private:
 
 // Which events `config` delivers, as the ledger's reads take it.
 [[nodiscard]] ledger::EventFilter EventFilterOf(const SubscriptionConfig& config);
-[[nodiscard]] ledger::SubscriptionStart LedgerStartOf(const SubscriptionConfig& config);
 
 // The body of one delivery: {"type":"ledger.events","timestamp":…,"data":{"subscription":…,
 // "events":[…]}}, events as the feed answers them (FeedItem::json), written as Dump (compact,

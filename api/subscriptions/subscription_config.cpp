@@ -134,9 +134,9 @@ SubscriptionConfig ParseSubscription(const json& entry, const std::string& at) {
     }
     if (const auto it = entry.find("start"); it != entry.end()) {
         if (*it == "beginning") {
-            out.start = SubscriptionStart::kBeginning;
+            out.start = ledger::SubscriptionStart::kBeginning;
         } else if (*it == "now") {
-            out.start = SubscriptionStart::kNow;
+            out.start = ledger::SubscriptionStart::kNow;
         } else {
             RefuseSubscription(at + ".start", "must be \"beginning\" or \"now\"");
         }

@@ -9,12 +9,10 @@
 #include <vector>
 
 #include "api/subscriptions/webhook_signature.hpp"
+#include "ledger/subscription_start.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::api {
-
-// Where a subscription seen for the first time begins: seq 0, or the feed's head then.
-enum class SubscriptionStart { kBeginning, kNow };
 
 // Bounds of a subscription's settings, with their defaults.
 inline constexpr std::int64_t kSubscriptionBatchMaxDefault = 100;
@@ -34,7 +32,7 @@ struct SubscriptionConfig {
         projections::EventType::kOrderCreated, projections::EventType::kPaymentSucceeded,
         projections::EventType::kPaymentClosed, projections::EventType::kRefundSucceeded};
     std::optional<std::set<std::string>> accounts{};  // nullopt: every account.
-    SubscriptionStart start = SubscriptionStart::kBeginning;
+    ledger::SubscriptionStart start = ledger::SubscriptionStart::kBeginning;
     std::int64_t batch_max = kSubscriptionBatchMaxDefault;      // 1 to kSubscriptionBatchMaxLimit.
     std::chrono::seconds timeout{kSubscriptionTimeoutDefault};  // 1 s to kSubscriptionTimeoutMax.
     bool operator==(const SubscriptionConfig&) const = default;

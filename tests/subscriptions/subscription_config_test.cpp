@@ -60,7 +60,7 @@ TEST(ParseSubscriptions, ReadsEveryFieldOfAFullEntry) {
     EXPECT_EQ(full.event_types,
               (std::set<EventType>{EventType::kPaymentSucceeded, EventType::kRefundSucceeded}));
     EXPECT_EQ(full.accounts, (std::set<std::string>{"shop-1", "shop.2"}));
-    EXPECT_EQ(full.start, SubscriptionStart::kNow);
+    EXPECT_EQ(full.start, ledger::SubscriptionStart::kNow);
     EXPECT_EQ(full.batch_max, 1000);
     EXPECT_EQ(full.timeout, std::chrono::seconds{60});
 }
@@ -77,7 +77,7 @@ TEST(ParseSubscriptions, AMinimalEntryGetsTheDefaults) {
               (std::set<EventType>{EventType::kOrderCreated, EventType::kPaymentSucceeded,
                                    EventType::kPaymentClosed, EventType::kRefundSucceeded}));
     EXPECT_EQ(s.accounts, std::nullopt);
-    EXPECT_EQ(s.start, SubscriptionStart::kBeginning);
+    EXPECT_EQ(s.start, ledger::SubscriptionStart::kBeginning);
     EXPECT_EQ(s.batch_max, 100);
     EXPECT_EQ(s.timeout, std::chrono::seconds{10});
     EXPECT_TRUE(ParseSubscriptions(json::array()).empty());
