@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "api/config.hpp"
+#include "api/log.hpp"
 #include "api/query/platform_protocol.hpp"
 #include "api/query/query_schedule.hpp"
 #include "api/subscriptions/webhook_client.hpp"
@@ -54,7 +55,6 @@ public:
         std::chrono::milliseconds poll{1'000};
         std::optional<std::string> ca_file_for_tests{};  // WebhookClient's; tests only.
     };
-    using Log = std::function<void(const std::string& level, const std::string& json)>;
 
     QueryScheduler(const Config& config, ledger::Committer& committer, Options options, Log log);
     ~QueryScheduler();  // Stop().

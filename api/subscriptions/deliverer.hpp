@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/log.hpp"
 #include "api/subscriptions/delivery_decision.hpp"
 #include "api/subscriptions/feed_window.hpp"
 #include "api/subscriptions/subscription_config.hpp"
@@ -72,7 +73,6 @@ public:
         // The clock of every decision and attempt (a test may set its own).
         std::function<projections::TimeMicros()> now = ledger::NowMicros;
     };
-    using Log = std::function<void(const std::string& level, const std::string& json)>;
 
     // What /metrics shows of one subscription delivered by this process.
     struct Counters {

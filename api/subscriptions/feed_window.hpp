@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/log.hpp"
 #include "ledger/database.hpp"
 #include "ledger/feed_notifier.hpp"
 #include "ledger/subscriptions.hpp"
@@ -97,7 +98,6 @@ public:
         // or an admin lets it rest. REQUIRES: > idle_recheck.
         std::chrono::milliseconds dormant_after{120'000};
     };
-    using Log = std::function<void(const std::string& level, const std::string& json)>;
 
     FeedWindow(Options options, ledger::FeedNotifier& notifier, Log log);
     ~FeedWindow();  // Stop().

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/log.hpp"
 #include "api/subscriptions/subscription_config.hpp"
 #include "ledger/database.hpp"
 
@@ -33,7 +34,6 @@ public:
         std::chrono::milliseconds interval{1'000};
         std::chrono::milliseconds wanted_for{60'000};
     };
-    using Log = std::function<void(const std::string& level, const std::string& json)>;
 
     // One subscription's gauges as last sampled.
     struct Sample {

@@ -87,7 +87,7 @@ protected:
     TestDatabase db_;
     std::unique_ptr<pqxx::connection> connection_;
     ledger::FeedNotifier notifier_{{}, [](std::function<void()> task) { task(); }};
-    FeedWindow::Log log_ = [](const std::string&, const std::string&) {};
+    Log log_ = [](const std::string&, const std::string&) {};
 };
 
 TEST_F(FeedWindowPgTest, StartsAtTheHeadAndTakesWhatPostgresWouldReadForEveryCursorAndFilter) {
