@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "ledger/order_json.hpp"
@@ -114,11 +115,9 @@ FROM pg_class c WHERE c.oid IN ('orders'::regclass, 'balances'::regclass)
 )sql";
 
 // The events of every order that has an event committed after `seq`, in key order.
-constexpr const char* kLateEventsSql =
-    "SELECT seq, out_trade_no, event_type, source, account_id, amount, currency, "
-    "transaction_id, (extract(epoch FROM occurred_at) * 1000000)::bigint, "
-    "(extract(epoch FROM recorded_at) * 1000000)::bigint, receipt_id, data::text "
-    "FROM ledger_events WHERE out_trade_no IN "
+const std::string kLateEventsSql =
+    std::string("SELECT ") + kEventColumns +
+    " FROM ledger_events WHERE out_trade_no IN "
     "(SELECT out_trade_no FROM ledger_events WHERE seq > $1) ORDER BY out_trade_no, seq";
 
 constexpr const char* kUpsertOrdersSql = R"sql(
