@@ -17,6 +17,8 @@
 #   --logs DIR      keep every run's log (serve's, the load generator's, run.sh's) in DIR
 #   --max-loss P    exit 1 when the working tree's median throughput, in either phase, is more
 #                   than P % below REV's (default: none, report only)
+#   --build-only    build REV's payledger (when not built yet) and stop: what the ctest
+#                   BenchBaselineBuilds does beside other tests, before the timed comparison
 #   after --         passed on to every bench/load/run.sh (--writer-cache-orders 0, --pg-setting …)
 #
 # The figure compared is callbacks/s of (a) fresh and (b) analyzed; p99 is printed beside it.
@@ -33,6 +35,7 @@ SECONDS_LIMIT=20
 CONNECTIONS=64
 MAX_LOSS=""
 LOGS=""
+BUILD_ONLY=""
 EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -47,6 +50,7 @@ while [ $# -gt 0 ]; do
         --connections) CONNECTIONS="$2"; shift 2 ;;
         --max-loss) MAX_LOSS="$2"; shift 2 ;;
         --logs) LOGS="$2"; shift 2 ;;
+        --build-only) BUILD_ONLY=1; shift ;;
         --) shift; EXTRA=("$@"); break ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
@@ -79,6 +83,10 @@ if [ ! -x "$REV_BIN" ]; then
         tail -30 "$BENCH_TMP/build.log" >&2
         bench_die "$REV does not build (log above)"
     fi
+fi
+if [ -n "$BUILD_ONLY" ]; then
+    bench_log "$REV ($COMMIT) is built: $REV_BIN"
+    exit 0
 fi
 # The working tree's binary and load generator, as run.sh builds them.
 bench_build payledger payledger_loadgen
