@@ -15,7 +15,6 @@
 // Skipped when node or the SDKs are missing (npm ci --prefix tests/platform_sdks), except under
 // CI, where that fails.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -49,15 +48,11 @@ using testing::ServeProcess;
 using testing::SimulatorProcess;
 using testing::TestDatabase;
 
-using testing::kQueriedV3MerchantSerial;
 using testing::kQueriedV3PlatformSerial;
+using testing::WriteTestFile;
+
 constexpr std::int64_t kOrderAmount = 1999;
 constexpr std::chrono::seconds kAskTimeout{10};
-
-void WriteKeyFile(const std::string& path, const std::string& text, mode_t mode) {
-    std::ofstream{path, std::ios::binary} << text;
-    ASSERT_EQ(chmod(path.c_str(), mode), 0) << path;
-}
 
 // One answer of the simulator, as payledger received and read it.
 struct Answer {
@@ -96,7 +91,8 @@ protected:
         json simulator_config = channels;
         simulator_config["database_url"] = platform_db_.url();
         simulator_config["listen"] = "127.0.0.1:1";
-        WriteKeyFile(dir_ + "/simulator.json", simulator_config.dump(2), 0600);
+        ASSERT_TRUE(WriteTestFile(dir_ + "/simulator.json", simulator_config.dump(2), 0600))
+            << dir_ << "/simulator.json";
         config_ = ParseConfig(simulator_config.dump(), std::nullopt, std::nullopt, dir_);
         simulator_ = std::make_unique<SimulatorProcess>(dir_ + "/simulator.json", port_);
         ASSERT_TRUE(simulator_->listening()) << "simulate-platform did not listen";

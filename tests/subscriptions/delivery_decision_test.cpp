@@ -73,6 +73,11 @@ WebhookResult Answered(int status, std::optional<std::int64_t> retry_after = {})
     return WebhookResult{.status = status, .retry_after_seconds = retry_after};
 }
 
+// A retry after `wait_ms`, keeping `error` as last_error.
+Verdict Retry(std::int64_t wait_ms, std::string error) {
+    return Verdict{Verdict::Kind::kRetry, milliseconds{wait_ms}, std::move(error)};
+}
+
 struct AnswerCase {
     std::string what;
     WebhookResult result;
@@ -101,63 +106,22 @@ TEST(DecideOnAnswer, Table) {
          {Kind::kAdvance, kLinger}},
         {"410 disables", Answered(410), 0, 7, {Kind::kDisable}},
         {"410 after failures, with Retry-After", Answered(410, 30), 3, 7, {Kind::kDisable}},
-        {"500, first failure: 1 s",
-         Answered(500),
-         0,
-         7,
-         {Kind::kRetry, milliseconds{1'000}, "HTTP 500"}},
-        {"500, fourth failure: 8 s",
-         Answered(500),
-         3,
-         7,
-         {Kind::kRetry, milliseconds{8'000}, "HTTP 500"}},
-        {"500's Retry-After is ignored",
-         Answered(500, 120),
-         0,
-         7,
-         {Kind::kRetry, milliseconds{1'000}, "HTTP 500"}},
-        {"429 with Retry-After: at least what it asked",
-         Answered(429, 30),
-         0,
-         7,
-         {Kind::kRetry, milliseconds{33'000}, "HTTP 429"}},
-        {"503 with Retry-After, whatever failed before",
-         Answered(503, 30),
-         6,
-         7,
-         {Kind::kRetry, milliseconds{33'000}, "HTTP 503"}},
-        {"429 without Retry-After doubles",
-         Answered(429),
-         2,
-         7,
-         {Kind::kRetry, milliseconds{4'000}, "HTTP 429"}},
-        {"503 asking for hours: the cap",
-         Answered(503, 36'000),
-         0,
-         7,
-         {Kind::kRetry, milliseconds{300'000}, "HTTP 503"}},
-        {"404", Answered(404), 0, 7, {Kind::kRetry, milliseconds{1'000}, "HTTP 404"}},
-        {"301 is no acknowledgement",
-         Answered(301),
-         0,
-         7,
-         {Kind::kRetry, milliseconds{1'000}, "HTTP 301"}},
-        {"100 is no acknowledgement",
-         Answered(100),
-         0,
-         7,
-         {Kind::kRetry, milliseconds{1'000}, "HTTP 100"}},
-        {"a timeout: its error text",
-         timeout,
-         1,
-         7,
-         {Kind::kRetry, milliseconds{2'000}, "read from 127.0.0.1:9000: timed out"}},
-        {"no answer and no text", refused, 0, 7, {Kind::kRetry, milliseconds{1'000}, "no answer"}},
-        {"failures far past the cap",
-         Answered(502),
-         1'000'000,
-         7,
-         {Kind::kRetry, milliseconds{300'000}, "HTTP 502"}},
+        {"500, first failure: 1 s", Answered(500), 0, 7, Retry(1'000, "HTTP 500")},
+        {"500, fourth failure: 8 s", Answered(500), 3, 7, Retry(8'000, "HTTP 500")},
+        {"500's Retry-After is ignored", Answered(500, 120), 0, 7, Retry(1'000, "HTTP 500")},
+        {"429 with Retry-After: at least what it asked", Answered(429, 30), 0, 7,
+         Retry(33'000, "HTTP 429")},
+        {"503 with Retry-After, whatever failed before", Answered(503, 30), 6, 7,
+         Retry(33'000, "HTTP 503")},
+        {"429 without Retry-After doubles", Answered(429), 2, 7, Retry(4'000, "HTTP 429")},
+        {"503 asking for hours: the cap", Answered(503, 36'000), 0, 7, Retry(300'000, "HTTP 503")},
+        {"404", Answered(404), 0, 7, Retry(1'000, "HTTP 404")},
+        {"301 is no acknowledgement", Answered(301), 0, 7, Retry(1'000, "HTTP 301")},
+        {"100 is no acknowledgement", Answered(100), 0, 7, Retry(1'000, "HTTP 100")},
+        {"a timeout: its error text", timeout, 1, 7,
+         Retry(2'000, "read from 127.0.0.1:9000: timed out")},
+        {"no answer and no text", refused, 0, 7, Retry(1'000, "no answer")},
+        {"failures far past the cap", Answered(502), 1'000'000, 7, Retry(300'000, "HTTP 502")},
     };
     for (const AnswerCase& c : cases) {
         EXPECT_EQ(DecideOnAnswer(c.result, c.consecutive_failures, c.delivered, kBatchMax, kLinger,
@@ -180,7 +144,7 @@ TEST(AfterStored, Table) {
     const Verdict advanced{Kind::kAdvance, milliseconds{20}};
     const Verdict full{Kind::kAdvance};
     const Verdict gone{Kind::kDisable};
-    const Verdict retry{Kind::kRetry, milliseconds{4'000}, "HTTP 500"};
+    const Verdict retry = Retry(4'000, "HTTP 500");
     // Stored: the cursor stays known; lingering, or at once, or after the back-off with the
     // same batch. A disabled subscription reads its state again (until an admin enables it).
     EXPECT_EQ(AfterStored(advanced, true), (Next{false, milliseconds{20}}));

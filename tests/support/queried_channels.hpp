@@ -28,10 +28,11 @@ struct QueriedChannelKeys {
     const api::PrivateKey& alipay_app;
 };
 
-// `text` into `path` with `mode` (serve refuses a private key other users can read).
-inline void WriteTestFile(const std::string& path, const std::string& text, mode_t mode) {
-    std::ofstream{path, std::ios::binary} << text;
-    chmod(path.c_str(), mode);
+// `text` into `path` with `mode` (serve refuses a private key other users can read); false when
+// either failed.
+inline bool WriteTestFile(const std::string& path, const std::string& text, mode_t mode) {
+    const bool written = static_cast<bool>(std::ofstream{path, std::ios::binary} << text);
+    return chmod(path.c_str(), mode) == 0 && written;
 }
 
 // Writes the keys' files into `dir` and returns the sections that name them.
