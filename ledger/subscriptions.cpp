@@ -201,8 +201,24 @@ std::vector<SubscriptionState> ReadSubscriptions(pqxx::transaction_base& tx,
     return states;
 }
 
-bool AdvanceCursor(pqxx::connection& connection, const std::string& name, std::int64_t from,
-                   std::int64_t to, projections::TimeMicros attempt_at) {
+std::int64_t TakeLeaseToken(pqxx::connection& connection, const std::string& name) {
+    PAYLEDGER_ASSERT(projections::IsValidKey(name));
+    // Committed as the session commits, at least synchronous_commit on (ledger::Connect): a
+    // token lost in a failover could be taken again by the next holder, and two holders would
+    // share it.
+    pqxx::work tx{connection};
+    const pqxx::result rows = tx.exec_params(
+        "UPDATE subscriptions SET lease_token = lease_token + 1 WHERE name = $1 "
+        "RETURNING lease_token",
+        name);
+    PAYLEDGER_ASSERT(rows.size() == 1);  // REQUIRES: the subscription exists.
+    const auto token = rows[0][0].as<std::int64_t>();
+    tx.commit();
+    return token;
+}
+
+bool AdvanceCursor(pqxx::connection& connection, const std::string& name, std::int64_t lease_token,
+                   std::int64_t from, std::int64_t to, projections::TimeMicros attempt_at) {
     PAYLEDGER_ASSERT(from >= 0);
     PAYLEDGER_ASSERT(to > from);
     // The compare-and-set, committed asynchronously (docs/design.md#subscriptions): losing it
@@ -219,8 +235,10 @@ bool AdvanceCursor(pqxx::connection& connection, const std::string& name, std::i
                      "last_error = NULL, last_attempt_at = " +
                      TimeFromMicros(4) +
                      ", next_attempt_at = NULL "
-                     "WHERE name = $1 AND after = $2 AND NOT disabled RETURNING 1",
-              .params = {name, BinaryInt8(from), BinaryInt8(to), BinaryInt8(attempt_at)}}});
+                     "WHERE name = $1 AND after = $2 AND NOT disabled AND lease_token = $5 "
+                     "RETURNING 1",
+              .params = {name, BinaryInt8(from), BinaryInt8(to), BinaryInt8(attempt_at),
+                         BinaryInt8(lease_token)}}});
     } catch (const pqxx::sql_error&) {
         // Refused: the server aborted the block and skipped the COMMIT; end it.
         pqxx::nontransaction{connection}.exec0("ROLLBACK");
@@ -230,7 +248,7 @@ bool AdvanceCursor(pqxx::connection& connection, const std::string& name, std::i
     return answers.at(2).has_value();
 }
 
-bool RecordFailure(pqxx::connection& connection, const std::string& name,
+bool RecordFailure(pqxx::connection& connection, const std::string& name, std::int64_t lease_token,
                    std::int64_t expected_after, const std::string& error,
                    projections::TimeMicros attempt_at, projections::TimeMicros next_attempt_at) {
     std::string kept = error.substr(0, kSubscriptionErrorBytesMax);
@@ -239,15 +257,17 @@ bool RecordFailure(pqxx::connection& connection, const std::string& name,
         "UPDATE subscriptions SET consecutive_failures = least(consecutive_failures, 2147483646) "
         "+ 1, last_error = $3, last_attempt_at = " +
             TimeFromMicros(4) + ", next_attempt_at = " + TimeFromMicros(5) +
-            " WHERE name = $1 AND after = $2 AND NOT disabled",
-        name, expected_after, StorableText(std::move(kept)), attempt_at, next_attempt_at);
+            " WHERE name = $1 AND after = $2 AND NOT disabled AND lease_token = $6",
+        name, expected_after, StorableText(std::move(kept)), attempt_at, next_attempt_at,
+        lease_token);
     PAYLEDGER_ASSERT(updated.affected_rows() <= 1);
     tx.commit();
     return updated.affected_rows() == 1;
 }
 
 bool DisableAfterGone(pqxx::connection& connection, const std::string& name,
-                      std::int64_t expected_after, projections::TimeMicros attempt_at) {
+                      std::int64_t lease_token, std::int64_t expected_after,
+                      projections::TimeMicros attempt_at) {
     pqxx::work tx{connection};
     const std::optional<SubscriptionState> state = BeginChange(tx, name);
     if (!state || state->after != expected_after || state->disabled) return false;
@@ -255,8 +275,11 @@ bool DisableAfterGone(pqxx::connection& connection, const std::string& name,
         "UPDATE subscriptions SET disabled = true, consecutive_failures = "
         "least(consecutive_failures, 2147483646) + 1, last_error = '410 Gone', "
         "last_attempt_at = " +
-            TimeFromMicros(2) + ", next_attempt_at = NULL WHERE name = $1",
-        name, attempt_at);
+            TimeFromMicros(2) + ", next_attempt_at = NULL WHERE name = $1 AND lease_token = $3",
+        name, attempt_at, lease_token);
+    // The row is locked (BeginChange): none, and the transaction ends without a change, when
+    // another process took the lease over.
+    if (updated.affected_rows() == 0) return false;
     PAYLEDGER_ASSERT(updated.affected_rows() == 1);
     InsertChange(tx, name, state->after, state->after, ChangeWhy::kDisabledGone);
     tx.commit();

@@ -21,15 +21,19 @@ namespace payledger::ledger {
 //
 // How a deliverer uses this file, on a thread of its own per subscription, while its process
 // holds the subscription's SubscriptionLease:
-//   1. state = EnsureSubscription(...) once; cursor = state.after.
+//   1. state = EnsureSubscription(...) once; token = TakeLeaseToken(...) each time the lease is
+//      taken; cursor = state.after.
 //   2. batch = ReadMatchingBatch(tx, scan_from, filter, batch_max), scan_from starting at the
 //      cursor; an empty batch: scan_from = batch.scanned_to, and wait (FeedNotifier) unless
 //      !batch.caught_up().
-//   3. POST the batch. On a 2xx: AdvanceCursor(name, cursor, last seq). On a failure:
-//      RecordFailure(name, cursor, ...); on a 410: DisableAfterGone(name, cursor, ...).
+//   3. POST the batch. On a 2xx: AdvanceCursor(name, token, cursor, last seq). On a failure:
+//      RecordFailure(name, token, cursor, ...); on a 410: DisableAfterGone(name, token, cursor,
+//      ...).
 //   4. Any of these returning false means the stored cursor is no longer `cursor` (an admin
-//      rewound or disabled it, or another process delivered): ReadSubscription again and go
-//      on from what is stored. Nothing here ever moves a cursor that was moved meanwhile.
+//      rewound or disabled it, or another process delivered) or the stored token is no longer
+//      `token` (another process took the lease over): ReadSubscription again and go on from
+//      what is stored, after taking the lease again. Nothing here ever moves a cursor that was
+//      moved meanwhile, and no process that lost the lease changes the state.
 //
 // Every function taking a pqxx::connection runs one short transaction of its own on it and
 // commits it; every function taking a transaction runs in the caller's and never takes the
@@ -49,6 +53,9 @@ inline constexpr std::int64_t kMatchingScanSeqsMax = 100'000;
 // the 2-core machine: 100 000 from each end took 300 ms, so a tenth of it, about 30 ms at
 // worst, for a subscription far behind; one that keeps up costs a few index entries.
 inline constexpr std::int64_t kLagScanEventsMax = 10'000;
+
+// The lease token of a subscription whose lease no process has taken yet (schema/0012).
+inline constexpr std::int64_t kLeaseTokenNone = 0;
 
 // One row of `subscriptions`.
 struct SubscriptionState {
@@ -77,6 +84,15 @@ struct EventFilter {
                                                    const std::string& name,
                                                    SubscriptionStart start);
 
+// Fences the subscription's lease (schema/0012): increments its stored lease token and returns
+// it, committed (synchronous_commit at least on, as every session of ledger::Connect, so that a
+// failover cannot hand the same token to a second holder). Call it each time this process takes the
+// lease, before reading the state: the outcome writes below hold only with the token returned last,
+// so a process that lost the lease (its session ended while a POST was in flight) can no longer
+// change the state once the new holder has taken its token. REQUIRES: this process holds `name`'s
+// SubscriptionLease; the subscription exists.
+[[nodiscard]] std::int64_t TakeLeaseToken(pqxx::connection& connection, const std::string& name);
+
 // The stored state; nullopt for a name that has none (any text: an admin's path is fine).
 [[nodiscard]] std::optional<SubscriptionState> ReadSubscription(pqxx::transaction_base& tx,
                                                                 const std::string& name);
@@ -84,15 +100,20 @@ struct EventFilter {
 [[nodiscard]] std::vector<SubscriptionState> ReadSubscriptions(
     pqxx::transaction_base& tx, const std::vector<std::string>& names);
 
+// Each outcome write below holds only while the stored lease token is still `lease_token` (the
+// one TakeLeaseToken returned to this process); with another it changes nothing and answers
+// false, as with a stale cursor.
+
 // A delivery of every matching event in (from, to] was acknowledged at `attempt_at`: moves the
 // cursor from `from` to `to` and clears the failures, only while the stored cursor is still
 // `from` and the subscription is not disabled. True when it moved. A deliverer whose `from` is
-// stale (an admin rewound, or another process delivered) changes nothing and learns it here.
+// stale (an admin rewound, or another process delivered) or whose token is (another process
+// took the lease over) changes nothing and learns it here.
 // Committed asynchronously (synchronous_commit off): a crash or a failover may take the last
 // moves back, never forward, so what they lose is redelivered, never skipped.
 // REQUIRES: 0 <= from < to; `connection` idle.
 [[nodiscard]] bool AdvanceCursor(pqxx::connection& connection, const std::string& name,
-                                 std::int64_t from, std::int64_t to,
+                                 std::int64_t lease_token, std::int64_t from, std::int64_t to,
                                  projections::TimeMicros attempt_at);
 
 // An attempt at `attempt_at` from the cursor `expected_after` failed with `error` (kept up to
@@ -100,8 +121,8 @@ struct EventFilter {
 // Counts the failure only while the cursor is still `expected_after` and the subscription is
 // not disabled. True when it was counted.
 [[nodiscard]] bool RecordFailure(pqxx::connection& connection, const std::string& name,
-                                 std::int64_t expected_after, const std::string& error,
-                                 projections::TimeMicros attempt_at,
+                                 std::int64_t lease_token, std::int64_t expected_after,
+                                 const std::string& error, projections::TimeMicros attempt_at,
                                  projections::TimeMicros next_attempt_at);
 
 // The receiver answered 410 Gone to the batch after `expected_after`, at `attempt_at`: the
@@ -109,7 +130,7 @@ struct EventFilter {
 // cursor) is recorded in the same transaction. Only while the cursor is still
 // `expected_after` and the subscription is enabled; true when it was disabled.
 [[nodiscard]] bool DisableAfterGone(pqxx::connection& connection, const std::string& name,
-                                    std::int64_t expected_after,
+                                    std::int64_t lease_token, std::int64_t expected_after,
                                     projections::TimeMicros attempt_at);
 
 // An admin moves the cursor to `to`, back (to deliver again) or forward (to skip what a

@@ -66,6 +66,8 @@ std::optional<PlatformAnswer> TransportFailure(const WebhookResult& result) {
             return Failed("send");
         case WebhookFailure::kReceive:
             return Failed(result.status != 0 ? "answer too large" : "receive");
+        case WebhookFailure::kCancelled:
+            return Failed("cancelled");
     }
     if (result.status >= 500 || result.status == 429) {
         return Failed("http " + std::to_string(result.status));

@@ -65,12 +65,16 @@ struct SubscriptionDeliverer::Worker {
     std::thread thread{};
     // The thread's own state.
     std::unique_ptr<pqxx::connection> connection{};
-    // The receiver's connection, kept between batches (WebhookClient).
+    // The receiver's connection, kept between batches (WebhookClient). Made under `mutex`, so
+    // that Stop can cancel its exchange from another thread.
     std::unique_ptr<WebhookClient> client{};
     bool ensured = false;
     // The cursor as this thread last saw it stored; nullopt: none known (not yet read, or
     // forgotten).
     std::optional<std::int64_t> known_after{};
+    // The lease token this thread took when its process took the lease (ledger::TakeLeaseToken),
+    // carried by every outcome it stores; nullopt while the process does not hold the lease.
+    std::optional<std::int64_t> lease_token{};
     // The batch in flight, after known_after: sent again, unchanged, until acknowledged or
     // the cursor moves.
     std::vector<FeedItemPtr> pending{};
@@ -136,6 +140,10 @@ void SubscriptionDeliverer::Stop() {
         {
             std::lock_guard lock{worker->mutex};
             worker->poked = true;
+            // A POST in flight ends now rather than at its timeout (up to a minute): its batch
+            // stays undelivered as far as the cursor knows, and whoever holds the lease next
+            // sends it again.
+            if (worker->client != nullptr) worker->client->Cancel();
         }
         worker->wake.notify_all();
     }
@@ -310,7 +318,10 @@ SubscriptionDeliverer::Attempt SubscriptionDeliverer::Send(Worker& worker) {
     const std::int64_t timestamp = attempt.at / 1'000'000;
     const std::string body = DeliveryBody(config.name, worker.pending, attempt.at);
     if (worker.client == nullptr) {
-        worker.client = std::make_unique<WebhookClient>(options_.ca_file_for_tests);
+        auto client = std::make_unique<WebhookClient>(options_.ca_file_for_tests);
+        std::lock_guard lock{worker.mutex};
+        worker.client = std::move(client);
+        if (stopping_.load()) worker.client->Cancel();  // Stop looked before it was made.
     }
     attempt.result = worker.client->Post(
         config.url,
@@ -327,11 +338,12 @@ bool SubscriptionDeliverer::Store(Worker& worker, pqxx::connection& connection,
                                   const Attempt& attempt) {
     const std::string& name = worker.config.name;
     const std::int64_t after = *worker.known_after;
+    const std::int64_t token = *worker.lease_token;
     switch (verdict.kind) {
         case Verdict::Kind::kAdvance: {
             const std::size_t delivered = worker.pending.size();
             worker.pending.clear();
-            if (!ledger::AdvanceCursor(connection, name, after, attempt.last, attempt.at)) {
+            if (!ledger::AdvanceCursor(connection, name, token, after, attempt.last, attempt.at)) {
                 return false;
             }
             worker.counters.delivered_events += delivered;
@@ -349,7 +361,7 @@ bool SubscriptionDeliverer::Store(Worker& worker, pqxx::connection& connection,
         case Verdict::Kind::kDisable:
             ++worker.counters.failures;
             worker.pending.clear();
-            if (!ledger::DisableAfterGone(connection, name, after, attempt.at)) return false;
+            if (!ledger::DisableAfterGone(connection, name, token, after, attempt.at)) return false;
             log_("warning", Dump(json{{"msg", "subscription disabled: the receiver answered 410"},
                                       {"subscription", name},
                                       {"after", after}}));
@@ -360,7 +372,7 @@ bool SubscriptionDeliverer::Store(Worker& worker, pqxx::connection& connection,
             const projections::TimeMicros next_attempt_at =
                 attempt.at +
                 std::chrono::duration_cast<std::chrono::microseconds>(verdict.wait).count();
-            if (!ledger::RecordFailure(connection, name, after, verdict.error, attempt.at,
+            if (!ledger::RecordFailure(connection, name, token, after, verdict.error, attempt.at,
                                        next_attempt_at)) {
                 return false;
             }
@@ -379,11 +391,17 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
     const SubscriptionConfig& config = worker.config;
     pqxx::connection& connection = Session(worker);
     const std::shared_ptr<ledger::SubscriptionLease> lease = Lease();
-    if (!lease->Holds(config.name) && !lease->TryAcquire(config.name)) {
-        // Another process delivers it: try again later, from whatever is stored then.
-        if (worker.client != nullptr) worker.client->Close();
+    if (!lease->Holds(config.name) || !worker.lease_token) {
+        worker.lease_token.reset();
         worker.Forget();
-        return options_.lease_retry;
+        if (!lease->TryAcquire(config.name)) {
+            // Another process delivers it: try again later, from whatever is stored then.
+            if (worker.client != nullptr) worker.client->Close();
+            return options_.lease_retry;
+        }
+        // Fenced: from here on, whatever a previous holder still stores is refused
+        // (ledger::TakeLeaseToken), and the state read next is the one this thread goes on from.
+        worker.lease_token = ledger::TakeLeaseToken(connection, config.name);
     }
     // The stored state; then, when an attempt is due and nothing is held, the next batch.
     ledger::SubscriptionState state = StoredState(worker, connection);
@@ -406,11 +424,20 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
     // take the subscription over.
     if (!lease->Alive()) return std::chrono::milliseconds{0};
     const Attempt attempt = Send(worker);
+    // Stopping: nothing to store of an exchange cut short; the batch is sent again.
+    if (attempt.result.failure == WebhookFailure::kCancelled) return std::chrono::milliseconds{0};
     const Verdict verdict = DecideOnAnswer(
         attempt.result, state.consecutive_failures, worker.pending.size(), config.batch_max,
         options_.linger, std::uniform_real_distribution<double>{0.0, 1.0}(worker.random));
-    const Next next =
-        AfterStored(verdict, Store(worker, connection, std::move(state), verdict, attempt));
+    const bool stored = Store(worker, connection, std::move(state), verdict, attempt);
+    if (!stored) {
+        log_("info", Dump(json{{"msg",
+                                "the delivery's outcome was not stored: the cursor moved, or "
+                                "another process took the subscription over"},
+                               {"subscription", config.name},
+                               {"webhook_id", attempt.id}}));
+    }
+    const Next next = AfterStored(verdict, stored);
     if (next.forget) worker.Forget();
     return next.wait;
 }

@@ -48,9 +48,13 @@ namespace payledger::api {
 //      doubling to 300 s, jitter, Retry-After on 429 and 503), then sends the same batch again.
 //      It never skips an event by itself.
 // A cursor moved meanwhile (an admin's rewind, or another process) makes the compare-and-set
-// fail: the thread drops its batch and reads the state again.
+// fail: the thread drops its batch and reads the state again. So does a lease lost while a POST
+// was in flight: each taking of the lease increments the subscription's lease token
+// (ledger::TakeLeaseToken), and every outcome is stored only with the token its process took,
+// so a process whose session ended meanwhile stores nothing once another has taken over.
 //
-// Thread-safe. Stop() ends every thread; a POST in flight ends within its timeout.
+// Thread-safe. Stop() ends every thread at once: a POST in flight is cancelled (WebhookClient::
+// Cancel) and its outcome not stored.
 class SubscriptionDeliverer {
 public:
     struct Options {
@@ -89,7 +93,9 @@ public:
     // Starts one thread per subscription. Each creates its subscription's row on its first
     // look (ledger::EnsureSubscription), whether or not it gets the lease.
     void Start();
-    // Ends every thread and releases the leases (another process takes over at once).
+    // Ends every thread and releases the leases (another process takes over at once). Does not
+    // wait for a receiver: a POST in flight is cancelled, and its batch is sent again by whoever
+    // delivers the subscription next.
     void Stop();
     // Makes `name`'s thread read its state now (after an admin's rewind or enable).
     void Poke(const std::string& name);
@@ -125,8 +131,9 @@ private:
     ledger::SubscriptionState StoredState(Worker& worker, pqxx::connection& connection);
     // Signs and POSTs worker.pending (not empty).
     Attempt Send(Worker& worker);
-    // Stores the verdict by compare-and-set on worker.known_after (set); false when the
-    // cursor had moved meanwhile. `state`: as stored before the attempt.
+    // Stores the verdict by compare-and-set on worker.known_after with worker.lease_token (both
+    // set); false when the cursor had moved meanwhile or another process took the lease over.
+    // `state`: as stored before the attempt.
     bool Store(Worker& worker, pqxx::connection& connection, ledger::SubscriptionState state,
                const Verdict& verdict, const Attempt& attempt);
     // When nothing is pending: the next batch into worker.pending, from the window or from

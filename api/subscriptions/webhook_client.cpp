@@ -4,11 +4,13 @@
 #include <openssl/x509.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
@@ -178,6 +180,14 @@ net::awaitable<void> SendAndReceive(Stream& stream, WebhookExchange& exchange) {
 struct WebhookClient::State {
     explicit State(std::optional<std::string> ca_file) : ca_file_for_tests(std::move(ca_file)) {}
 
+    // Cancel's work, on the io_context's thread: the sockets closed, so that every operation
+    // on them ends now (operation_aborted); the streams stay, for their handlers to finish.
+    void CloseSockets() {
+        beast::error_code ignored;
+        if (plain) plain->socket().close(ignored);
+        if (tls) beast::get_lowest_layer(*tls).socket().close(ignored);
+    }
+
     // Forgets the kept connection (closing its socket).
     void Drop() {
         plain.reset();
@@ -221,6 +231,7 @@ struct WebhookClient::State {
     std::string kept_for{};
     Clock::time_point kept_since{};
     std::uint64_t opened = 0;
+    std::atomic<bool> cancelled{false};  // Set by Cancel, from any thread; never cleared.
 };
 
 namespace {
@@ -260,6 +271,11 @@ net::awaitable<bool> OpenConnection(WebhookClient::State& state, WebhookExchange
     state.Drop();
     const std::optional<tcp::resolver::results_type> endpoints = co_await EndpointsOf(exchange);
     if (!endpoints) co_return false;
+    // Cancelled while the resolver ran: there was no socket to close then.
+    if (state.cancelled.load()) {
+        FailExchange(exchange, WebhookFailure::kConnect, "connect to", {}, "cancelled");
+        co_return false;
+    }
     const auto executor = co_await net::this_coro::executor;
     if (!exchange.url.tls) {
         beast::tcp_stream& stream = state.plain.emplace(executor);
@@ -314,16 +330,35 @@ net::awaitable<bool> OpenConnection(WebhookClient::State& state, WebhookExchange
 // The exchange on the kept connection when it serves the URL, else on a new one; a kept one
 // found closed before any of the response is replaced once (WebhookClient).
 net::awaitable<void> RunExchange(WebhookClient::State& state, WebhookExchange& exchange) {
+    // Whatever failed once the client was cancelled failed because of it (its sockets closed).
+    const auto cancelled = [&] {
+        if (!state.cancelled.load() || exchange.result.failure == WebhookFailure::kNone) {
+            return false;
+        }
+        exchange.result = {.failure = WebhookFailure::kCancelled,
+                           .error = "cancelled (the process is stopping)"};
+        state.Drop();
+        return true;
+    };
+    if (state.cancelled.load()) {
+        exchange.result.failure = WebhookFailure::kSend;  // Nothing was sent.
+        (void)cancelled();
+        co_return;
+    }
     const std::string key = ConnectionKeyOf(exchange.url);
     bool reused = state.kept_for == key && Clock::now() - state.kept_since < kWebhookKeptIdleMax &&
                   state.KeptIsQuiet();
     for (;;) {
-        if (!reused && !co_await OpenConnection(state, exchange)) co_return;
+        if (!reused && !co_await OpenConnection(state, exchange)) {
+            (void)cancelled();
+            co_return;
+        }
         if (state.tls) {
             co_await SendAndReceive(*state.tls, exchange);
         } else {
             co_await SendAndReceive(*state.plain, exchange);
         }
+        if (cancelled()) co_return;
         const bool found_closed =
             exchange.result.failure == WebhookFailure::kSend ||
             (exchange.result.failure == WebhookFailure::kReceive && !exchange.response_started);
@@ -360,6 +395,14 @@ WebhookClient::WebhookClient(std::optional<std::string> ca_file_for_tests)
 WebhookClient::~WebhookClient() = default;
 
 void WebhookClient::Close() { state_->Drop(); }
+
+void WebhookClient::Cancel() {
+    state_->cancelled.store(true);
+    // Runs in the exchange in flight, between two of its steps, or first thing in the next
+    // Send's run (a handler posted while none runs waits in the queue). io_context::post is
+    // thread-safe; the state is touched only on the thread running the exchange.
+    net::post(state_->io, [state = state_.get()] { state->CloseSockets(); });
+}
 
 std::uint64_t WebhookClient::connections_opened() const { return state_->opened; }
 

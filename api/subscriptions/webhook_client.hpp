@@ -24,13 +24,14 @@ inline constexpr std::uint32_t kWebhookResponseHeadBytesMax = 16 * 1024;
 // Why no status came back. kNone when one did.
 enum class WebhookFailure {
     kNone,
-    kBadUrl,   // Not an http(s) URL with a host (ParseWebhookUrl refuses it).
-    kResolve,  // The host name did not resolve.
-    kConnect,  // No connection: refused, unreachable.
-    kTimeout,  // The exchange did not finish within the timeout.
-    kTls,      // The TLS handshake failed: certificate not trusted, wrong name, protocol.
-    kSend,     // Writing the request failed.
-    kReceive,  // No valid response head: closed, reset, malformed, too large.
+    kBadUrl,     // Not an http(s) URL with a host (ParseWebhookUrl refuses it).
+    kResolve,    // The host name did not resolve.
+    kConnect,    // No connection: refused, unreachable.
+    kTimeout,    // The exchange did not finish within the timeout.
+    kTls,        // The TLS handshake failed: certificate not trusted, wrong name, protocol.
+    kSend,       // Writing the request failed.
+    kReceive,    // No valid response head: closed, reset, malformed, too large.
+    kCancelled,  // WebhookClient::Cancel ended it before an answer came.
 };
 
 struct WebhookResult {
@@ -104,6 +105,12 @@ public:
                                      std::chrono::milliseconds timeout, bool keep_answer);
     // Closes the kept connection, if any (a subscription about to wait long, say).
     void Close();
+    // Ends the exchange in flight, if any, and makes every later one end at once, as
+    // kCancelled (an answer already read whole is kept): a stopping process does not wait out
+    // a receiver's timeout. Name resolution already running inside getaddrinfo still ends
+    // within the resolver's own timeouts. The one method callable from any thread, at any
+    // time while the client lives.
+    void Cancel();
     // Connections this client has opened (connected, whether or not a response came).
     [[nodiscard]] std::uint64_t connections_opened() const;
 

@@ -2,6 +2,8 @@
 // and of the feed notifier's poll (ledger/feed_notifier.hpp):
 // - the cursor is a compare-and-set: of two concurrent advances from one cursor exactly one
 //   wins, a stale one changes nothing, and an admin's rewind makes a deliverer's advance fail;
+// - fencing (schema/0012): once another process has taken the lease token, a former holder
+//   stores no outcome (advance, failure, disable), and an admin's moves need no token;
 // - rewind, enable and disable write change rows with the right from/to/why, the table is
 //   append-only, and a reader paging the changes by id never skips one that commits late;
 // - the lease: a name held by one session cannot be taken by another until the holder releases
@@ -138,11 +140,11 @@ TEST_F(SubscriptionsPgTest, OfTwoConcurrentAdvancesFromOneCursorExactlyOneWins) 
         hold.exec_params("SELECT 1 FROM subscriptions WHERE name = $1 FOR UPDATE", name);
         auto first = std::async(std::launch::async, [&] {
             auto c = db_.Connect();
-            return AdvanceCursor(*c, name, 0, 5, kSubTime);
+            return AdvanceCursor(*c, name, kLeaseTokenNone, 0, 5, kSubTime);
         });
         auto second = std::async(std::launch::async, [&] {
             auto c = db_.Connect();
-            return AdvanceCursor(*c, name, 0, 7, kSubTime);
+            return AdvanceCursor(*c, name, kLeaseTokenNone, 0, 7, kSubTime);
         });
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
         while (SubLockWaiters(db_) < 2 && std::chrono::steady_clock::now() < deadline) {
@@ -155,26 +157,26 @@ TEST_F(SubscriptionsPgTest, OfTwoConcurrentAdvancesFromOneCursorExactlyOneWins) 
         ASSERT_NE(first_won, second_won) << "round " << round;
         EXPECT_EQ(Read(name)->after, first_won ? 5 : 7);
         // A stale deliverer, still at 0, changes nothing, forward or back.
-        EXPECT_FALSE(AdvanceCursor(*connection_, name, 0, 9, kSubTime));
-        EXPECT_FALSE(AdvanceCursor(*connection_, name, 1, 3, kSubTime));
+        EXPECT_FALSE(AdvanceCursor(*connection_, name, kLeaseTokenNone, 0, 9, kSubTime));
+        EXPECT_FALSE(AdvanceCursor(*connection_, name, kLeaseTokenNone, 1, 3, kSubTime));
         EXPECT_EQ(Read(name)->after, first_won ? 5 : 7);
     }
 }
 
 TEST_F(SubscriptionsPgTest, ARewindMakesTheDeliverersStaleAdvanceFail) {
     (void)EnsureSubscription(*connection_, "hooks", SubscriptionStart::kBeginning);
-    ASSERT_TRUE(AdvanceCursor(*connection_, "hooks", 0, 30, kSubTime));
+    ASSERT_TRUE(AdvanceCursor(*connection_, "hooks", kLeaseTokenNone, 0, 30, kSubTime));
     // The deliverer holds the batch (30, 60]; the admin rewinds meanwhile.
     const std::optional<SubscriptionState> rewound = Rewind(*connection_, "hooks", 10);
     ASSERT_TRUE(rewound);
     EXPECT_EQ(rewound->after, 10);
-    EXPECT_FALSE(AdvanceCursor(*connection_, "hooks", 30, 60, kSubTime));
+    EXPECT_FALSE(AdvanceCursor(*connection_, "hooks", kLeaseTokenNone, 30, 60, kSubTime));
     EXPECT_EQ(Read("hooks")->after, 10);
     // From what is stored, it goes on.
-    EXPECT_TRUE(AdvanceCursor(*connection_, "hooks", 10, 20, kSubTime));
+    EXPECT_TRUE(AdvanceCursor(*connection_, "hooks", kLeaseTokenNone, 10, 20, kSubTime));
     // Forward too (skipping what a receiver can never take).
     EXPECT_EQ(Rewind(*connection_, "hooks", 45)->after, 45);
-    EXPECT_FALSE(AdvanceCursor(*connection_, "hooks", 20, 25, kSubTime));
+    EXPECT_FALSE(AdvanceCursor(*connection_, "hooks", kLeaseTokenNone, 20, 25, kSubTime));
     const std::vector<SubscriptionChange> changes = Changes();
     ASSERT_EQ(changes.size(), 2U);
     EXPECT_EQ(changes[0].name, "hooks");
@@ -188,6 +190,45 @@ TEST_F(SubscriptionsPgTest, ARewindMakesTheDeliverersStaleAdvanceFail) {
     EXPECT_EQ(Changes().size(), 2U);
 }
 
+TEST_F(SubscriptionsPgTest, OnlyTheLastTakenLeaseTokenStoresAnOutcome) {
+    (void)EnsureSubscription(*connection_, "fenced", SubscriptionStart::kBeginning);
+    (void)EnsureSubscription(*connection_, "other", SubscriptionStart::kBeginning);
+    // Process A takes the lease, sends (0, 5]; its session dies, B takes the lease over.
+    const std::int64_t a = TakeLeaseToken(*connection_, "fenced");
+    EXPECT_EQ(a, kLeaseTokenNone + 1);
+    auto other_process = db_.Connect();
+    const std::int64_t b = TakeLeaseToken(*other_process, "fenced");
+    EXPECT_EQ(b, a + 1);
+    // Tokens are per subscription.
+    EXPECT_EQ(TakeLeaseToken(*connection_, "other"), kLeaseTokenNone + 1);
+    // B's failure is stored; whatever A's answer was, A stores none of it, at the same cursor.
+    ASSERT_TRUE(
+        RecordFailure(*other_process, "fenced", b, 0, "status 503", kSubTime, kSubTime + 9));
+    EXPECT_FALSE(
+        RecordFailure(*connection_, "fenced", a, 0, "timeout", kSubTime + 1, kSubTime + 2));
+    EXPECT_FALSE(AdvanceCursor(*connection_, "fenced", a, 0, 5, kSubTime + 1));
+    EXPECT_FALSE(DisableAfterGone(*connection_, "fenced", a, 0, kSubTime + 1));
+    std::optional<SubscriptionState> state = Read("fenced");
+    ASSERT_TRUE(state);
+    EXPECT_EQ(state->after, 0);
+    EXPECT_FALSE(state->disabled);
+    EXPECT_EQ(state->consecutive_failures, 1);
+    EXPECT_EQ(state->last_error, "status 503");
+    EXPECT_EQ(state->next_attempt_at, kSubTime + 9);
+    EXPECT_TRUE(Changes().empty());  // A's refused disable recorded nothing.
+    // B, the holder, goes on.
+    ASSERT_TRUE(AdvanceCursor(*other_process, "fenced", b, 0, 5, kSubTime + 10));
+    ASSERT_TRUE(DisableAfterGone(*other_process, "fenced", b, 5, kSubTime + 11));
+    EXPECT_EQ(Read("fenced")->after, 5);
+    EXPECT_EQ(Changes().size(), 1U);
+    // An admin's moves need no token and leave it as it is.
+    EXPECT_EQ(Enable(*connection_, "fenced")->after, 5);
+    EXPECT_EQ(Rewind(*connection_, "fenced", 2)->after, 2);
+    EXPECT_TRUE(AdvanceCursor(*other_process, "fenced", b, 2, 5, kSubTime + 12));
+    EXPECT_EQ(db_.Scalar("SELECT lease_token FROM subscriptions WHERE name = 'fenced'"),
+              std::to_string(b));
+}
+
 TEST_F(SubscriptionsPgTest, AnAdvanceIsCommittedAsynchronouslyAndLeavesTheSessionSynchronous) {
     (void)EnsureSubscription(*connection_, "async", SubscriptionStart::kBeginning);
     const auto setting = [&] {
@@ -195,8 +236,8 @@ TEST_F(SubscriptionsPgTest, AnAdvanceIsCommittedAsynchronouslyAndLeavesTheSessio
         return tx.exec("SELECT current_setting('synchronous_commit')")[0][0].as<std::string>();
     };
     ASSERT_EQ(setting(), "on");
-    ASSERT_TRUE(AdvanceCursor(*connection_, "async", 0, 3, kSubTime));
-    EXPECT_FALSE(AdvanceCursor(*connection_, "async", 0, 5, kSubTime));
+    ASSERT_TRUE(AdvanceCursor(*connection_, "async", kLeaseTokenNone, 0, 3, kSubTime));
+    EXPECT_FALSE(AdvanceCursor(*connection_, "async", kLeaseTokenNone, 0, 5, kSubTime));
     // The durability barrier on this session (ledger/durability.hpp) waits for the standbys
     // only while synchronous_commit is on: the advance's own setting must not outlive it.
     EXPECT_EQ(setting(), "on");
@@ -204,21 +245,23 @@ TEST_F(SubscriptionsPgTest, AnAdvanceIsCommittedAsynchronouslyAndLeavesTheSessio
     EXPECT_EQ(Read("async")->after, 3);
     // A refused advance (a non-existent subscription changes nothing; a bad value is refused
     // by the server) leaves the session usable, outside any transaction block.
-    EXPECT_FALSE(AdvanceCursor(*connection_, "nobody", 0, 1, kSubTime));
-    EXPECT_THROW((void)AdvanceCursor(*connection_, std::string("bad\0name", 8), 3, 4, kSubTime),
+    EXPECT_FALSE(AdvanceCursor(*connection_, "nobody", kLeaseTokenNone, 0, 1, kSubTime));
+    EXPECT_THROW((void)AdvanceCursor(*connection_, std::string("bad\0name", 8), kLeaseTokenNone, 3,
+                                     4, kSubTime),
                  pqxx::sql_error);
     EXPECT_EQ(setting(), "on");
-    EXPECT_TRUE(AdvanceCursor(*connection_, "async", 3, 4, kSubTime));
+    EXPECT_TRUE(AdvanceCursor(*connection_, "async", kLeaseTokenNone, 3, 4, kSubTime));
 }
 
 TEST_F(SubscriptionsPgTest, FailuresCountOnlyAtTheExpectedCursorAndAnAdvanceClearsThem) {
     (void)EnsureSubscription(*connection_, "flaky", SubscriptionStart::kBeginning);
     const projections::TimeMicros attempt = kSubTime + 123'456;  // Microseconds kept exactly.
-    ASSERT_TRUE(
-        RecordFailure(*connection_, "flaky", 0, "status 500", attempt, attempt + 1'000'001));
-    ASSERT_TRUE(RecordFailure(*connection_, "flaky", 0, std::string(5000, 'x') + "\xff",
-                              attempt + 1, attempt + 2'000'000));
-    EXPECT_FALSE(RecordFailure(*connection_, "flaky", 7, "stale", attempt, attempt));
+    ASSERT_TRUE(RecordFailure(*connection_, "flaky", kLeaseTokenNone, 0, "status 500", attempt,
+                              attempt + 1'000'001));
+    ASSERT_TRUE(RecordFailure(*connection_, "flaky", kLeaseTokenNone, 0,
+                              std::string(5000, 'x') + "\xff", attempt + 1, attempt + 2'000'000));
+    EXPECT_FALSE(
+        RecordFailure(*connection_, "flaky", kLeaseTokenNone, 7, "stale", attempt, attempt));
     std::optional<SubscriptionState> state = Read("flaky");
     ASSERT_TRUE(state);
     EXPECT_EQ(state->consecutive_failures, 2);
@@ -226,7 +269,7 @@ TEST_F(SubscriptionsPgTest, FailuresCountOnlyAtTheExpectedCursorAndAnAdvanceClea
     EXPECT_EQ(state->last_error->size(), kSubscriptionErrorBytesMax);
     EXPECT_EQ(state->last_attempt_at, attempt + 1);
     EXPECT_EQ(state->next_attempt_at, attempt + 2'000'000);
-    ASSERT_TRUE(AdvanceCursor(*connection_, "flaky", 0, 4, attempt + 3));
+    ASSERT_TRUE(AdvanceCursor(*connection_, "flaky", kLeaseTokenNone, 0, 4, attempt + 3));
     state = Read("flaky");
     EXPECT_EQ(state->after, 4);
     EXPECT_EQ(state->consecutive_failures, 0);
@@ -237,18 +280,20 @@ TEST_F(SubscriptionsPgTest, FailuresCountOnlyAtTheExpectedCursorAndAnAdvanceClea
 
 TEST_F(SubscriptionsPgTest, DisableAndEnableAreRecordedWithTheCursor) {
     (void)EnsureSubscription(*connection_, "gone", SubscriptionStart::kBeginning);
-    ASSERT_TRUE(AdvanceCursor(*connection_, "gone", 0, 12, kSubTime));
-    EXPECT_FALSE(DisableAfterGone(*connection_, "gone", 11, kSubTime));  // A stale cursor.
+    ASSERT_TRUE(AdvanceCursor(*connection_, "gone", kLeaseTokenNone, 0, 12, kSubTime));
+    EXPECT_FALSE(
+        DisableAfterGone(*connection_, "gone", kLeaseTokenNone, 11, kSubTime));  // A stale cursor.
     EXPECT_TRUE(Changes().empty());
-    ASSERT_TRUE(DisableAfterGone(*connection_, "gone", 12, kSubTime + 5));
+    ASSERT_TRUE(DisableAfterGone(*connection_, "gone", kLeaseTokenNone, 12, kSubTime + 5));
     std::optional<SubscriptionState> state = Read("gone");
     EXPECT_TRUE(state->disabled);
     EXPECT_EQ(state->after, 12);
     EXPECT_EQ(state->last_attempt_at, kSubTime + 5);
-    EXPECT_FALSE(DisableAfterGone(*connection_, "gone", 12, kSubTime));  // Already.
+    EXPECT_FALSE(
+        DisableAfterGone(*connection_, "gone", kLeaseTokenNone, 12, kSubTime));  // Already.
     // Nothing delivers while disabled.
-    EXPECT_FALSE(AdvanceCursor(*connection_, "gone", 12, 13, kSubTime));
-    EXPECT_FALSE(RecordFailure(*connection_, "gone", 12, "x", kSubTime, kSubTime));
+    EXPECT_FALSE(AdvanceCursor(*connection_, "gone", kLeaseTokenNone, 12, 13, kSubTime));
+    EXPECT_FALSE(RecordFailure(*connection_, "gone", kLeaseTokenNone, 12, "x", kSubTime, kSubTime));
     // A rewind does not enable.
     EXPECT_TRUE(Rewind(*connection_, "gone", 8)->disabled);
     state = Enable(*connection_, "gone");
@@ -258,7 +303,7 @@ TEST_F(SubscriptionsPgTest, DisableAndEnableAreRecordedWithTheCursor) {
     EXPECT_EQ(state->after, 8);
     EXPECT_EQ(Enable(*connection_, "gone"), state);  // Enabled already: nothing recorded.
     EXPECT_EQ(Enable(*connection_, "nobody"), std::nullopt);
-    EXPECT_TRUE(AdvanceCursor(*connection_, "gone", 8, 13, kSubTime));
+    EXPECT_TRUE(AdvanceCursor(*connection_, "gone", kLeaseTokenNone, 8, 13, kSubTime));
 
     const std::vector<SubscriptionChange> changes = Changes();
     ASSERT_EQ(changes.size(), 3U);
@@ -345,7 +390,8 @@ TEST_F(SubscriptionsPgTest, ConcurrentChangesAreEachSeenOnceByAPagingReader) {
             const std::string name = "s" + std::to_string(i);
             for (int move = 1; move <= kMovesEach; ++move) {
                 if (move % 3 == 0) {
-                    (void)DisableAfterGone(*c, name, Rewind(*c, name, move)->after, kSubTime);
+                    (void)DisableAfterGone(*c, name, kLeaseTokenNone, Rewind(*c, name, move)->after,
+                                           kSubTime);
                     (void)Enable(*c, name);
                 } else {
                     (void)Rewind(*c, name, move);
@@ -625,9 +671,10 @@ TEST_F(SubscriptionsPgTest, TheServiceRoleCanRunEveryOperation) {
         auto service =
             Connect(url + (url.find('?') == std::string::npos ? "?" : "&") + "user=" + role);
         (void)EnsureSubscription(*service, "granted", SubscriptionStart::kNow);
-        EXPECT_TRUE(AdvanceCursor(*service, "granted", 0, 2, kSubTime));
-        EXPECT_TRUE(RecordFailure(*service, "granted", 2, "e", kSubTime, kSubTime));
-        EXPECT_TRUE(DisableAfterGone(*service, "granted", 2, kSubTime));
+        const std::int64_t token = TakeLeaseToken(*service, "granted");
+        EXPECT_TRUE(AdvanceCursor(*service, "granted", token, 0, 2, kSubTime));
+        EXPECT_TRUE(RecordFailure(*service, "granted", token, 2, "e", kSubTime, kSubTime));
+        EXPECT_TRUE(DisableAfterGone(*service, "granted", token, 2, kSubTime));
         EXPECT_TRUE(Enable(*service, "granted"));
         EXPECT_TRUE(Rewind(*service, "granted", 0));
         pqxx::read_transaction tx{*service};
