@@ -174,7 +174,9 @@ int Serve(const api::Config& config) {
         }};
     app.SetQueryScheduler(&scheduler);
     const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-    api::Server server{app,
+    api::Server server{[&app](api::Incoming incoming, api::Respond respond) {
+                           app.Handle(std::move(incoming), std::move(respond));
+                       },
                        {.host = config.listen_host,
                         .port = config.listen_port,
                         .io_threads = cores,

@@ -126,7 +126,7 @@ private:
         server_.RequestStarted();
         net::post(server_.workers_,
                   [self = shared_from_this(), incoming = std::move(incoming)]() mutable {
-                      self->server_.app_.Handle(std::move(incoming), [self](Response response) {
+                      self->server_.handler_(std::move(incoming), [self](Response response) {
                           net::post(self->stream_.get_executor(),
                                     [self, response = std::move(response)]() mutable {
                                         self->Write(std::move(response), true);
@@ -251,8 +251,8 @@ private:
     unsigned version_ = 11;
 };
 
-Server::Server(App& app, Options options)
-    : app_(app),
+Server::Server(Handler handler, Options options)
+    : handler_(std::move(handler)),
       options_(std::move(options)),
       slots_({.max = options_.connections_max,
               .per_peer = options_.connections_per_peer,

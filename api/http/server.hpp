@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "api/http/connection_slots.hpp"
+#include "api/http/http.hpp"
 #include "api/http/peer_limits.hpp"
-#include "api/routes/app.hpp"
 
 namespace payledger::api {
 
@@ -23,9 +23,15 @@ namespace net = boost::asio;
 
 // The HTTP/1.1 server (Beast): asynchronous I/O on `io_threads` threads, a strand per
 // connection, and the application on a separate worker pool so that database work never
-// blocks a network thread (Vinnie Falco, beast#1077).
+// blocks a network thread (Vinnie Falco, beast#1077). The application is a parameter, as in
+// Beast's own examples: the server knows nothing of the routes (api/routes/app.hpp App::Handle
+// is what serve passes), and api/http includes nothing from api/routes (a ctest checks it).
 class Server {
 public:
+    // Answers `incoming` exactly once, through `respond` or incoming.respond_stream, possibly
+    // from another thread; runs on the worker pool and never throws.
+    using Handler = std::function<void(Incoming incoming, Respond respond)>;
+
     struct Options {
         std::string host = "127.0.0.1";
         unsigned short port = 8080;  // 0: any free port (tests).
@@ -46,7 +52,7 @@ public:
         std::vector<Cidr> reserved_for{};
     };
 
-    Server(App& app, Options options);
+    Server(Handler handler, Options options);
     ~Server();
 
     // Binds and starts serving. Throws boost::system::system_error when the address is taken.
@@ -73,7 +79,7 @@ private:
     // Closes the connection `id` whose slot ConnectionSlots gave to a new one.
     void Evict(ConnectionSlots::Id id);
 
-    App& app_;
+    const Handler handler_;
     const Options options_;
     // Before io_: sessions that io_ still holds when it is destroyed give their slots back.
     ConnectionSlots slots_;

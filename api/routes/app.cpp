@@ -214,38 +214,59 @@ void App::Handle(Incoming incoming, Respond respond) {
             boost::urls::parse_origin_form(incoming.request.target());
         if (!url) return timed(BadRequest("the request target is not a valid path"));
         const std::vector<std::string> segments = Segments(*url);
-        const http::verb method = incoming.request.method();
-        // The console's files answer for themselves, ready or not, with the console's own
-        // 404 and security headers for a path it does not have.
-        if (!segments.empty() && segments[0] == "console") {
-            return timed(ConsoleResponse(incoming.request, segments));
-        }
+        const RouteMatch match = MatchRoute(segments, incoming.request.method());
+        // A platform this config does not set up has no endpoint, for any method.
         const Channel* channel = nullptr;
-        if (segments.size() >= 3 && segments[0] == "v1" && segments[1] == "callbacks") {
-            // Channels are keyed by the rest of the path: "generic", "wechat/v2", "alipay";
-            // a platform this config does not set up has no endpoint.
-            std::string path = segments[2];
-            for (std::size_t i = 3; i < segments.size(); ++i) path += "/" + segments[i];
-            const auto found = channels_.find(path);
+        if (match.path_known && match.path_row->operation == Operation::kCallback) {
+            const auto found = channels_.find(match.path_row->channel);
             if (found == channels_.end()) return timed(NotFound());
             channel = found->second.get();
         }
-        const RouteMatch match = MatchRoute(segments, method);
-        if (!match.path_known) return timed(NotFound());
-        const bool admin = segments.size() >= 2 && segments[1] == "admin";
-        if (match.route == nullptr || match.route->operation == Operation::kProbeVerify) {
+        if (match.route == nullptr) {
+            // What the table does not serve below /console answers as the console does: its
+            // own 404 (it has no folders) or 405, with its security headers.
+            if (!segments.empty() && segments[0] == "console") {
+                return timed(ConsoleResponse(incoming.request, segments));
+            }
+            if (!match.path_known) return timed(NotFound());
             // The admin paths check the token before the method: a GET of verify answers 405
             // to an admin token and 403 to an auditor's, which is how the console learns
             // whether to offer verify without running it (docs/design.md#the-auditor-console).
-            if (admin) {
+            if (match.path_row->access == Access::kAdmin) {
                 if (auto denied = Authorize(incoming.request, Role::kAdmin)) {
                     return timed(std::move(*denied));
                 }
             }
             return timed(MethodNotAllowed(match.allow.c_str()));
         }
+        const Route& route = *match.route;
+        const MerchantToken* merchant = nullptr;
+        switch (route.access) {
+            case Access::kOpen:
+            case Access::kPlatform:
+                break;
+            case Access::kMerchant:
+                if (auto denied = Authorize(incoming.request, Role::kMerchant, &merchant)) {
+                    return timed(std::move(*denied));
+                }
+                break;
+            case Access::kAuditor:
+            case Access::kAdmin:
+                if (auto denied =
+                        Authorize(incoming.request,
+                                  route.access == Access::kAdmin ? Role::kAdmin : Role::kAuditor)) {
+                    return timed(std::move(*denied));
+                }
+                break;
+        }
+        // Until serve is ready, what needs the database answers 503: a platform and a merchant
+        // in their own format, so that they retry.
         const bool ready = ready_.load(std::memory_order_acquire);
-        switch (match.route->operation) {
+        const auto unready = [] {
+            return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                                 NotReady().message);
+        };
+        switch (route.operation) {
             case Operation::kHealthz:
                 return timed(JsonResponse(http::status::ok, {{"status", "ok"}}));
             case Operation::kReadyz:
@@ -254,31 +275,23 @@ void App::Handle(Incoming incoming, Respond respond) {
                 return timed(MetricsResponse());
             case Operation::kOpenApi:
                 return timed(OpenApiResponse(incoming.request));
+            case Operation::kConsoleRedirect:
+            case Operation::kConsoleIndex:
+            case Operation::kConsoleFile:
+                return timed(ConsoleResponse(incoming.request, segments));
+            case Operation::kProbeVerify:  // Answers the token's role only (above).
+                return timed(MethodNotAllowed(match.allow.c_str()));
             case Operation::kCallback:
-                // Not ready: in the platform's own failure form, so that it retries.
                 if (!ready) return timed(channel->Answer(NotReady()));
                 return HandleCallback(*channel, std::move(incoming), std::move(timed));
-            case Operation::kCreateOrder: {
-                const MerchantToken* token = nullptr;
-                if (auto denied = Authorize(incoming.request, Role::kMerchant, &token)) {
-                    return timed(std::move(*denied));
-                }
+            case Operation::kCreateOrder:
                 if (!ready) return timed(orders_.Answer(NotReady()));
-                return HandleCreateOrder(*token, std::move(incoming), std::move(timed));
-            }
-            default:
-                break;
-        }
-        if (!ready) {
-            return timed(ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
-                                       NotReady().message));
-        }
-        const Role role = admin ? Role::kAdmin : Role::kAuditor;
-        if (auto denied = Authorize(incoming.request, role)) return timed(std::move(*denied));
-        switch (match.route->operation) {
+                return HandleCreateOrder(*merchant, std::move(incoming), std::move(timed));
             case Operation::kVerify:
+                if (!ready) return timed(unready());
                 return timed(HandleAdminVerify());
             case Operation::kCheckpoint: {
+                if (!ready) return timed(unready());
                 Response checkpoint = HandleAuditCheckpoint();
                 // An auditor read too, always of the primary: the head it signs is the newest.
                 if (checkpoint.result() == http::status::ok) SetReadFrom(checkpoint, {});
@@ -287,16 +300,20 @@ void App::Handle(Incoming incoming, Respond respond) {
             case Operation::kSubscriptions:
             case Operation::kRewindSubscription:
             case Operation::kEnableSubscription:
+                if (!ready) return timed(unready());
                 return timed(HandleSubscriptionControl(incoming, segments));
             case Operation::kSubscriptionChanges: {  // An auditor read of the primary.
+                if (!ready) return timed(unready());
                 Response changes = SubscriptionChanges(pool_, incoming);
                 if (changes.result() == http::status::ok) SetReadFrom(changes, {});
                 return timed(std::move(changes));
             }
             case Operation::kReconciliations:
             case Operation::kReconciliation:  // api/routes/reconciliations.cpp.
+                if (!ready) return timed(unready());
                 return timed(HandleReconciliations(*reads_, incoming, segments));
             case Operation::kEvents: {
+                if (!ready) return timed(unready());
                 const auto accept = incoming.request.find(http::field::accept);
                 if (accept != incoming.request.end() &&
                     accept->value().find("application/x-ndjson") != std::string_view::npos) {
@@ -305,17 +322,17 @@ void App::Handle(Incoming incoming, Respond respond) {
                 return HandleEvents(std::move(incoming), std::move(timed));
             }
             case Operation::kReceipts:
+                if (!ready) return timed(unready());
                 return timed(HandleFeed(incoming, false));
             case Operation::kOrder:
             case Operation::kOrderEvents:
             case Operation::kOrderReceipts:
             case Operation::kBalances:
+                if (!ready) return timed(unready());
                 return timed(HandleRead(incoming, segments));
-            default:
-                break;
         }
-        // An operation of the table that no case above answers: a fault of this file.
-        throw std::logic_error("no handler for " + std::string(match.route->path));
+        // Unreachable: the switch has a case for every operation (-Wswitch).
+        throw std::logic_error("no handler for " + std::string(route.path));
     } catch (...) {
         // The one catch of the read handlers too: they let the database's exceptions come
         // here, where they are classified once.

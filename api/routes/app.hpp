@@ -98,7 +98,8 @@ private:
     // of `pool_`, however many auditors, scrapers or exports hold them.
     static constexpr std::chrono::milliseconds kReadinessWaitMax{2'000};
     ledger::ConnectionPool readiness_;
-    std::map<std::string, std::unique_ptr<Channel>> channels_;  // By path after callbacks/.
+    // By path after callbacks/ (a route row's channel); std::less<> finds a string_view.
+    std::map<std::string, std::unique_ptr<Channel>, std::less<>> channels_;
     OrdersChannel orders_;
     UnverifiedLimiter unverified_;
     UnverifiedBytesBudget unverified_bytes_;

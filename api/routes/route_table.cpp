@@ -8,33 +8,39 @@ namespace {
 using boost::beast::http::verb;
 
 constexpr std::array kRoutes{
-    Route{verb::get, "/healthz", Operation::kHealthz},
-    Route{verb::get, "/readyz", Operation::kReadyz},
-    Route{verb::get, "/metrics", Operation::kMetrics},
-    Route{verb::get, "/v1/openapi.yaml", Operation::kOpenApi},
-    Route{verb::post, "/v1/orders", Operation::kCreateOrder},
-    Route{verb::post, "/v1/callbacks/generic", Operation::kCallback},
-    Route{verb::post, "/v1/callbacks/wechat/v2", Operation::kCallback},
-    Route{verb::post, "/v1/callbacks/wechat/v3", Operation::kCallback},
-    Route{verb::post, "/v1/callbacks/alipay", Operation::kCallback},
-    Route{verb::get, "/v1/orders/{out_trade_no}", Operation::kOrder},
-    Route{verb::get, "/v1/orders/{out_trade_no}/events", Operation::kOrderEvents},
-    Route{verb::get, "/v1/orders/{out_trade_no}/receipts", Operation::kOrderReceipts},
-    Route{verb::get, "/v1/accounts/{account_id}/balances", Operation::kBalances},
-    Route{verb::get, "/v1/events", Operation::kEvents},
-    Route{verb::get, "/v1/receipts", Operation::kReceipts},
-    Route{verb::get, "/v1/reconciliations", Operation::kReconciliations},
-    Route{verb::get, "/v1/reconciliations/{id}", Operation::kReconciliation},
-    Route{verb::get, "/v1/audit/checkpoint", Operation::kCheckpoint},
-    Route{verb::post, "/v1/admin/verify", Operation::kVerify},
-    Route{verb::get, "/v1/admin/verify", Operation::kProbeVerify},
-    Route{verb::get, "/v1/admin/subscriptions", Operation::kSubscriptions},
-    Route{verb::post, "/v1/admin/subscriptions/{name}/rewind", Operation::kRewindSubscription},
-    Route{verb::post, "/v1/admin/subscriptions/{name}/enable", Operation::kEnableSubscription},
-    Route{verb::get, "/v1/subscriptions/changes", Operation::kSubscriptionChanges},
-    Route{verb::get, "/console", Operation::kConsoleRedirect},
-    Route{verb::get, "/console/", Operation::kConsoleIndex},
-    Route{verb::get, "/console/{file}", Operation::kConsoleFile},
+    Route{verb::get, "/healthz", Operation::kHealthz, Access::kOpen},
+    Route{verb::get, "/readyz", Operation::kReadyz, Access::kOpen},
+    Route{verb::get, "/metrics", Operation::kMetrics, Access::kOpen},
+    Route{verb::get, "/v1/openapi.yaml", Operation::kOpenApi, Access::kOpen},
+    Route{verb::post, "/v1/orders", Operation::kCreateOrder, Access::kMerchant},
+    Route{verb::post, "/v1/callbacks/generic", Operation::kCallback, Access::kPlatform, "generic"},
+    Route{verb::post, "/v1/callbacks/wechat/v2", Operation::kCallback, Access::kPlatform,
+          "wechat/v2"},
+    Route{verb::post, "/v1/callbacks/wechat/v3", Operation::kCallback, Access::kPlatform,
+          "wechat/v3"},
+    Route{verb::post, "/v1/callbacks/alipay", Operation::kCallback, Access::kPlatform, "alipay"},
+    Route{verb::get, "/v1/orders/{out_trade_no}", Operation::kOrder, Access::kAuditor},
+    Route{verb::get, "/v1/orders/{out_trade_no}/events", Operation::kOrderEvents, Access::kAuditor},
+    Route{verb::get, "/v1/orders/{out_trade_no}/receipts", Operation::kOrderReceipts,
+          Access::kAuditor},
+    Route{verb::get, "/v1/accounts/{account_id}/balances", Operation::kBalances, Access::kAuditor},
+    Route{verb::get, "/v1/events", Operation::kEvents, Access::kAuditor},
+    Route{verb::get, "/v1/receipts", Operation::kReceipts, Access::kAuditor},
+    Route{verb::get, "/v1/reconciliations", Operation::kReconciliations, Access::kAuditor},
+    Route{verb::get, "/v1/reconciliations/{id}", Operation::kReconciliation, Access::kAuditor},
+    Route{verb::get, "/v1/audit/checkpoint", Operation::kCheckpoint, Access::kAuditor},
+    Route{verb::post, "/v1/admin/verify", Operation::kVerify, Access::kAdmin},
+    Route{verb::get, "/v1/admin/verify", Operation::kProbeVerify, Access::kAdmin},
+    Route{verb::get, "/v1/admin/subscriptions", Operation::kSubscriptions, Access::kAdmin},
+    Route{verb::post, "/v1/admin/subscriptions/{name}/rewind", Operation::kRewindSubscription,
+          Access::kAdmin},
+    Route{verb::post, "/v1/admin/subscriptions/{name}/enable", Operation::kEnableSubscription,
+          Access::kAdmin},
+    Route{verb::get, "/v1/subscriptions/changes", Operation::kSubscriptionChanges,
+          Access::kAuditor},
+    Route{verb::get, "/console", Operation::kConsoleRedirect, Access::kOpen},
+    Route{verb::get, "/console/", Operation::kConsoleIndex, Access::kOpen},
+    Route{verb::get, "/console/{file}", Operation::kConsoleFile, Access::kOpen},
 };
 
 bool Matches(std::string_view path, const std::vector<std::string>& segments) {
@@ -77,6 +83,7 @@ RouteMatch MatchRoute(const std::vector<std::string>& segments, verb method) {
         if (!matched_path.empty() && route.path != matched_path) continue;
         if (matched_path.empty() && !Matches(route.path, segments)) continue;
         matched_path = route.path;
+        if (!match.path_known) match.path_row = &route;
         match.path_known = true;
         // The probe of verify is an operation that always answers 405 or 403: not a method
         // that Allow should offer.

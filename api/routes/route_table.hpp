@@ -40,10 +40,22 @@ enum class Operation {
     kConsoleFile,
 };
 
+// Who may call an operation, as api/openapi.yaml's `security` says.
+enum class Access {
+    kOpen,      // No token: probes, metrics, the description, the console's files.
+    kPlatform,  // No token: a platform's callback, verified by its channel's signature.
+    kMerchant,  // A merchant token.
+    kAuditor,   // An auditor token, or an admin's.
+    kAdmin,     // An admin token; checked before the method (App::Handle).
+};
+
 struct Route {
     boost::beast::http::verb method;
     std::string_view path;  // As in api/openapi.yaml: "{name}" stands for one segment.
     Operation operation;
+    Access access;
+    // kCallback: the channel, keyed as the config sets channels up ("wechat/v2"); else empty.
+    std::string_view channel{};
 };
 
 // The table, in the order the router tries the paths (a literal path before a template that
@@ -57,7 +69,10 @@ struct Route {
 struct RouteMatch {
     const Route* route = nullptr;  // Null: no operation for this method (or no such path).
     bool path_known = false;       // Some method of the table serves this path.
-    std::string allow{};           // When the path is known: its methods, "GET, POST".
+    // When the path is known: its first row (its access, and for a callback its channel, are
+    // the same in every row of the path).
+    const Route* path_row = nullptr;
+    std::string allow{};  // When the path is known: its methods, "GET, POST".
 };
 
 // The operation for `method` on a request whose path has `segments`. A segment matches a

@@ -32,7 +32,11 @@ TestService::TestService(api::Config config, const ledger::SessionSettings& sess
         ledger::Committer::Options{.url = config_.database_url, .session = session});
     app_ = std::make_unique<api::App>(config_, *pool_, *committer_, metrics_);
     app_->SetReady();  // The tests create and migrate their databases themselves.
-    server_ = std::make_unique<api::Server>(*app_, std::move(server));
+    server_ = std::make_unique<api::Server>(
+        [app = app_.get()](api::Incoming incoming, api::Respond respond) {
+            app->Handle(std::move(incoming), std::move(respond));
+        },
+        std::move(server));
     server_->Start();
 }
 
