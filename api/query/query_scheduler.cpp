@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "api/channels/platform_crypto.hpp"
 #include "api/http/json_output.hpp"
@@ -136,6 +137,7 @@ void QueryScheduler::Stop() {
     {
         std::lock_guard lock{mutex_};
         stopping_ = true;
+        for (WebhookClient* client : clients_) client->Cancel();
     }
     work_ready_.notify_all();
     done_ready_.notify_all();
@@ -206,6 +208,20 @@ QueryScheduler::Done QueryScheduler::Attempt(const Job& job, WebhookClient& clie
 
 void QueryScheduler::AskLoop() {
     WebhookClient client{options_.ca_file_for_tests};
+    {
+        std::lock_guard lock{mutex_};
+        if (stopping_) return;
+        clients_.push_back(&client);
+    }
+    // Whichever way the loop ends, Stop no longer reaches this client once it is gone.
+    const struct Unregister {
+        QueryScheduler& scheduler;
+        WebhookClient* client;
+        ~Unregister() {
+            std::lock_guard lock{scheduler.mutex_};
+            std::erase(scheduler.clients_, client);
+        }
+    } unregister{*this, &client};
     for (;;) {
         Job job;
         {

@@ -44,8 +44,9 @@ namespace payledger::api {
 // attempt decided (NextStep, ledger::RecordAttempts); `schedule.concurrency` asker threads each
 // ask the platform on a connection of its own (WebhookClient) and put the answer through the
 // committer. No database transaction or writer lock is held while a platform is asked: a slow or
-// silent platform holds its asker only, never a callback. Thread-safe; Stop() ends an exchange in
-// flight within its timeout.
+// silent platform holds its asker only, never a callback. Thread-safe; Stop() cancels the
+// exchanges in flight (WebhookClient::Cancel) rather than wait out their timeouts: their orders'
+// leases run out, and they are asked about again, as after a process that died mid-attempt.
 class QueryScheduler {
 public:
     struct Options {
@@ -96,6 +97,8 @@ private:
     std::size_t idle_ = 0;   // Guarded by mutex_: askers waiting for a job.
     bool more_due_ = false;  // Guarded by mutex_: the last claim took all it asked for.
     bool stopping_ = false;  // Guarded by mutex_.
+    // Each asker's client, while its thread runs, for Stop to cancel. Guarded by mutex_.
+    std::vector<WebhookClient*> clients_{};
     std::thread claimer_{};
     std::vector<std::thread> askers_{};
     // Per channel (QueryChannel's order), per answer: final, not_final, bad_signature, failed;

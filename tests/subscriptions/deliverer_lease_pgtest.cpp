@@ -40,9 +40,9 @@ constexpr auto kLeasePatience = std::chrono::seconds{60};
 class LogLines {
 public:
     Log Sink() {
-        return [this](const std::string& level, const std::string& json) {
+        return [this](const std::string& level, const std::string& line) {
             const std::lock_guard lock{mutex_};
-            lines_.push_back(level + " " + json);
+            lines_.push_back(level + " " + line);
             changed_.notify_all();
         };
     }

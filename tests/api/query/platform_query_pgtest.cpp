@@ -623,6 +623,25 @@ TEST_F(ScriptedPlatformPgTest, ProbesFailuresAndOtherOrdersNeverStopTheSchedule)
     }
 }
 
+// A serve stopped (SIGTERM) while it waits on a silent platform exits at once: the ask is
+// cancelled, not waited out, and nothing of it is recorded; its lease runs out, and the order is
+// asked about again by whoever runs the schedule then.
+TEST_F(ScriptedPlatformPgTest, AStoppingServeDoesNotWaitForASilentPlatform) {
+    PAYLEDGER_REQUIRE_DB(db_);
+    constexpr int kTimeoutSeconds = 30;
+    Start({}, {{"first_after_seconds", 0},
+               {"schedule_seconds", {1}},
+               {"timeout_seconds", kTimeoutSeconds}});
+    ASSERT_EQ(PlatformQueryPgTest::Register(serve_->port(), "SILENT-1", "wechat_v3").status, 201);
+    ASSERT_TRUE(receiver_->WaitForRequests(1, std::chrono::seconds{60}));
+    const auto before = std::chrono::steady_clock::now();
+    EXPECT_EQ(serve_->Terminate(), 0);
+    EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds{kTimeoutSeconds / 2});
+    EXPECT_EQ(db_.Scalar("SELECT attempts || ',' || (leased_until > now()) FROM order_queries "
+                         "WHERE out_trade_no = 'SILENT-1'"),
+              "0,true");
+}
+
 INSTANTIATE_TEST_SUITE_P(Channels, PlatformQueryPgTest,
                          ::testing::Values("wechat_v2", "wechat_v3", "alipay"));
 
