@@ -97,7 +97,7 @@ std::vector<projections::PlanInput> PlanInputs(std::span<const Delivery> deliver
     std::vector<projections::PlanInput> inputs;
     inputs.reserve(deliveries.size());
     for (const Delivery& delivery : deliveries) {
-        inputs.push_back({.verdict = delivery.verdict,
+        inputs.push_back({.outcome = delivery.outcome,
                           .event = delivery.event ? &*delivery.event : nullptr,
                           .claims = &delivery.claims,
                           .message = delivery.message});
@@ -381,7 +381,7 @@ std::optional<std::vector<DeliveryResult>> WriteFromCache(pqxx::connection& conn
 std::set<std::string> KeysOf(std::span<const Delivery> deliveries) {
     std::set<std::string> keys;
     for (const Delivery& delivery : deliveries) {
-        PAYLEDGER_ASSERT((delivery.verdict == Outcome::kAppended) == delivery.event.has_value());
+        PAYLEDGER_ASSERT((delivery.outcome == Outcome::kAppended) == delivery.event.has_value());
         if (delivery.event) keys.insert(delivery.event->out_trade_no);
     }
     return keys;

@@ -31,13 +31,13 @@ struct PreparedDelivery {
     Sha256HexDigits body_sha256{};  // The same in hex, for the chain's line.
 };
 
-// One delivery that reached the service, ready for the ledger. `verdict` is kAppended when
-// the ledger must decide (`event` is then set); any other verdict was reached before the
+// One delivery that reached the service, ready for the ledger. `outcome` is kAppended when
+// the ledger must decide (`event` is then set); any other outcome was reached before the
 // ledger (malformed, bad_signature, mismatch with the configuration, ignored) and only the
 // receipt is recorded.
 struct Delivery {
     Receipt receipt{};  // id, outcome and seq are filled in by the writer.
-    projections::Outcome verdict = projections::Outcome::kAppended;
+    projections::Outcome outcome = projections::Outcome::kAppended;
     std::string message{};
     std::optional<projections::Event> event{};  // seq, receipt_id are filled in by the writer.
     projections::Claims claims{};               // What a refund notice names about its order.

@@ -49,11 +49,11 @@ BatchPlan PlanBatch(LedgerState state, std::span<const PlanInput> inputs) {
     std::int64_t next_receipt_id = state.next_receipt_id;
     std::int64_t next_seq = state.next_seq;
     for (const PlanInput& input : inputs) {
-        PAYLEDGER_ASSERT((input.verdict == Outcome::kAppended) == (input.event != nullptr));
+        PAYLEDGER_ASSERT((input.outcome == Outcome::kAppended) == (input.event != nullptr));
         PlannedDelivery& delivery = plan.deliveries.emplace_back();
         delivery.receipt_id = next_receipt_id++;
         if (input.event == nullptr) {
-            delivery.outcome = input.verdict;
+            delivery.outcome = input.outcome;
             delivery.message = input.message;
             continue;
         }

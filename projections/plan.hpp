@@ -26,12 +26,12 @@ struct LedgerState {
     std::map<std::string, std::vector<Event>> events{};  // By out_trade_no.
 };
 
-// One delivery of a batch. `verdict` is kAppended when the ledger must decide `*event` (then
-// `event` is set); any other verdict was reached before the ledger (malformed, bad_signature,
+// One delivery of a batch. `outcome` is kAppended when the ledger must decide `*event` (then
+// `event` is set); any other outcome was reached before the ledger (malformed, bad_signature,
 // mismatch with the configuration, ignored): only its receipt is written, with `message`.
 // The pointers must outlive the call.
 struct PlanInput {
-    Outcome verdict = Outcome::kAppended;
+    Outcome outcome = Outcome::kAppended;
     const Event* event = nullptr;
     const Claims* claims = nullptr;  // Optional even with an event.
     std::string_view message{};      // Only without an event.

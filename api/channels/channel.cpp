@@ -121,7 +121,7 @@ ledger::Delivery Rejected(ledger::Receipt receipt, Refusal refusal) {
     PAYLEDGER_ASSERT(refusal.outcome != projections::Outcome::kAppended);
     // The message is stored with the receipt; one that echoes the request stays bounded.
     return ledger::Delivery{.receipt = std::move(receipt),
-                            .verdict = refusal.outcome,
+                            .outcome = refusal.outcome,
                             .message = refusal.message.size() > kStoredMessageBytesMax
                                            ? CutForStorage(refusal.message, kStoredMessageBytesMax)
                                            : std::move(refusal.message)};

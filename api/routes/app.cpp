@@ -365,7 +365,7 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
     // (docs/security.md#peers-and-limits).
     const bool unverified =
         !delivery.receipt.signature_verified &&
-        (delivery.verdict == Outcome::kMalformed || delivery.verdict == Outcome::kBadSignature);
+        (delivery.outcome == Outcome::kMalformed || delivery.outcome == Outcome::kBadSignature);
     const projections::Source source = channel.source();
     const UnverifiedLimiter::Clock::time_point admitted_at = UnverifiedLimiter::Clock::now();
     const ledger::Receipt& receipt = delivery.receipt;

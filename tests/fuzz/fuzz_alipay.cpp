@@ -86,7 +86,7 @@ void VerifyResigned(api::PlatformFields fields) {
     const ledger::Delivery delivery = VerifyBody(api::EncodeForm(fields));
     const std::string_view sign_type = api::FieldOr(fields, "sign_type");
     if (sign_type.empty() || sign_type == "RSA2") {
-        FUZZ_CHECK(delivery.verdict != projections::Outcome::kBadSignature);
+        FUZZ_CHECK(delivery.outcome != projections::Outcome::kBadSignature);
     }
 }
 

@@ -142,7 +142,7 @@ inline void CheckDelivery(const ledger::Delivery& delivery, projections::Source 
     FUZZ_CHECK(delivery.message.size() <= api::kStoredMessageBytesMax + 40);
     FUZZ_CHECK(!receipt.out_trade_no || projections::IsValidKey(*receipt.out_trade_no));
     FUZZ_CHECK(Storable(delivery.message));
-    FUZZ_CHECK((delivery.verdict == projections::Outcome::kAppended) == delivery.event.has_value());
+    FUZZ_CHECK((delivery.outcome == projections::Outcome::kAppended) == delivery.event.has_value());
     if (!delivery.event) {
         FUZZ_CHECK(!delivery.message.empty());
         return;
@@ -167,7 +167,7 @@ inline void CheckDelivery(const ledger::Delivery& delivery, projections::Source 
 // Every answer the channel can give for this delivery builds without throwing.
 inline void CheckAnswers(const api::Channel& channel, const ledger::Delivery& delivery) {
     using projections::Outcome;
-    ledger::DeliveryResult result{.outcome = delivery.verdict, .message = delivery.message};
+    ledger::DeliveryResult result{.outcome = delivery.outcome, .message = delivery.message};
     (void)channel.Answer(result);
     if (delivery.event) {
         for (const Outcome outcome : {Outcome::kDuplicate, Outcome::kUnknownOrder,

@@ -41,10 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const ledger::Delivery delivery = channel.Verify(*incoming);
     fuzz::CheckDelivery(delivery, projections::Source::kGeneric, body);
     fuzz::CheckAnswers(channel, delivery);
-    if (signed_here) FUZZ_CHECK(delivery.verdict != projections::Outcome::kBadSignature);
+    if (signed_here) FUZZ_CHECK(delivery.outcome != projections::Outcome::kBadSignature);
     // A signed body that repeats a key is malformed, never last-wins.
     if (signed_here && fuzz::HasRepeatedKey(body)) {
-        FUZZ_CHECK(delivery.verdict == projections::Outcome::kMalformed);
+        FUZZ_CHECK(delivery.outcome == projections::Outcome::kMalformed);
     }
     return 0;
 }

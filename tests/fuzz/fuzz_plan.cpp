@@ -39,9 +39,9 @@ PlanCase Delivery(std::uint8_t kind_byte, std::uint8_t variant) {
             return testing::Deliver(testing::Refund(order, "r" + id, amount / 2),
                                     {.order_amount = amount, .payment_transaction_id = "t" + id});
         case 5:
-            return {.verdict = projections::Outcome::kMalformed, .message = "malformed " + id};
+            return {.outcome = projections::Outcome::kMalformed, .message = "malformed " + id};
         default:
-            return {.verdict = projections::Outcome::kIgnored, .message = "ignored " + id};
+            return {.outcome = projections::Outcome::kIgnored, .message = "ignored " + id};
     }
 }
 

@@ -103,11 +103,11 @@ void VerifyResigned(api::PlatformFields fields) {
     if (!sealed && !signed_here) return;
     const ledger::Delivery delivery =
         VerifyBody(use_hmac ? hmac : md5, api::WechatV2Xml(fields, "xml"));
-    if (forbidden_inside) FUZZ_CHECK(delivery.verdict == projections::Outcome::kMalformed);
+    if (forbidden_inside) FUZZ_CHECK(delivery.outcome == projections::Outcome::kMalformed);
     const std::string_view sign_type = api::FieldOr(fields, "sign_type");
     if (signed_here && !fields.contains("req_info") &&
         (sign_type.empty() || sign_type == "MD5" || sign_type == "HMAC-SHA256")) {
-        FUZZ_CHECK(delivery.verdict != projections::Outcome::kBadSignature);
+        FUZZ_CHECK(delivery.outcome != projections::Outcome::kBadSignature);
     }
 }
 

@@ -121,15 +121,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (sealed) FUZZ_CHECK(delivery.message != "resource does not decrypt with the APIv3 key");
     // The signature is verified before the body is parsed or decrypted, so a
     // delivery refused for its signature has read no order number from the resource.
-    if (delivery.verdict == projections::Outcome::kBadSignature) {
+    if (delivery.outcome == projections::Outcome::kBadSignature) {
         FUZZ_CHECK(!delivery.receipt.out_trade_no.has_value());
     }
     // A signed envelope or sealed resource that repeats a JSON key is malformed, never
     // last-wins.
     if (signed_here &&
         (fuzz::HasRepeatedKey(body) || (sealed && fuzz::PlaintextRepeatsAKey(split.body)))) {
-        FUZZ_CHECK(delivery.verdict == projections::Outcome::kMalformed ||
-                   delivery.verdict == projections::Outcome::kBadSignature);
+        FUZZ_CHECK(delivery.outcome == projections::Outcome::kMalformed ||
+                   delivery.outcome == projections::Outcome::kBadSignature);
     }
     return 0;
 }

@@ -65,7 +65,7 @@ Delivery Close(const std::string& out_trade_no) {
 Delivery Rejected(const std::string& out_trade_no) {
     return testing::Refusal(
         out_trade_no,
-        {.verdict = Outcome::kMalformed, .message = "not JSON", .receipt = {.body = "not JSON"}});
+        {.outcome = Outcome::kMalformed, .message = "not JSON", .receipt = {.body = "not JSON"}});
 }
 
 // What both databases must hold alike: every column but recorded_at (the server's clock).

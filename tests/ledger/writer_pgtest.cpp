@@ -51,7 +51,7 @@ Delivery Payment(const std::string& out_trade_no, const std::string& transaction
 Delivery Rejected(const std::string& out_trade_no, Outcome verdict, std::string message,
                   projections::Source source = projections::Source::kGeneric) {
     return testing::Refusal(out_trade_no, {.source = source,
-                                           .verdict = verdict,
+                                           .outcome = verdict,
                                            .message = std::move(message),
                                            .receipt = {.headers = kHeaders}});
 }

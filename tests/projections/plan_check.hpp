@@ -19,13 +19,13 @@ namespace payledger::testing {
 
 // A delivery as the tests build them: owns what projections::PlanInput points to.
 struct PlanCase {
-    projections::Outcome verdict = projections::Outcome::kAppended;
+    projections::Outcome outcome = projections::Outcome::kAppended;
     std::optional<projections::Event> event{};
     projections::Claims claims{};
     std::string message{};
 
     [[nodiscard]] projections::PlanInput Input() const {
-        return {.verdict = verdict,
+        return {.outcome = outcome,
                 .event = event ? &*event : nullptr,
                 .claims = &claims,
                 .message = event ? std::string_view{} : std::string_view{message}};
@@ -123,7 +123,7 @@ inline std::vector<PlanCase> Pool(const OrderSpec& order) {
         Deliver(Close(order)),
         Deliver(Refund(order, "r1", order.amount / 2)),
         Deliver(Refund(order, "r2", order.amount / 2), {.payment_transaction_id = "t2"}),
-        {.verdict = projections::Outcome::kBadSignature,
+        {.outcome = projections::Outcome::kBadSignature,
          .message = "signature of " + order.key + " fails"},
     };
 }
@@ -174,7 +174,7 @@ inline std::vector<std::string> CheckPlan(const projections::LedgerState& before
         if (d.receipt_id != before.next_receipt_id + static_cast<std::int64_t>(i)) {
             fail("receipt " + std::to_string(i) + " has id " + std::to_string(d.receipt_id));
         }
-        if (!cases[i].event && (d.outcome != cases[i].verdict || d.message != cases[i].message)) {
+        if (!cases[i].event && (d.outcome != cases[i].outcome || d.message != cases[i].message)) {
             fail("delivery " + std::to_string(i) + " decided before the ledger was changed");
         }
         if (d.outcome != Outcome::kAppended) continue;

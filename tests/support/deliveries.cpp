@@ -49,7 +49,7 @@ ledger::Delivery VerifiedCallback(const std::string& out_trade_no, projections::
 ledger::Delivery Refusal(const std::string& out_trade_no, RefusalFields fields) {
     return ledger::Delivery{
         .receipt = ReceiptOf(out_trade_no, fields.source, std::move(fields.receipt)),
-        .verdict = fields.verdict,
+        .outcome = fields.outcome,
         .message = std::move(fields.message)};
 }
 

@@ -59,7 +59,7 @@ struct CallbackFields {
     ReceiptFields receipt{};
 };
 
-// A callback whose signature verified (verdict appended, the writer decides the outcome),
+// A callback whose signature verified (outcome appended: the writer decides the final one),
 // carrying an event of `type`.
 [[nodiscard]] ledger::Delivery VerifiedCallback(const std::string& out_trade_no,
                                                 projections::EventType type,
@@ -67,7 +67,7 @@ struct CallbackFields {
 
 struct RefusalFields {
     projections::Source source = projections::Source::kGeneric;
-    projections::Outcome verdict = projections::Outcome::kBadSignature;
+    projections::Outcome outcome = projections::Outcome::kBadSignature;
     std::string message = "signature does not match";
     ReceiptFields receipt{};
 };

@@ -69,7 +69,7 @@ protected:
 
 TEST_F(GenericChannelTest, ValidPaymentIsHandedToTheLedgerWithEveryField) {
     const ledger::Delivery delivery = Verify(Signed(kPaymentBody));
-    ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
+    ASSERT_EQ(delivery.outcome, Outcome::kAppended) << delivery.message;
     ASSERT_TRUE(delivery.event.has_value());
     const projections::Event& event = *delivery.event;
     EXPECT_EQ(event.out_trade_no, "ORD-1");
@@ -91,7 +91,7 @@ TEST_F(GenericChannelTest, OmittedCurrencyIsCnyAndOmittedOccurredAtIsTheTimeOfRe
         R"({"event_type":"PAYMENT_SUCCEEDED","out_trade_no":"ORD-2","transaction_id":"TX-2",)"
         R"("amount":1})";
     const ledger::Delivery delivery = Verify(Signed(body));
-    ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
+    ASSERT_EQ(delivery.outcome, Outcome::kAppended) << delivery.message;
     ASSERT_TRUE(delivery.event.has_value());
     EXPECT_EQ(delivery.event->currency, "CNY");
     EXPECT_EQ(delivery.event->occurred_at, now_ * kMicrosPerSecond);
@@ -105,7 +105,7 @@ TEST_F(GenericChannelTest, RefundWithoutCurrencyLeavesItForTheOrderToSupply) {
         R"({"event_type":"REFUND_SUCCEEDED","out_trade_no":"ORD-3","transaction_id":"RF-1",)"
         R"("amount":500})";
     const ledger::Delivery delivery = Verify(Signed(body));
-    ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
+    ASSERT_EQ(delivery.outcome, Outcome::kAppended) << delivery.message;
     ASSERT_TRUE(delivery.event.has_value());
     EXPECT_EQ(delivery.event->event_type, EventType::kRefundSucceeded);
     EXPECT_EQ(delivery.event->amount, 500);
@@ -116,7 +116,7 @@ TEST_F(GenericChannelTest, RefundWithoutCurrencyLeavesItForTheOrderToSupply) {
 TEST_F(GenericChannelTest, PaymentClosedNeedsNoAmountOrTransactionId) {
     const std::string body = R"({"event_type":"PAYMENT_CLOSED","out_trade_no":"ORD-4"})";
     const ledger::Delivery delivery = Verify(Signed(body));
-    ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
+    ASSERT_EQ(delivery.outcome, Outcome::kAppended) << delivery.message;
     ASSERT_TRUE(delivery.event.has_value());
     EXPECT_EQ(delivery.event->event_type, EventType::kPaymentClosed);
     EXPECT_EQ(delivery.event->out_trade_no, "ORD-4");
@@ -127,7 +127,7 @@ TEST_F(GenericChannelTest, PaymentClosedNeedsNoAmountOrTransactionId) {
 TEST_F(GenericChannelTest, TimestampsWithinThreeHundredSecondsEitherWayAreAccepted) {
     const struct {
         std::int64_t skew_seconds;
-        Outcome verdict;
+        Outcome outcome;
     } cases[] = {
         {-301, Outcome::kBadSignature}, {-300, Outcome::kAppended},
         {-1, Outcome::kAppended},       {0, Outcome::kAppended},
@@ -137,8 +137,8 @@ TEST_F(GenericChannelTest, TimestampsWithinThreeHundredSecondsEitherWayAreAccept
     for (const auto& c : cases) {
         SCOPED_TRACE(c.skew_seconds);
         const ledger::Delivery delivery = Verify(Signed(kPaymentBody, c.skew_seconds));
-        EXPECT_EQ(delivery.verdict, c.verdict) << delivery.message;
-        EXPECT_EQ(delivery.event.has_value(), c.verdict == Outcome::kAppended);
+        EXPECT_EQ(delivery.outcome, c.outcome) << delivery.message;
+        EXPECT_EQ(delivery.event.has_value(), c.outcome == Outcome::kAppended);
     }
 }
 
@@ -146,7 +146,7 @@ TEST_F(GenericChannelTest, WrongSecretIsBadSignature) {
     const Incoming incoming =
         Make(kPaymentBody, GenericChannel::Sign("another-secret-0123456789", now_, kPaymentBody));
     const ledger::Delivery delivery = Verify(incoming);
-    EXPECT_EQ(delivery.verdict, Outcome::kBadSignature);
+    EXPECT_EQ(delivery.outcome, Outcome::kBadSignature);
     EXPECT_FALSE(delivery.event.has_value());
     EXPECT_FALSE(delivery.message.empty());
 }
@@ -162,7 +162,7 @@ TEST_F(GenericChannelTest, TamperedBodyIsBadSignature) {
     for (const std::string& body : bodies) {
         SCOPED_TRACE(body);
         const Incoming incoming = Make(body, GenericChannel::Sign(kSecret, now_, kPaymentBody));
-        EXPECT_EQ(Verify(incoming).verdict, Outcome::kBadSignature);
+        EXPECT_EQ(Verify(incoming).outcome, Outcome::kBadSignature);
     }
 }
 
@@ -189,7 +189,7 @@ TEST_F(GenericChannelTest, MissingOrUnreadableSignatureHeaderIsBadSignature) {
     for (const auto& c : cases) {
         SCOPED_TRACE(c.name);
         const ledger::Delivery delivery = Verify(Make(kPaymentBody, c.header));
-        EXPECT_EQ(delivery.verdict, Outcome::kBadSignature) << delivery.message;
+        EXPECT_EQ(delivery.outcome, Outcome::kBadSignature) << delivery.message;
         EXPECT_FALSE(delivery.event.has_value());
     }
 }
@@ -197,7 +197,7 @@ TEST_F(GenericChannelTest, MissingOrUnreadableSignatureHeaderIsBadSignature) {
 TEST_F(GenericChannelTest, SignatureHeaderNameIsCaseInsensitive) {
     Incoming incoming = Make(kPaymentBody, std::nullopt);
     incoming.request.set("payledger-signature", GenericChannel::Sign(kSecret, now_, kPaymentBody));
-    EXPECT_EQ(Verify(incoming).verdict, Outcome::kAppended);
+    EXPECT_EQ(Verify(incoming).outcome, Outcome::kAppended);
 }
 
 TEST_F(GenericChannelTest, BadSignatureReceiptStillCarriesTheClaimedOutTradeNo) {
@@ -206,7 +206,7 @@ TEST_F(GenericChannelTest, BadSignatureReceiptStillCarriesTheClaimedOutTradeNo) 
         R"("amount":1})";
     const ledger::Delivery delivery =
         Verify(Make(body, GenericChannel::Sign("forger-secret-0123456789", now_, body)));
-    EXPECT_EQ(delivery.verdict, Outcome::kBadSignature);
+    EXPECT_EQ(delivery.outcome, Outcome::kBadSignature);
     EXPECT_EQ(delivery.receipt.out_trade_no, std::optional<std::string>("ORD-CLAIMED"));
     EXPECT_EQ(delivery.receipt.body, body);
 }
@@ -272,7 +272,7 @@ TEST_F(GenericChannelTest, MalformedBodiesAreRefusedBeforeTheLedger) {
     for (const auto& c : cases) {
         SCOPED_TRACE(c.name);
         const ledger::Delivery delivery = Verify(Signed(c.body));
-        EXPECT_EQ(delivery.verdict, Outcome::kMalformed) << delivery.message;
+        EXPECT_EQ(delivery.outcome, Outcome::kMalformed) << delivery.message;
         EXPECT_FALSE(delivery.event.has_value());
         EXPECT_FALSE(delivery.message.empty());
         EXPECT_EQ(delivery.receipt.body, c.body);
@@ -287,7 +287,7 @@ TEST_F(GenericChannelTest, ReceiptKeepsTheRawBodyByteForByteAndTheSignatureHeade
     const Incoming incoming = Signed(body);
     const std::string header = std::string(incoming.request["Payledger-Signature"]);
     const ledger::Delivery delivery = Verify(incoming);
-    ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
+    ASSERT_EQ(delivery.outcome, Outcome::kAppended) << delivery.message;
     EXPECT_EQ(delivery.receipt.body, body);
     EXPECT_EQ(delivery.receipt.body.size(), body.size());
     const json headers = json::parse(delivery.receipt.headers);
@@ -298,7 +298,7 @@ TEST_F(GenericChannelTest, ReceiptKeepsTheRawBodyByteForByteAndTheSignatureHeade
 
 TEST_F(GenericChannelTest, ReceiptOfAnUnsignedDeliveryKeepsItsBody) {
     const ledger::Delivery delivery = Verify(Make(kPaymentBody, std::nullopt));
-    EXPECT_EQ(delivery.verdict, Outcome::kBadSignature);
+    EXPECT_EQ(delivery.outcome, Outcome::kBadSignature);
     EXPECT_EQ(delivery.receipt.body, kPaymentBody);
     EXPECT_EQ(delivery.receipt.out_trade_no, std::optional<std::string>("ORD-1"));
 }

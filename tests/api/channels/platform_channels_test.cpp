@@ -67,7 +67,7 @@ protected:
 };
 
 void ExpectVerdict(const ledger::Delivery& delivery, Outcome verdict) {
-    EXPECT_EQ(delivery.verdict, verdict) << delivery.message;
+    EXPECT_EQ(delivery.outcome, verdict) << delivery.message;
     EXPECT_EQ(delivery.event.has_value(), verdict == Outcome::kAppended);
 }
 

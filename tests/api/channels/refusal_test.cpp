@@ -105,7 +105,7 @@ TEST(OrdersChannel, ValidOrderIsAnOrderCreatedEventAndTakesTheBody) {
         R"({"out_trade_no":"ORD-7","account_id":"shop-1","amount":1999,"currency":"CNY","x":1})";
     Incoming incoming = OrderRequest(body);
     const ledger::Delivery delivery = OrdersChannel{}.Verify(incoming);
-    ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
+    ASSERT_EQ(delivery.outcome, Outcome::kAppended) << delivery.message;
     ASSERT_TRUE(delivery.event.has_value());
     EXPECT_EQ(delivery.event->event_type, projections::EventType::kOrderCreated);
     EXPECT_EQ(delivery.event->source, projections::Source::kApi);
@@ -140,7 +140,7 @@ TEST(OrdersChannel, EachBrokenRuleIsMalformedWithItsMessageAndKeepsTheReceipt) {
          }) {
         Incoming incoming = OrderRequest(c.body);
         const ledger::Delivery delivery = OrdersChannel{}.Verify(incoming);
-        EXPECT_EQ(delivery.verdict, Outcome::kMalformed) << c.body;
+        EXPECT_EQ(delivery.outcome, Outcome::kMalformed) << c.body;
         EXPECT_FALSE(delivery.event.has_value()) << c.body;
         EXPECT_EQ(delivery.message.rfind(c.message, 0), 0u) << c.body << ": " << delivery.message;
         EXPECT_EQ(delivery.receipt.body, c.body);
@@ -173,7 +173,7 @@ TEST(OrdersChannel, ChannelAndExpiryAreKeptInTheEventsData) {
         R"({"out_trade_no":"ORD.8","account_id":"shop-1","amount":1999,"currency":"CNY",)"
         R"("channel":"alipay","expires_at":"2026-12-06T18:30:00+08:00"})");
     const ledger::Delivery delivery = OrdersChannel{}.Verify(incoming);
-    ASSERT_EQ(delivery.verdict, Outcome::kAppended) << delivery.message;
+    ASSERT_EQ(delivery.outcome, Outcome::kAppended) << delivery.message;
     EXPECT_EQ(nlohmann::json::parse(delivery.event->data),
               (nlohmann::json{{"channel", "alipay"}, {"expires_at", "2026-12-06T10:30:00Z"}}));
     // No channel, no expiry: nothing kept, as before.
@@ -184,7 +184,7 @@ TEST(OrdersChannel, ChannelAndExpiryAreKeptInTheEventsData) {
     Incoming wechat = OrderRequest(R"({"out_trade_no":")" + std::string(32, 'W') +
                                    R"(","account_id":"s","amount":1,"currency":"CNY",)"
                                    R"("channel":"wechat_v3"})");
-    EXPECT_EQ(OrdersChannel{}.Verify(wechat).verdict, Outcome::kAppended);
+    EXPECT_EQ(OrdersChannel{}.Verify(wechat).outcome, Outcome::kAppended);
 }
 
 TEST(OrdersChannel, AnInvalidChannelOrExpiryIsMalformed) {
@@ -213,7 +213,7 @@ TEST(OrdersChannel, AnInvalidChannelOrExpiryIsMalformed) {
          }) {
         Incoming incoming = OrderRequest(c.body);
         const ledger::Delivery delivery = OrdersChannel{}.Verify(incoming);
-        EXPECT_EQ(delivery.verdict, Outcome::kMalformed) << c.body;
+        EXPECT_EQ(delivery.outcome, Outcome::kMalformed) << c.body;
         EXPECT_FALSE(delivery.event.has_value()) << c.body;
         EXPECT_EQ(delivery.message.rfind(c.message, 0), 0u) << c.body << ": " << delivery.message;
     }

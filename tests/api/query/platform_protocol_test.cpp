@@ -278,7 +278,7 @@ TEST(WechatV3AnswerTest, ProbesForgeriesAndStaleAnswersAreBadSignatures) {
         const PlatformAnswer answer = ReadWechatV3Answer(config, exchange);
         EXPECT_EQ(answer.kind, AnswerKind::kBadSignature);
         ASSERT_TRUE(answer.delivery.has_value());
-        EXPECT_EQ(answer.delivery->verdict, Outcome::kBadSignature);
+        EXPECT_EQ(answer.delivery->outcome, Outcome::kBadSignature);
         EXPECT_FALSE(answer.delivery->event.has_value());
     }
 }
@@ -291,7 +291,7 @@ TEST(WechatV3AnswerTest, AnotherOrderOrMerchantIsAMismatchAndFailuresAreNotStore
             ReadWechatV3Answer(config, SignedV3(QueryAction::kQuery, 200, body));
         EXPECT_EQ(answer.kind, AnswerKind::kRefused) << body;
         ASSERT_TRUE(answer.delivery.has_value());
-        EXPECT_EQ(answer.delivery->verdict, Outcome::kMismatch);
+        EXPECT_EQ(answer.delivery->outcome, Outcome::kMismatch);
     }
     AskedExchange timeout = Exchange(QueryChannel::kWechatV3, QueryAction::kQuery, 0, "");
     timeout.result.failure = WebhookFailure::kTimeout;
