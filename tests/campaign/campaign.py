@@ -7,6 +7,7 @@ binary and starts this; tests/campaign/README.md says what it does and how to re
 import argparse
 import base64
 import datetime
+import glob
 import hashlib
 import http.client
 import json
@@ -35,7 +36,18 @@ from proxy import Proxy  # noqa: E402
 from receiver import Receiver  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+
+
+def find_faketime():
+    """libfaketime's multi-threaded library, wherever Debian's multiarch put it (the package
+    `faketime`, installed by scripts/test): /usr/lib/<triplet>/faketime/libfaketimeMT.so.1."""
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1") +
+                   glob.glob("/usr/lib/faketime/libfaketimeMT.so.1"))
+    if not found:
+        raise RuntimeError("libfaketimeMT.so.1 not found: install the package faketime")
+    return found[0]
+
+
 WORKERS = 8
 CATEGORIES = ("lost", "doubled", "unfound", "hostile", "projection", "balance", "answer", "leak",
               "feed", "follower", "subscription", "reconcile", "operations", "campaign")
@@ -111,7 +123,7 @@ class Serve:
         if skew:
             # libfaketime preloaded into serve itself (the `faketime` program would fork, and
             # a SIGKILL would then miss serve); the monotonic clock stays true.
-            env.update(LD_PRELOAD=FAKETIME_LIB, FAKETIME="%+d" % skew,
+            env.update(LD_PRELOAD=find_faketime(), FAKETIME="%+d" % skew,
                        FAKETIME_DONT_FAKE_MONOTONIC="1", FAKETIME_NO_CACHE="1")
         log = open(self.log_path, "ab")
         log.write(("\n=== campaign: start %s%s at %.3f\n" % (
@@ -1047,8 +1059,8 @@ class Campaign:
                 code = s.terminate()
                 if code not in (None, 0):
                     self.log("%s exited %s on SIGTERM" % (s.name, code))
-            except Exception:
-                pass
+            except Exception as error:  # noqa: BLE001 - stop the others all the same
+                self.log("stopping %s failed: %r" % (s.name, error))
         if self.receiver:
             self.receiver.stop()
         for node in list(getattr(self, "nodes", {}).values()) + [
@@ -1085,8 +1097,8 @@ def main():
         campaign.say("the campaign itself failed:\n" + traceback.format_exc())
         try:
             campaign.shutdown()
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - the run has failed already; say why it cannot stop
+            campaign.say("the shutdown failed too:\n" + traceback.format_exc())
         campaign.say("logs and data kept in %s" % campaign.tmp)
         campaign.say("campaign seed=%d faults=0 deliveries=0 ok=0 failed=0 unknown=0 lost=0 "
                      "doubled=0 skipped=0 unfound=0 FAIL" % args.seed)

@@ -106,8 +106,8 @@ class Proxy:
                         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                         struct.pack("ii", 1, 0))
                     writer.transport.abort()
-                except Exception:
-                    pass
+                except OSError:
+                    pass  # Gone already: nothing left to reset.
         link.conns.clear()
         return n
 
@@ -131,7 +131,7 @@ class Proxy:
             else:
                 up_reader, up_writer = await asyncio.wait_for(
                     asyncio.open_connection(*link.target), 10)
-        except Exception:
+        except OSError:  # Refused, unreachable, or no answer within 10 s (TimeoutError).
             client_writer.transport.abort()
             return
         pair = (client_writer, up_writer)
@@ -139,15 +139,12 @@ class Proxy:
         try:
             await asyncio.gather(self._pump(link, client_reader, up_writer),
                                  self._pump(link, up_reader, client_writer))
-        except Exception:
-            pass
+        except OSError:
+            pass  # One side reset or broke the link: the pair is closed below.
         finally:
             link.conns.discard(pair)
             for writer in pair:
-                try:
-                    writer.close()
-                except Exception:
-                    pass
+                writer.close()  # Idempotent, and never raises.
 
     async def _pump(self, link, reader, writer):
         try:
@@ -167,9 +164,6 @@ class Proxy:
             try:
                 if writer.can_write_eof():
                     writer.write_eof()
-            except Exception:
-                pass
-            try:
-                writer.close()
-            except Exception:
-                pass
+            except OSError:
+                pass  # The peer went first: closed below all the same.
+            writer.close()  # Idempotent, and never raises.
