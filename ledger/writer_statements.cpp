@@ -6,11 +6,30 @@
 #include <vector>
 
 #include "ledger/database.hpp"  // kWriterLockKey.
+#include "ledger/rows.hpp"      // kEventColumns.
 #include "ledger/statements.hpp"
 #include "projections/assert.hpp"
+#include "projections/event.hpp"
 
 namespace payledger::ledger {
 namespace {
+
+// The stored events (kEventColumns) of the orders named in $1, at most one per type each.
+std::string EventsOfTheKeys() {
+    return std::string(R"sql(LEFT JOIN LATERAL (
+    SELECT e.*
+    FROM unnest($1::text[]) AS k(out_trade_no)
+    CROSS JOIN LATERAL (
+        SELECT )sql") +
+           kEventColumns + R"sql(
+        FROM ledger_events
+        WHERE out_trade_no = k.out_trade_no
+        ORDER BY event_type
+        LIMIT )sql" +
+           std::to_string(projections::kEventsPerOrderMax) + R"sql(
+    ) AS e
+) AS e ON true)sql";
+}
 
 // Reads, under the writer lock, the next ids of both sequences, the chain's head and the
 // stored events of the orders named in $1 (a text array). Ids are taken from the sequences'
@@ -25,7 +44,8 @@ namespace {
 // scan. LIMIT 4 (one event per type, projections::kEventsPerOrderMax) keeps the lateral
 // subquery from being flattened into a hash join: each key is an index range of at most 4.
 // The chain's head is the last receipt's: a backward probe of the primary key.
-constexpr const char* kReadStateSql = R"sql(
+const std::string& ReadStateSql() {
+    static const std::string sql = std::string(R"sql(
 SELECT s.next_seq, s.next_receipt_id, s.head, s.lock_wait, e.*
 FROM (SELECT (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
               FROM ledger_events_seq_seq) AS next_seq,
@@ -34,41 +54,19 @@ FROM (SELECT (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
              (SELECT chain FROM callback_receipts ORDER BY id DESC LIMIT 1) AS head,
              (extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000000)::bigint
                  AS lock_wait) AS s
-LEFT JOIN LATERAL (
-    SELECT e.*
-    FROM unnest($1::text[]) AS k(out_trade_no)
-    CROSS JOIN LATERAL (
-        SELECT seq, out_trade_no, event_type, source, account_id, amount, currency,
-               transaction_id, (extract(epoch FROM occurred_at) * 1000000)::bigint,
-               (extract(epoch FROM recorded_at) * 1000000)::bigint, receipt_id, data::text
-        FROM ledger_events
-        WHERE out_trade_no = k.out_trade_no
-        ORDER BY event_type
-        LIMIT 4
-    ) AS e
-) AS e ON true
-ORDER BY e.seq
-)sql";
+)sql") + EventsOfTheKeys() + "\nORDER BY e.seq\n";
+    return sql;
+}
 
 // The prefetch: the read above without the lock and the sequences (the write's check under the
 // lock proves what it read still stands, WriterCache::Learn), one statement so one snapshot.
-constexpr const char* kPrefetchSql = R"sql(
+const std::string& PrefetchSql() {
+    static const std::string sql = std::string(R"sql(
 SELECT s.head, e.*
 FROM (SELECT (SELECT chain FROM callback_receipts ORDER BY id DESC LIMIT 1) AS head) AS s
-LEFT JOIN LATERAL (
-    SELECT e.*
-    FROM unnest($1::text[]) AS k(out_trade_no)
-    CROSS JOIN LATERAL (
-        SELECT seq, out_trade_no, event_type, source, account_id, amount, currency,
-               transaction_id, (extract(epoch FROM occurred_at) * 1000000)::bigint,
-               (extract(epoch FROM recorded_at) * 1000000)::bigint, receipt_id, data::text
-        FROM ledger_events
-        WHERE out_trade_no = k.out_trade_no
-        ORDER BY event_type
-        LIMIT 4
-    ) AS e
-) AS e ON true
-)sql";
+)sql") + EventsOfTheKeys() + "\n";
+    return sql;
+}
 
 // The batch's first round trip, one simple query (under load each round trip cost 0.4-0.9 ms,
 // on 2 cores shared with PostgreSQL): opens the transaction, sets how its
@@ -190,10 +188,6 @@ SELECT payledger_expect_counts(
        CASE WHEN {statement.last_seq} > 0 THEN setval('ledger_events_seq_seq', {statement.last_seq}) END
 )sql";
 
-// The rendered statement's width: an unnest longer than this is wrapped. At 94 columns the
-// text is, byte for byte, the one written by hand before it was rendered from kWriteColumns.
-constexpr std::size_t kLineWidth = 94;
-
 std::string_view PartName(WritePart part) {
     switch (part) {
         case WritePart::kReceipts:
@@ -254,48 +248,23 @@ std::size_t ColumnNamed(std::string_view qualified) {
     PAYLEDGER_ASSERT(false);  // A name the template misspells.
 }
 
-// `opening` and `items`, comma-separated, then `closing`, starting at `column` of its line and
-// wrapped under the first item when a line would pass kLineWidth.
-std::string Wrapped(std::string_view opening, const std::vector<std::string>& items,
-                    std::string_view closing, std::size_t column) {
-    std::string out{opening};
-    const std::size_t indent = column + opening.size();
-    std::size_t at = indent;
-    for (std::size_t i = 0; i < items.size(); ++i) {
-        const std::string piece = items[i] + std::string(i + 1 < items.size() ? "," : closing);
-        if (i > 0 && at + 1 + piece.size() > kLineWidth) {
-            out.append("\n").append(indent, ' ');
-            at = indent;
-        } else if (i > 0) {
-            out += ' ';
-            ++at;
-        }
-        out += piece;
-        at += piece.size();
-    }
-    return out;
-}
-
 // `unnest($a::type[], ...) AS alias(name, ...)` of every column of `part`, in kWriteColumns'
-// order, starting at `column` of its line: on one line when it fits, else the AS under it.
-std::string Unnest(std::string_view part, std::string_view alias, std::size_t column) {
-    std::vector<std::string> declarations;
-    std::vector<std::string> names;
+// order, on one line (however long: the server does not mind, and the test holds the text).
+std::string Unnest(std::string_view part, std::string_view alias) {
+    std::string declarations;
+    std::string names;
     for (std::size_t i = 0; i < kWriteColumnCount; ++i) {
         if (PartName(kWriteColumns[i].part) != part) continue;
         PAYLEDGER_ASSERT(kWriteColumns[i].array);
-        declarations.push_back(Declaration(i));
-        names.emplace_back(kWriteColumns[i].name);
+        if (!names.empty()) {
+            declarations += ", ";
+            names += ", ";
+        }
+        declarations += Declaration(i);
+        names += kWriteColumns[i].name;
     }
-    PAYLEDGER_ASSERT(!declarations.empty());
-    const std::string as = std::string("AS ").append(alias).append("(");
-    const std::string one_line =
-        Wrapped("unnest(", declarations, ") ", 0) + Wrapped(as, names, ")", 0);
-    if (column + one_line.size() <= kLineWidth && one_line.find('\n') == std::string::npos) {
-        return one_line;
-    }
-    return Wrapped("unnest(", declarations, ")", column) + "\n" + std::string(column, ' ') +
-           Wrapped(as, names, ")", column);
+    PAYLEDGER_ASSERT(!names.empty());
+    return "unnest(" + declarations + ") AS " + std::string(alias) + "(" + names + ")";
 }
 
 // The template with each `{...}` replaced (kWriteSqlTemplate).
@@ -312,10 +281,7 @@ std::string RenderWriteSql(std::string_view sql) {
         if (inside.starts_with("unnest ")) {
             const std::size_t as = inside.find(" AS ");
             PAYLEDGER_ASSERT(as != std::string_view::npos);
-            const std::size_t line_start = out.rfind('\n');
-            const std::size_t column =
-                line_start == std::string::npos ? out.size() : out.size() - line_start - 1;
-            out += Unnest(inside.substr(7, as - 7), inside.substr(as + 4), column);
+            out += Unnest(inside.substr(7, as - 7), inside.substr(as + 4));
         } else if (inside.starts_with("ref ")) {
             out += Parameter(ColumnNamed(inside.substr(4)));
         } else {
@@ -353,10 +319,10 @@ const std::string& WriteSql() {
 
 const std::vector<Statement>& WriterStatements() {
     static const std::vector<Statement> statements = {
-        {kReadStateName.data(), kReadStateSql},  // None by exec_prepared: see WriteBatch.
+        {kReadStateName.data(), ReadStateSql()},  // None by exec_prepared: see WriteBatch.
         {kWriteName.data(), WriteSql()},
         {kBeginName.data(), kBeginFromCacheSql},
-        {kPrefetchName.data(), kPrefetchSql},
+        {kPrefetchName.data(), PrefetchSql()},
     };
     return statements;
 }

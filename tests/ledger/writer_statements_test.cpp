@@ -1,7 +1,7 @@
 // Tests of ledger/writer_statements.hpp without a database: the write statement is rendered
 // from kWriteColumns, so its parameters and each part's unnest cannot drift from the order in
-// which WriteParams sends them. The rendered text is compared with the statement as it was
-// written by hand (below, whole, so that a change to the table shows in the SQL it makes), and
+// which WriteParams sends them. The rendered text is compared with the whole statement held
+// below (each unnest on one line), so that a change to the table shows in the SQL it makes, and
 // parsed back: every $n is one column, cast to that column's type, and every unnest names its
 // columns as the table does. That the server accepts it is proved by every PostgreSQL test that
 // writes a batch (writer_pgtest.cpp and others).
@@ -32,11 +32,7 @@ WITH rx AS (
     -- window's sort cost about 1.5 us a receipt (timed against this, paired, in one session).
     -- Referenced twice, so computed once (a CTE used more than once is materialized).
     SELECT x.*, x.outcome <> 'duplicate' OR coalesce(d.stored, 0) + x.rank <= 100 AS body_stored
-    FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[],
-                $6::bytea[], $7::text[], $8::bigint[], $9::text[], $10::text[], $11::bytea[],
-                $50::bigint[])
-         AS x(id, source, received_at, peer, headers, body_sha256, outcome, seq, out_trade_no,
-              message, chain, rank)
+    FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::bigint[], $9::text[], $10::text[], $11::bytea[], $50::bigint[]) AS x(id, source, received_at, peer, headers, body_sha256, outcome, seq, out_trade_no, message, chain, rank)
     LEFT JOIN (
         SELECT s.seq,
                (SELECT count(*)
@@ -70,21 +66,14 @@ WITH rx AS (
          occurred_at, receipt_id, data)
     SELECT seq, out_trade_no, event_type, source, account_id, amount, currency, transaction_id,
            occurred_at, receipt_id, data::jsonb
-    FROM unnest($12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[],
-                $17::bigint[], $18::text[], $19::text[], $20::timestamptz[], $21::bigint[],
-                $22::text[])
-         AS x(seq, out_trade_no, event_type, source, account_id, amount, currency,
-              transaction_id, occurred_at, receipt_id, data)
+    FROM unnest($12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[], $17::bigint[], $18::text[], $19::text[], $20::timestamptz[], $21::bigint[], $22::text[]) AS x(seq, out_trade_no, event_type, source, account_id, amount, currency, transaction_id, occurred_at, receipt_id, data)
     RETURNING 1
 ), o_new AS (
     INSERT INTO orders (out_trade_no, account_id, amount, currency, status, transaction_id,
                         paid_amount, refunded_amount, anomalies, seq)
     SELECT out_trade_no, account_id, amount, currency, status, transaction_id, paid_amount,
            refunded_amount, anomalies::text[], seq
-    FROM unnest($23::text[], $24::text[], $25::bigint[], $26::text[], $27::text[],
-                $28::text[], $29::bigint[], $30::bigint[], $31::text[], $32::bigint[])
-         AS x(out_trade_no, account_id, amount, currency, status, transaction_id, paid_amount,
-              refunded_amount, anomalies, seq)
+    FROM unnest($23::text[], $24::text[], $25::bigint[], $26::text[], $27::text[], $28::text[], $29::bigint[], $30::bigint[], $31::text[], $32::bigint[]) AS x(out_trade_no, account_id, amount, currency, status, transaction_id, paid_amount, refunded_amount, anomalies, seq)
     RETURNING 1
 ), o_upd AS (
     -- Second line of defence: an update matches only the row this batch read (same last
@@ -94,10 +83,7 @@ WITH rx AS (
     UPDATE orders AS o
     SET status = x.status, transaction_id = x.transaction_id, paid_amount = x.paid_amount,
         refunded_amount = x.refunded_amount, anomalies = x.anomalies::text[], seq = x.seq
-    FROM unnest($33::text[], $34::text[], $35::text[], $36::bigint[], $37::bigint[],
-                $38::text[], $39::bigint[], $40::bigint[], $41::boolean[])
-         AS x(out_trade_no, status, transaction_id, paid_amount, refunded_amount, anomalies,
-              seq, prev_seq, credits_payment)
+    FROM unnest($33::text[], $34::text[], $35::text[], $36::bigint[], $37::bigint[], $38::text[], $39::bigint[], $40::bigint[], $41::boolean[]) AS x(out_trade_no, status, transaction_id, paid_amount, refunded_amount, anomalies, seq, prev_seq, credits_payment)
     WHERE o.out_trade_no = ANY ($33) AND o.out_trade_no = x.out_trade_no
       AND o.seq = x.prev_seq AND (NOT x.credits_payment OR o.transaction_id IS NULL)
     RETURNING 1
@@ -159,7 +145,7 @@ void AppendValueOf(std::size_t index, BinaryArray& column) {
     FAIL() << "type of column " << index;
 }
 
-TEST(WriterStatementsTest, TheWriteIsRenderedAsItWasWrittenByHand) {
+TEST(WriterStatementsTest, TheWriteIsRenderedAsTheTestHoldsIt) {
     EXPECT_EQ(WriteSql(), kExpectedWriteSql) << WriteSql();
     std::size_t named = 0;
     for (const Statement& statement : WriterStatements()) {
