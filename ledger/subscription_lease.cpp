@@ -80,6 +80,17 @@ std::vector<std::string> SubscriptionLease::Held() const {
     return {held_.begin(), held_.end()};
 }
 
+std::optional<std::int64_t> SubscriptionLease::TakeToken(const std::string& name) {
+    const std::lock_guard lock{mutex_};
+    if (!connection_ || held_.count(name) == 0) return std::nullopt;
+    try {
+        return TakeLeaseToken(*connection_, name);
+    } catch (const std::exception&) {
+        DropLocked();
+        return std::nullopt;
+    }
+}
+
 void SubscriptionLease::Release(const std::string& name) {
     const std::lock_guard lock{mutex_};
     if (!connection_ || held_.count(name) == 0) return;

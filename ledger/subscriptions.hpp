@@ -86,11 +86,14 @@ struct EventFilter {
 
 // Fences the subscription's lease (schema/0012): increments its stored lease token and returns
 // it, committed (synchronous_commit at least on, as every session of ledger::Connect, so that a
-// failover cannot hand the same token to a second holder). Call it each time this process takes the
-// lease, before reading the state: the outcome writes below hold only with the token returned last,
-// so a process that lost the lease (its session ended while a POST was in flight) can no longer
-// change the state once the new holder has taken its token. REQUIRES: this process holds `name`'s
-// SubscriptionLease; the subscription exists.
+// failover cannot hand the same token to a second holder). The outcome writes below hold only
+// with the token returned last, so a process that lost the lease (its session ended while a POST
+// was in flight) can no longer change the state once the new holder has taken its token. A
+// deliverer takes it through SubscriptionLease::TakeToken, on the session that holds the lock,
+// each time its process takes the lease and before it reads the state: on any other connection
+// a process whose lock had just gone could still increment it after the next holder took its
+// own, and fence the holder out.
+// REQUIRES: `connection` holds `name`'s lease; the subscription exists.
 [[nodiscard]] std::int64_t TakeLeaseToken(pqxx::connection& connection, const std::string& name);
 
 // The stored state; nullopt for a name that has none (any text: an admin's path is fine).
@@ -264,6 +267,11 @@ public:
     [[nodiscard]] bool Holds(const std::string& name) const;
     // The names held, in name order.
     [[nodiscard]] std::vector<std::string> Held() const;
+    // Fences `name` (TakeLeaseToken) on this lease's own session: the increment can only
+    // happen while this session lives, and so holds the lock; a session found dead takes no
+    // token and frees every lock (Alive() turns false). The token, or nullopt when `name` is not
+    // held or the session failed.
+    [[nodiscard]] std::optional<std::int64_t> TakeToken(const std::string& name);
     // Lets another process take `name` (a no-op when not held).
     void Release(const std::string& name);
     // One round trip: false when the session has ended (then nothing is held any more; make

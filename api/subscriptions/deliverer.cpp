@@ -401,7 +401,9 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
         }
         // Fenced: from here on, whatever a previous holder still stores is refused
         // (ledger::TakeLeaseToken), and the state read next is the one this thread goes on from.
-        worker.lease_token = ledger::TakeLeaseToken(connection, config.name);
+        // Taken on the lease's own session, which holds the lock while it lives.
+        worker.lease_token = lease->TakeToken(config.name);
+        if (!worker.lease_token) return options_.lease_retry;  // The lease's session failed.
     }
     // The stored state; then, when an attempt is due and nothing is held, the next batch.
     ledger::SubscriptionState state = StoredState(worker, connection);
@@ -436,6 +438,9 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
                                 "another process took the subscription over"},
                                {"subscription", config.name},
                                {"webhook_id", attempt.id}}));
+        // The next step takes a token again (on the lease's session, so only while this process
+        // holds the lock): a refusal by token never repeats with the same one.
+        worker.lease_token.reset();
     }
     const Next next = AfterStored(verdict, stored);
     if (next.forget) worker.Forget();

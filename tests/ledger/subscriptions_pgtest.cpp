@@ -3,7 +3,8 @@
 // - the cursor is a compare-and-set: of two concurrent advances from one cursor exactly one
 //   wins, a stale one changes nothing, and an admin's rewind makes a deliverer's advance fail;
 // - fencing (schema/0012): once another process has taken the lease token, a former holder
-//   stores no outcome (advance, failure, disable), and an admin's moves need no token;
+//   stores no outcome (advance, failure, disable), and an admin's moves need no token; a lease
+//   takes a token only while its own session lives (and so holds the lock);
 // - rewind, enable and disable write change rows with the right from/to/why, the table is
 //   append-only, and a reader paging the changes by id never skips one that commits late;
 // - the lease: a name held by one session cannot be taken by another until the holder releases
@@ -641,6 +642,32 @@ TEST_F(SubscriptionsPgTest, ALeaseExcludesOtherSessionsUntilReleasedClosedOrTerm
     EXPECT_TRUE(first.Held().empty());
     EXPECT_FALSE(first.TryAcquire("other"));  // Dead for good: make a new lease.
     EXPECT_TRUE(third.Alive());
+}
+
+TEST_F(SubscriptionsPgTest, ALeaseTakesATokenOnlyWhileItsSessionHoldsTheLock) {
+    (void)EnsureSubscription(*connection_, "tokens", SubscriptionStart::kBeginning);
+    SubscriptionLease first{db_.url(), {.application_name = db_.name() + "_token1"}};
+    EXPECT_EQ(first.TakeToken("tokens"), std::nullopt);  // Not held: no token.
+    ASSERT_TRUE(first.TryAcquire("tokens"));
+    EXPECT_EQ(first.TakeToken("tokens"), kLeaseTokenNone + 1);
+    // Its session ends (a partition, a killed backend); another process takes the lock over.
+    ASSERT_EQ(db_.Scalar("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                         "WHERE application_name = '" +
+                         db_.name() + "_token1'"),
+              "1");
+    SubscriptionLease second{db_.url(), {.application_name = db_.name() + "_token2"}};
+    const auto later = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+    while (!second.TryAcquire("tokens") && std::chrono::steady_clock::now() < later) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{5});  // Poll pace.
+    }
+    ASSERT_TRUE(second.Holds("tokens"));
+    EXPECT_EQ(second.TakeToken("tokens"), kLeaseTokenNone + 2);
+    // The first still believes it holds the lock (it has not looked), but its session is gone:
+    // it takes no token, so it cannot fence the holder out.
+    EXPECT_EQ(first.TakeToken("tokens"), std::nullopt);
+    EXPECT_FALSE(first.Alive());
+    EXPECT_EQ(db_.Scalar("SELECT lease_token FROM subscriptions WHERE name = 'tokens'"),
+              std::to_string(kLeaseTokenNone + 2));
 }
 
 TEST(SubscriptionLeaseKeepalives, AreAddedWhereTheUrlDoesNotSetThem) {
