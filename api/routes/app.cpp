@@ -240,6 +240,10 @@ void App::Handle(Incoming incoming, Respond respond) {
             return timed(MethodNotAllowed(match.allow.c_str()));
         }
         const Route& route = *match.route;
+        // Until serve is ready, what needs the database answers 503, before any token is
+        // looked at for the auditor and admin rows; a platform and a merchant are answered in
+        // their own format (below), so that they retry.
+        const bool ready = ready_.load(std::memory_order_acquire);
         const MerchantToken* merchant = nullptr;
         switch (route.access) {
             case Access::kOpen:
@@ -252,6 +256,11 @@ void App::Handle(Incoming incoming, Respond respond) {
                 break;
             case Access::kAuditor:
             case Access::kAdmin:
+                // The probe of verify answers the token's role only, ready or not.
+                if (!ready && route.operation != Operation::kProbeVerify) {
+                    return timed(ErrorResponse(http::status::service_unavailable,
+                                               Outcome::kUnavailable, NotReady().message));
+                }
                 if (auto denied =
                         Authorize(incoming.request,
                                   route.access == Access::kAdmin ? Role::kAdmin : Role::kAuditor)) {
@@ -259,13 +268,6 @@ void App::Handle(Incoming incoming, Respond respond) {
                 }
                 break;
         }
-        // Until serve is ready, what needs the database answers 503: a platform and a merchant
-        // in their own format, so that they retry.
-        const bool ready = ready_.load(std::memory_order_acquire);
-        const auto unready = [] {
-            return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
-                                 NotReady().message);
-        };
         switch (route.operation) {
             case Operation::kHealthz:
                 return timed(JsonResponse(http::status::ok, {{"status", "ok"}}));
@@ -288,10 +290,8 @@ void App::Handle(Incoming incoming, Respond respond) {
                 if (!ready) return timed(orders_.Answer(NotReady()));
                 return HandleCreateOrder(*merchant, std::move(incoming), std::move(timed));
             case Operation::kVerify:
-                if (!ready) return timed(unready());
                 return timed(HandleAdminVerify());
             case Operation::kCheckpoint: {
-                if (!ready) return timed(unready());
                 Response checkpoint = HandleAuditCheckpoint();
                 // An auditor read too, always of the primary: the head it signs is the newest.
                 if (checkpoint.result() == http::status::ok) SetReadFrom(checkpoint, {});
@@ -300,20 +300,16 @@ void App::Handle(Incoming incoming, Respond respond) {
             case Operation::kSubscriptions:
             case Operation::kRewindSubscription:
             case Operation::kEnableSubscription:
-                if (!ready) return timed(unready());
                 return timed(HandleSubscriptionControl(incoming, segments));
             case Operation::kSubscriptionChanges: {  // An auditor read of the primary.
-                if (!ready) return timed(unready());
                 Response changes = SubscriptionChanges(pool_, incoming);
                 if (changes.result() == http::status::ok) SetReadFrom(changes, {});
                 return timed(std::move(changes));
             }
             case Operation::kReconciliations:
             case Operation::kReconciliation:  // api/routes/reconciliations.cpp.
-                if (!ready) return timed(unready());
                 return timed(HandleReconciliations(*reads_, incoming, segments));
             case Operation::kEvents: {
-                if (!ready) return timed(unready());
                 const auto accept = incoming.request.find(http::field::accept);
                 if (accept != incoming.request.end() &&
                     accept->value().find("application/x-ndjson") != std::string_view::npos) {
@@ -322,13 +318,11 @@ void App::Handle(Incoming incoming, Respond respond) {
                 return HandleEvents(std::move(incoming), std::move(timed));
             }
             case Operation::kReceipts:
-                if (!ready) return timed(unready());
                 return timed(HandleFeed(incoming, false));
             case Operation::kOrder:
             case Operation::kOrderEvents:
             case Operation::kOrderReceipts:
             case Operation::kBalances:
-                if (!ready) return timed(unready());
                 return timed(HandleRead(incoming, segments));
         }
         // Unreachable: the switch has a case for every operation (-Wswitch).

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -41,11 +42,16 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 def find_faketime():
     """libfaketime's multi-threaded library, wherever Debian's multiarch put it (the package
     `faketime`, installed by scripts/test): /usr/lib/<triplet>/faketime/libfaketimeMT.so.1."""
-    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1") +
-                   glob.glob("/usr/lib/faketime/libfaketimeMT.so.1"))
-    if not found:
-        raise RuntimeError("libfaketimeMT.so.1 not found: install the package faketime")
-    return found[0]
+    # This interpreter's own triplet first (x86_64-linux-gnu, aarch64-linux-gnu): a library of
+    # another architecture installed beside it would be ignored by the loader, and the skew with it.
+    triplet = sysconfig.get_config_var("MULTIARCH") or ""
+    candidates = ["/usr/lib/%s/faketime/libfaketimeMT.so.1" % triplet] if triplet else []
+    candidates += sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
+    candidates.append("/usr/lib/faketime/libfaketimeMT.so.1")
+    for path in candidates:
+        if os.path.exists(path):
+            return path
+    raise RuntimeError("libfaketimeMT.so.1 not found: install the package faketime")
 
 
 WORKERS = 8

@@ -987,7 +987,8 @@ TEST(ReliabilityPgTest, AcceptOutOfFileDescriptorsBacksOffInsteadOfSpinning) {
 
 // serve started while its database is down waits for it, then serves, instead of exiting
 // (docs/design.md#the-command-line). It listens at once and, while it waits: /healthz 200, /readyz
-// and every write 503 (in each channel's own form), then ready.
+// and every write 503 (in each channel's own form), every read 503 whatever the token, then
+// ready.
 TEST(ReliabilityPgTest, ServeStartedWhileTheDatabaseIsDownWaitsForIt) {
     testing::OwnPostgres pg;
     {
@@ -1018,6 +1019,11 @@ TEST(ReliabilityPgTest, ServeStartedWhileTheDatabaseIsDownWaitsForIt) {
     EXPECT_EQ(early.status, 503) << early.body;
     EXPECT_EQ(early.Json()["outcome"], "unavailable");
     EXPECT_EQ(client.Get("/v1/orders/W-1", testing::kAuditorToken).status, 503);
+    // Before any token is looked at, on the auditor and admin endpoints; the probe of verify
+    // answers the token's role all the same.
+    EXPECT_EQ(client.Get("/v1/orders/W-1").status, 503);
+    EXPECT_EQ(client.Get("/v1/admin/subscriptions", testing::kMerchantToken).status, 503);
+    EXPECT_EQ(client.Get("/v1/admin/verify", testing::kAuditorToken).status, 403);
 
     pg.Start();
     const auto ready_by = std::chrono::steady_clock::now() + std::chrono::seconds{60};
