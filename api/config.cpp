@@ -303,10 +303,11 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
             *limits, "connections_per_prefix",
             std::max(defaults.connections_per_prefix, config.limits.connections_per_peer),
             1'000'000);
-        config.limits.prefix_ipv4_bits =
-            ParseLimit(*limits, "prefix_ipv4_bits", defaults.prefix_ipv4_bits, 32, 8);
-        config.limits.prefix_ipv6_bits =
-            ParseLimit(*limits, "prefix_ipv6_bits", defaults.prefix_ipv6_bits, 128, 16);
+        // At most 32 and 128: ParseLimit's bounds make the casts exact.
+        config.limits.prefix_ipv4_bits = static_cast<unsigned>(
+            ParseLimit(*limits, "prefix_ipv4_bits", defaults.prefix_ipv4_bits, 32, 8));
+        config.limits.prefix_ipv6_bits = static_cast<unsigned>(
+            ParseLimit(*limits, "prefix_ipv6_bits", defaults.prefix_ipv6_bits, 128, 16));
         if (config.limits.connections_per_prefix < config.limits.connections_per_peer) {
             throw ConfigError(
                 "limits.connections_per_prefix: must be at least limits.connections_per_peer (" +

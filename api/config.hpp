@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "api/channels/platform_crypto.hpp"
+#include "api/http/connection_slots.hpp"
 #include "api/http/peer_limits.hpp"
 #include "api/subscriptions/subscription_config.hpp"
+#include "ledger/committer_limits.hpp"
 
 namespace payledger::api {
 
@@ -95,24 +97,18 @@ struct AlipayConfig {
 };
 
 // `limits` (docs/security.md#peers-and-limits).
-struct Limits {
+// The connection limits and their defaults are ConnectionLimits' (api/http/connection_slots.hpp).
+struct Limits : ConnectionLimits {
     std::size_t unverified_per_peer_per_minute = 120;  // The `rate_limited` outcome.
-    std::size_t connections_per_peer = 256;
-    std::size_t connections_max = 4096;  // Every connection, from all peers together.
-    // Connections per address block (an IPv4 /prefix_ipv4_bits, an IPv6 /prefix_ipv6_bits), so
-    // that a handful of neighbouring addresses cannot take every slot (docs/security.md).
-    std::size_t connections_per_prefix = 1024;
-    std::size_t prefix_ipv4_bits = 24;
-    std::size_t prefix_ipv6_bits = 48;
     // The bodies of unverified deliveries stored per minute, from all peers together.
     std::size_t unverified_bytes_per_minute = 64 * 1024 * 1024;
     // The committer's queue in bytes, so that a full queue of large bodies cannot exhaust memory.
-    // Over it, deliveries answer 503 at once. 64 MiB holds 1 000 bodies of 64 KiB.
-    std::size_t write_queue_bytes_max = 64 * 1024 * 1024;
+    // Over it, deliveries answer 503 at once.
+    std::size_t write_queue_bytes_max = ledger::kWriteQueueBytesMaxDefault;
     // How many orders the committer remembers from its own batches, to write a batch whose orders
     // it all knows in one round trip (docs/design.md#the-writer-cache); 0 reads every batch's
     // state. About 600 bytes an order, at most about 2 KiB.
-    std::size_t writer_cache_orders = 50'000;  // As ledger::Committer's default.
+    std::size_t writer_cache_orders = ledger::kWriterCacheOrdersDefault;
 };
 
 // limits.write_queue_bytes_max is at least this: room for several full requests.

@@ -1,7 +1,8 @@
 #pragma once
 
-#include <functional>
 #include <string>
+
+#include "ledger/log.hpp"
 
 namespace payledger::api {
 
@@ -9,9 +10,8 @@ namespace payledger::api {
 // JSON object text. Thread-safe; never throws. Callers put no secrets and no bodies in it.
 void LogJson(const char* level, const std::string& fields_json) noexcept;
 
-// Where a background component (the deliverer, the feed window, the gauges, the query
-// scheduler) sends its log lines: a level and a JSON object text, as LogJson takes them. serve
-// passes LogJson; a test may collect them.
-using Log = std::function<void(const std::string& level, const std::string& json)>;
+// Where a background component sends its log lines: a level and a JSON object text, as LogJson
+// takes them (ledger/log.hpp).
+using Log = ledger::Log;
 
 }  // namespace payledger::api

@@ -9,22 +9,21 @@
 namespace payledger::ledger {
 namespace {
 
-DeliveryResult InternalError(std::string message, std::string detail) {
-    DeliveryResult result = Unavailable(std::move(message), std::move(detail));
-    result.internal_error = true;
-    return result;
-}
-
 // A Pending's own structures, the event and the caller's `done` (which captures the request
 // headers, at most 16 KiB, but mostly far less): counted per delivery beside its texts.
 constexpr std::size_t kDeliveryOverheadBytes = 2 * 1024;
 
 }  // namespace
 
-DeliveryResult Unavailable(std::string message, std::string detail) {
+DeliveryResult Unavailable(Failure failure) {
     return DeliveryResult{.outcome = projections::Outcome::kUnavailable,
-                          .message = std::move(message),
-                          .detail = std::move(detail)};
+                          .message = std::move(failure.answer),
+                          .detail = std::move(failure.message),
+                          .failure = failure.kind};
+}
+
+DeliveryResult Unavailable(std::string message) {
+    return Unavailable(Failure{.kind = FailureKind::kRetryable, .answer = std::move(message)});
 }
 
 std::size_t Committer::QueuedBytes(const Delivery& delivery) {
@@ -32,9 +31,9 @@ std::size_t Committer::QueuedBytes(const Delivery& delivery) {
     std::size_t bytes = kDeliveryOverheadBytes + receipt.body.size() + receipt.headers.size() +
                         receipt.peer.size() + delivery.message.size();
     if (delivery.event) bytes += delivery.event->data.size();
-    if (delivery.prepared) {
-        bytes += delivery.prepared->peer.size() + delivery.prepared->headers.size() +
-                 delivery.prepared->event_data.size();
+    if (delivery.rendered) {
+        bytes += delivery.rendered->peer.size() + delivery.rendered->headers.size() +
+                 delivery.rendered->event_data.size();
     }
     return bytes;
 }
@@ -65,7 +64,7 @@ Committer::~Committer() { Stop(); }
 
 void Committer::Submit(Delivery delivery, Done done) {
     // Here, on the submitting thread: the writing thread holds the writer lock.
-    PrepareForWrite(delivery);
+    RenderForWrite(delivery);
     const std::size_t bytes = QueuedBytes(delivery);
     if (cache_ != nullptr && options_.prefetch && delivery.event) {
         std::lock_guard lock{prefetch_mutex_};
@@ -293,8 +292,7 @@ std::vector<DeliveryResult> Committer::WriteWithRetries(const Batch& batch) {
         }
     }
     ++stats_.failures;
-    return std::vector<DeliveryResult>(batch.deliveries.size(),
-                                       Unavailable(failure.answer, failure.message));
+    return std::vector<DeliveryResult>(batch.deliveries.size(), Unavailable(failure));
 }
 
 std::vector<DeliveryResult> Committer::WriteOneByOne(const Batch& batch) {
@@ -309,10 +307,7 @@ std::vector<DeliveryResult> Committer::WriteOneByOne(const Batch& batch) {
         } catch (...) {
             Failure classified = ClassifyFailure(std::current_exception());
             if (classified.reconnect) connection_.reset();
-            result =
-                classified.kind == FailureKind::kInvariantBroken
-                    ? InternalError(std::move(classified.answer), std::move(classified.message))
-                    : Unavailable(std::move(classified.answer), std::move(classified.message));
+            result = Unavailable(std::move(classified));
         }
         results.push_back(std::move(result));
     }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "ledger/committer_limits.hpp"
 #include "ledger/database.hpp"
 #include "ledger/writer.hpp"
 
@@ -35,23 +36,17 @@ class Committer {
 public:
     using Done = std::function<void(DeliveryResult)>;
 
-    // Default `limits.write_queue_bytes_max` (README.md#configuration): 1 000 bodies of 64 KiB.
-    static constexpr std::size_t kQueueBytesMaxDefault = 64 * 1024 * 1024;
-    // About 600 bytes an order with one or two events (bench/load), at most about 2 KiB (four
-    // events, the longest keys and transaction ids): 30 MiB, at most about 100 MiB.
-    static constexpr std::size_t kCacheOrdersMaxDefault = 50'000;
-
     struct Options {
         std::string url{};
         SessionSettings session{};
         std::size_t batch_max = 256;
         std::size_t queue_max = 10'000;
-        std::size_t queue_bytes_max = kQueueBytesMaxDefault;
+        std::size_t queue_bytes_max = kWriteQueueBytesMaxDefault;  // limits.write_queue_bytes_max.
         std::size_t batch_bytes_max = 4 * 1024 * 1024;
         int transaction_attempts_max = 3;
         // WriterCache's bound (`limits.writer_cache_orders`, docs/design.md#the-writer-cache); 0:
         // every batch reads.
-        std::size_t cache_orders_max = kCacheOrdersMaxDefault;
+        std::size_t cache_orders_max = kWriterCacheOrdersDefault;
         // With a cache: a thread of its own, on a connection of its own, reads the orders of
         // queued deliveries that the cache does not know, outside the writer lock, while the
         // writer writes the batch before (PrefetchState), so that their batch is written in one
@@ -74,7 +69,7 @@ public:
     void Submit(Delivery delivery, Done done);
 
     // What one queued delivery counts against queue_bytes_max: its variable-length texts (the
-    // prepared ones too, once PrepareForWrite ran) plus a fixed allowance for the structures
+    // rendered ones too, once RenderForWrite ran) plus a fixed allowance for the structures
     // around them and the caller's `done`.
     [[nodiscard]] static std::size_t QueuedBytes(const Delivery& delivery);
 
@@ -168,7 +163,11 @@ private:
     std::thread thread_;
 };
 
-// The result for a delivery whose transaction did not commit.
-[[nodiscard]] DeliveryResult Unavailable(std::string message, std::string detail = {});
+// The result for a delivery whose transaction did not commit, for `failure`'s reason: its answer
+// in the answer, its message in the operator's log.
+[[nodiscard]] DeliveryResult Unavailable(Failure failure);
+// The result for a delivery refused before any transaction (the queue full, the service stopping
+// or not ready): retryable, `message` in the answer.
+[[nodiscard]] DeliveryResult Unavailable(std::string message);
 
 }  // namespace payledger::ledger

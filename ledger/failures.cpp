@@ -20,13 +20,18 @@ bool IsTransient(const std::string& state) {
            state == "53300";  // too_many_connections.
 }
 
+// What the committer does next besides answering (Failure's fields of the same names).
+struct Then {
+    bool retry_now = false;
+    bool reconnect = false;
+};
+
 // `answer` for the client, `detail` (the driver's text) only for the operator's log.
-Failure Make(FailureKind kind, std::string answer, const std::string& detail,
-             bool retry_now = false, bool reconnect = false) {
+Failure Make(FailureKind kind, std::string answer, const std::string& detail, Then then = {}) {
     std::string message = detail.empty() ? answer : answer + ": " + detail;
     return Failure{.kind = kind,
-                   .retry_now = retry_now,
-                   .reconnect = reconnect,
+                   .retry_now = then.retry_now,
+                   .reconnect = then.reconnect,
                    .answer = std::move(answer),
                    .message = std::move(message)};
 }
@@ -40,25 +45,28 @@ Failure ClassifyFailure(const std::exception_ptr& error) noexcept {
         } catch (const pqxx::in_doubt_error& e) {
             // The commit may or may not have happened: never retry it (libpqxx transactor).
             // The platform's retry will find a duplicate or append.
-            return Make(FailureKind::kInDoubt, "commit outcome unknown", e.what(), false, true);
+            return Make(FailureKind::kInDoubt, "commit outcome unknown", e.what(),
+                        {.reconnect = true});
         } catch (const pqxx::broken_connection& e) {
-            return Make(FailureKind::kRetryable, "database connection lost", e.what(), true, true);
+            return Make(FailureKind::kRetryable, "database connection lost", e.what(),
+                        {.retry_now = true, .reconnect = true});
         } catch (const pqxx::transaction_rollback& e) {
-            return Make(FailureKind::kRetryable, "transaction rolled back", e.what(), true);
+            return Make(FailureKind::kRetryable, "transaction rolled back", e.what(),
+                        {.retry_now = true});
         } catch (const pqxx::sql_error& e) {
             if (e.sqlstate() == kReadOnlySqlTransaction) {
                 // docs/design.md#failover: this session is on a read-only server (a standby, or a
                 // primary that became one): nothing was written. Drop it; a new connection may find
                 // the primary (target_session_attrs=read-write, Connect's check).
                 return Make(FailureKind::kRetryable, "the database server is read-only", e.what(),
-                            true, true);
+                            {.retry_now = true, .reconnect = true});
             }
             if (IsTransient(e.sqlstate())) {
                 return Make(FailureKind::kRetryable, "database unavailable", e.what());
             }
             return Make(FailureKind::kInvariantBroken, "internal error", e.what());
         } catch (const pqxx::failure& e) {
-            return Make(FailureKind::kRetryable, "database error", e.what(), false, true);
+            return Make(FailureKind::kRetryable, "database error", e.what(), {.reconnect = true});
         } catch (const PoolExhausted& e) {
             return Make(FailureKind::kRetryable, e.what(), "");
         } catch (const InvariantError& e) {

@@ -1,6 +1,7 @@
 #include "ledger/feed_notifier.hpp"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "ledger/reads.hpp"
 #include "projections/assert.hpp"
@@ -164,20 +165,20 @@ void FeedNotifier::Dispatch() {
     }
 }
 
-void FeedNotifier::StartPolling(ConnectionFactory connect, LogFailure log_failure) {
+void FeedNotifier::StartPolling(ConnectionFactory connect, Log log) {
     PAYLEDGER_ASSERT(connect != nullptr);
-    PAYLEDGER_ASSERT(log_failure != nullptr);
+    PAYLEDGER_ASSERT(log != nullptr);
     const std::lock_guard stop_lock{stop_mutex_};
     PAYLEDGER_ASSERT(!poller_.joinable());
     {
         const std::lock_guard lock{signal_mutex_};
         if (stopping_) return;
     }
-    poller_ = std::thread([this, connect = std::move(connect),
-                           log_failure = std::move(log_failure)] { Poll(connect, log_failure); });
+    poller_ = std::thread(
+        [this, connect = std::move(connect), log = std::move(log)] { Poll(connect, log); });
 }
 
-void FeedNotifier::Poll(const ConnectionFactory& connect, const LogFailure& log_failure) {
+void FeedNotifier::Poll(const ConnectionFactory& connect, const Log& log) {
     std::unique_ptr<pqxx::connection> connection;
     Clock::time_point next = Clock::now();
     for (;;) {
@@ -199,7 +200,14 @@ void FeedNotifier::Poll(const ConnectionFactory& connect, const LogFailure& log_
             // next interval makes a new one.
             connection.reset();
             stats_.poll_failures.fetch_add(1, std::memory_order_relaxed);
-            log_failure(std::string("feed poll: ") + error.what());
+            try {
+                // The driver's text may hold any bytes: replaced where not UTF-8.
+                log("warning",
+                    nlohmann::json{{"msg", "the feed's poll failed"}, {"error", error.what()}}.dump(
+                        -1, ' ', false, nlohmann::json::error_handler_t::replace));
+            } catch (...) {
+                // Logging must not end the poll.
+            }
         }
     }
 }

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "ledger/log.hpp"
+
 namespace payledger::ledger {
 
 // The one mechanism behind everything that waits for the feed to grow: the subscriptions'
@@ -46,7 +48,6 @@ public:
     // A connection to read the head from (the primary, or a replica for a replica's reads).
     // May throw; the poll logs it and tries again at the next interval.
     using ConnectionFactory = std::function<std::unique_ptr<pqxx::connection>()>;
-    using LogFailure = std::function<void(const std::string& message)>;
 
     // How an asynchronous wait ended. kHeadMoved is a hint (above): re-read.
     enum class WaitEnd { kHeadMoved, kTimedOut };
@@ -100,9 +101,9 @@ public:
     // Starts the shared poll: a thread that, every poll_interval, reads
     // `SELECT coalesce(max(seq), 0) FROM ledger_events` on a connection from `connect` (kept
     // and reused; after a failure, dropped and made again at the next interval) and passes it
-    // to Committed. Failures go to `log_failure`, at most one message per failing interval.
+    // to Committed. Failures go to `log` as warnings, at most one line per failing interval.
     // REQUIRES: not polling already.
-    void StartPolling(ConnectionFactory connect, LogFailure log_failure);
+    void StartPolling(ConnectionFactory connect, Log log);
 
     // Stops the poll and the notifier's thread: every pending asynchronous wait is posted
     // kTimedOut, thread waiters return nullopt, and later waits are refused (AddWaiter) or
@@ -124,7 +125,7 @@ private:
     };
 
     void Dispatch();  // The notifier's thread.
-    void Poll(const ConnectionFactory& connect, const LogFailure& log_failure);
+    void Poll(const ConnectionFactory& connect, const Log& log);
     // Takes, under waiters_mutex_, the waits that have ended: beyond `head`, or due by `now`.
     std::vector<std::pair<Callback, WaitEnd>> TakeEnded(std::int64_t head, Clock::time_point now);
     // Wakes the notifier's thread and the thread waiters.

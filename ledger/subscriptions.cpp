@@ -78,7 +78,7 @@ std::string KeyArray(const Keys& keys) {
 }
 
 // The filter's two arrays; NULL for a set that does not filter.
-std::optional<std::string> TypesParameter(const EventFilter& filter) {
+std::optional<std::string> TypesParameter(const projections::EventFilter& filter) {
     if (filter.event_types.empty()) return std::nullopt;
     std::vector<std::string> names;
     for (const projections::EventType type : filter.event_types) {
@@ -87,13 +87,14 @@ std::optional<std::string> TypesParameter(const EventFilter& filter) {
     return KeyArray(names);
 }
 
-std::optional<std::string> AccountsParameter(const EventFilter& filter) {
+std::optional<std::string> AccountsParameter(const projections::EventFilter& filter) {
     if (filter.accounts.empty()) return std::nullopt;
     return KeyArray(filter.accounts);
 }
 
-// Whether an event of ledger_events matches; $types and $accounts are the two arrays above.
-std::string Matches(int types, int accounts) {
+// Whether an event of ledger_events matches, in SQL: projections::Matches's twin (its tests hold
+// them equal); $types and $accounts are the two arrays above.
+std::string MatchesSql(int types, int accounts) {
     const std::string t = "$" + std::to_string(types) + "::text[]";
     const std::string a = "$" + std::to_string(accounts) + "::text[]";
     return "(" + t + " IS NULL OR event_type = ANY(" + t + ")) AND (" + a + " IS NULL OR " +
@@ -356,7 +357,7 @@ std::vector<SubscriptionChange> ReadChangesBefore(pqxx::transaction_base& tx, st
 }
 
 MatchingBatch ReadMatchingBatch(pqxx::transaction_base& tx, std::int64_t after,
-                                const EventFilter& filter, std::int64_t limit,
+                                const projections::EventFilter& filter, std::int64_t limit,
                                 std::int64_t scan_seqs_max) {
     PAYLEDGER_ASSERT(after >= 0);
     PAYLEDGER_ASSERT(limit > 0);
@@ -377,7 +378,7 @@ MatchingBatch ReadMatchingBatch(pqxx::transaction_base& tx, std::int64_t after,
                     "SELECT b.head, e.* FROM bound AS b LEFT JOIN LATERAL (SELECT ") +
             kEventColumns +
             " FROM ledger_events WHERE seq > $1 AND seq <= least(b.head, $2::bigint) AND " +
-            Matches(3, 4) + " ORDER BY seq LIMIT $5) AS e ON true ORDER BY e.seq",
+            MatchesSql(3, 4) + " ORDER BY seq LIMIT $5) AS e ON true ORDER BY e.seq",
         after, span_end, TypesParameter(filter), AccountsParameter(filter), limit);
     PAYLEDGER_ASSERT(!rows.empty());  // The bound's one row, joined to nothing at worst.
     MatchingBatch batch;
@@ -395,14 +396,15 @@ MatchingBatch ReadMatchingBatch(pqxx::transaction_base& tx, std::int64_t after,
     return batch;
 }
 
-SubscriptionLag ReadLag(pqxx::transaction_base& tx, std::int64_t after, const EventFilter& filter,
-                        projections::TimeMicros now, std::int64_t scan_events_max) {
+SubscriptionLag ReadLag(pqxx::transaction_base& tx, std::int64_t after,
+                        const projections::EventFilter& filter, projections::TimeMicros now,
+                        std::int64_t scan_events_max) {
     PAYLEDGER_ASSERT(after >= 0);
     PAYLEDGER_ASSERT(scan_events_max > 0);
     // One statement (one snapshot). window_after follows the cursor, window_below_head ends
     // at the head; the latter is read only when the former does not reach the head (a scalar
     // subquery is evaluated when first needed).
-    const std::string matches = Matches(2, 3);
+    const std::string matches = MatchesSql(2, 3);
     const pqxx::result rows = tx.exec_params(
         "WITH window_after AS MATERIALIZED (SELECT seq, recorded_at, " + matches +
             " AS matches FROM ledger_events WHERE seq > $1 ORDER BY seq LIMIT $4), "

@@ -13,6 +13,7 @@
 #include "ledger/database.hpp"
 #include "ledger/subscription_start.hpp"
 #include "projections/event.hpp"
+#include "projections/event_filter.hpp"
 
 namespace payledger::ledger {
 
@@ -68,13 +69,6 @@ struct SubscriptionState {
     std::optional<projections::TimeMicros> next_attempt_at{};
     projections::TimeMicros created_at = 0;
     bool operator==(const SubscriptionState&) const = default;
-};
-
-// Which events a subscription delivers. An empty set does not filter: every type, every
-// account.
-struct EventFilter {
-    std::set<projections::EventType> event_types{};
-    std::set<std::string> accounts{};  // REQUIRES: each projections::IsValidKey.
 };
 
 // Creates the subscription when it does not exist, with its cursor at `start`; an existing
@@ -206,7 +200,8 @@ struct MatchingBatch {
 // `scan_seqs_max` (kMatchingScanSeqsMax) is there for tests.
 // REQUIRES: after >= 0; 0 < limit <= kPageSizeMax (ledger/reads.hpp); scan_seqs_max > 0.
 [[nodiscard]] MatchingBatch ReadMatchingBatch(pqxx::transaction_base& tx, std::int64_t after,
-                                              const EventFilter& filter, std::int64_t limit,
+                                              const projections::EventFilter& filter,
+                                              std::int64_t limit,
                                               std::int64_t scan_seqs_max = kMatchingScanSeqsMax);
 
 // How far a subscription with cursor `after` is behind, at `now`.
@@ -231,7 +226,8 @@ struct SubscriptionLag {
 // `scan_events_max` (kLagScanEventsMax) is there for tests.
 // REQUIRES: after >= 0; scan_events_max > 0.
 [[nodiscard]] SubscriptionLag ReadLag(pqxx::transaction_base& tx, std::int64_t after,
-                                      const EventFilter& filter, projections::TimeMicros now,
+                                      const projections::EventFilter& filter,
+                                      projections::TimeMicros now,
                                       std::int64_t scan_events_max = kLagScanEventsMax);
 
 // Which process delivers which subscription: a dedicated connection holding one session-level

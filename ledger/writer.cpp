@@ -65,21 +65,21 @@ std::string ArrayLiteral(const std::vector<std::string>& texts) {
     return out;
 }
 
-PreparedDelivery Prepare(const Delivery& delivery) {
+RenderedDelivery Render(const Delivery& delivery) {
     const Receipt& received = delivery.receipt;
-    PreparedDelivery prepared;
-    prepared.peer = StorableText(received.peer);
-    prepared.headers = StorableText(JsonWithoutNul(received.headers));
-    if (delivery.event) prepared.event_data = StorableText(JsonWithoutNul(delivery.event->data));
-    prepared.body_digest = Sha256(received.body);
-    prepared.body_sha256 = HexDigits(prepared.body_digest);
-    return prepared;
+    RenderedDelivery rendered;
+    rendered.peer = StorableText(received.peer);
+    rendered.headers = StorableText(JsonWithoutNul(received.headers));
+    if (delivery.event) rendered.event_data = StorableText(JsonWithoutNul(delivery.event->data));
+    rendered.body_digest = Sha256(received.body);
+    rendered.body_sha256 = HexDigits(rendered.body_digest);
+    return rendered;
 }
 
 }  // namespace
 
-void PrepareForWrite(Delivery& delivery) {
-    if (!delivery.prepared) delivery.prepared = Prepare(delivery);
+void RenderForWrite(Delivery& delivery) {
+    if (!delivery.rendered) delivery.rendered = Render(delivery);
 }
 
 namespace {
@@ -119,7 +119,7 @@ struct ReceiptScratch {
 // write's receipts and bodies; returns the chain after it. Each receipt's chain is computed in
 // id order, under the writer lock.
 ChainValue AddReceipt(WriteParams& params, ReceiptScratch& scratch, const Delivery& delivery,
-                      const PreparedDelivery& prepared, const projections::PlannedDelivery& planned,
+                      const RenderedDelivery& rendered, const projections::PlannedDelivery& planned,
                       const Event* event, const ChainValue& chain) {
     using enum WriteColumn;
     const Receipt& received = delivery.receipt;
@@ -133,16 +133,16 @@ ChainValue AddReceipt(WriteParams& params, ReceiptScratch& scratch, const Delive
          .seq = seq,
          .out_trade_no = received.out_trade_no ? *received.out_trade_no : std::string_view{},
          .body_sha256_hex =
-             std::string_view(prepared.body_sha256.data(), prepared.body_sha256.size())},
+             std::string_view(rendered.body_sha256.data(), rendered.body_sha256.size())},
         event, scratch.line);
     params[kReceiptId].Int8(planned.receipt_id);
     params[kReceiptSource].Bytes(projections::ToString(received.source));
     params[kReceiptReceivedAt].TimeMicros(received.received_at);
-    params[kReceiptPeer].Bytes(prepared.peer);
-    params[kReceiptHeaders].Bytes(prepared.headers);
-    const std::string_view digest = DigestBytes(prepared.body_digest);
+    params[kReceiptPeer].Bytes(rendered.peer);
+    params[kReceiptHeaders].Bytes(rendered.headers);
+    const std::string_view digest = DigestBytes(rendered.body_digest);
     params[kReceiptBodySha256].Bytes(digest);
-    if (scratch.bodies_sent.insert(prepared.body_digest).second) {
+    if (scratch.bodies_sent.insert(rendered.body_digest).second) {
         params[kBodySha256].Bytes(digest);
         params[kBody].Bytes(received.body);
     }
@@ -159,7 +159,7 @@ ChainValue AddReceipt(WriteParams& params, ReceiptScratch& scratch, const Delive
 
 // Adds `event`, appended by `delivery`, to the write's events.
 void AddEvent(WriteParams& params, const Event& event, const Delivery& delivery,
-              const PreparedDelivery& prepared) {
+              const RenderedDelivery& rendered) {
     using enum WriteColumn;
     // The plan's event is the delivered one as decided: its data is the delivery's.
     PAYLEDGER_ASSERT(delivery.event && event.data == delivery.event->data);
@@ -178,7 +178,7 @@ void AddEvent(WriteParams& params, const Event& event, const Delivery& delivery,
     params[kEventTransactionId].NullableBytes(StorableOrNull(event.transaction_id));
     params[kEventOccurredAt].TimeMicros(event.occurred_at);
     params[kEventReceiptId].Int8(event.receipt_id);
-    params[kEventData].Bytes(prepared.event_data);
+    params[kEventData].Bytes(rendered.event_data);
 }
 
 // How many rows of `orders` the write inserts and updates (the counts it checks).
@@ -236,14 +236,14 @@ PlannedWrite PlanWrite(std::span<const Delivery> deliveries, projections::Ledger
     std::size_t appended = 0;
     for (std::size_t i = 0; i < deliveries.size(); ++i) {
         const Delivery& delivery = deliveries[i];
-        std::optional<PreparedDelivery> rendered_here;
-        const PreparedDelivery& prepared =
-            delivery.prepared ? *delivery.prepared : rendered_here.emplace(Prepare(delivery));
+        std::optional<RenderedDelivery> rendered_here;
+        const RenderedDelivery& rendered =
+            delivery.rendered ? *delivery.rendered : rendered_here.emplace(Render(delivery));
         const projections::PlannedDelivery& planned = plan.deliveries[i];
         const Event* event = nullptr;
         if (planned.outcome == Outcome::kAppended) event = &plan.events.at(appended++);
-        chain = AddReceipt(params, scratch, delivery, prepared, planned, event, chain);
-        if (event != nullptr) AddEvent(params, *event, delivery, prepared);
+        chain = AddReceipt(params, scratch, delivery, rendered, planned, event, chain);
+        if (event != nullptr) AddEvent(params, *event, delivery, rendered);
     }
     PAYLEDGER_ASSERT(appended == plan.events.size());
     const OrderCounts orders = AddOrders(params, plan.orders);

@@ -10,6 +10,7 @@
 
 #include "ledger/bytes.hpp"  // Sha256Digest, Sha256HexDigits.
 #include "ledger/chain.hpp"
+#include "ledger/failures.hpp"
 #include "ledger/rows.hpp"
 #include "ledger/writer_cache.hpp"
 #include "projections/decide.hpp"  // Claims.
@@ -19,9 +20,9 @@
 namespace payledger::ledger {
 
 // What the writer sends of a delivery that no batch changes, rendered ahead of the batch by
-// PrepareForWrite (rendered on the writing thread, which holds the writer lock, it was about half
+// RenderForWrite (rendered on the writing thread, which holds the writer lock, it was about half
 // of that thread's time).
-struct PreparedDelivery {
+struct RenderedDelivery {
     // The receipt's texts as the database stores them (storable_text.hpp): its peer, and its
     // headers, a JSON text, as is the event's data (empty without an event).
     std::string peer{};
@@ -41,13 +42,13 @@ struct Delivery {
     std::string message{};
     std::optional<projections::Event> event{};  // seq, receipt_id are filled in by the writer.
     projections::Claims claims{};               // What a refund notice names about its order.
-    // Set by PrepareForWrite, and then only valid while receipt and event stay as they were.
-    std::optional<PreparedDelivery> prepared{};
+    // Set by RenderForWrite, and then only valid while receipt and event stay as they were.
+    std::optional<RenderedDelivery> rendered{};
 };
 
 // Renders what WriteBatch sends of `delivery` that no batch changes (a no-op when done).
 // Committer::Submit calls it on the submitting thread; WriteBatch renders what is missing.
-void PrepareForWrite(Delivery& delivery);
+void RenderForWrite(Delivery& delivery);
 
 // What became of one delivery, after the commit that holds it.
 struct DeliveryResult {
@@ -62,7 +63,10 @@ struct DeliveryResult {
     std::string registered_data{};
     projections::TimeMicros registered_at = 0;
     std::int64_t receipt_id = 0;
-    bool internal_error = false;  // An invariant or a database rule failed: answer 500.
+    // Why the delivery's transaction did not commit (outcome kUnavailable), in the one
+    // classification of failures: a broken invariant answers 500, the others 503
+    // (api/channels/channel.hpp StatusOf).
+    std::optional<FailureKind> failure{};
 };
 
 struct BatchStats {

@@ -213,8 +213,7 @@ ledger::Delivery AlipayChannel::Verify(Incoming& incoming) const {
 Response AlipayChannel::Answer(const ledger::DeliveryResult& result) const {
     // Exactly "success", or Alipay resends (docs/platforms.md#alipay-answers).
     if (IsAcknowledged(result)) return MakeResponse(http::status::ok, "text/plain", "success");
-    const http::status status =
-        result.internal_error ? http::status::internal_server_error : StatusOf(result.outcome);
+    const http::status status = StatusOf(result);
     return MakeResponse(status, "text/plain", "failure");
 }
 

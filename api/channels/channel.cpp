@@ -35,6 +35,26 @@ http::status StatusOf(projections::Outcome outcome) {
     return http::status::internal_server_error;
 }
 
+http::status StatusOf(ledger::FailureKind kind) {
+    switch (kind) {
+        case ledger::FailureKind::kRetryable:
+        case ledger::FailureKind::kInDoubt:
+            return http::status::service_unavailable;
+        case ledger::FailureKind::kInvariantBroken:
+            return http::status::internal_server_error;
+    }
+    PAYLEDGER_ASSERT(false);
+    return http::status::internal_server_error;
+}
+
+http::status StatusOf(const ledger::DeliveryResult& result) {
+    return result.failure ? StatusOf(*result.failure) : StatusOf(result.outcome);
+}
+
+bool IsInternalError(const ledger::DeliveryResult& result) {
+    return result.failure == ledger::FailureKind::kInvariantBroken;
+}
+
 std::string CutForStorage(std::string_view text, std::size_t bytes_max) {
     if (text.size() <= bytes_max) return std::string(text);
     std::size_t cut = bytes_max;
@@ -105,14 +125,16 @@ void ClaimOutTradeNo(ledger::Receipt& receipt, std::string_view claimed) {
 }
 
 bool IsSuccess(const ledger::DeliveryResult& result) {
-    return !result.internal_error && (result.outcome == projections::Outcome::kAppended ||
-                                      result.outcome == projections::Outcome::kDuplicate);
+    return !result.failure && (result.outcome == projections::Outcome::kAppended ||
+                               result.outcome == projections::Outcome::kDuplicate);
 }
 
 Response ErrorAnswer(const ledger::DeliveryResult& result) {
-    if (result.internal_error) {
-        return ErrorResponse(http::status::internal_server_error,
-                             projections::Outcome::kUnavailable, "internal error");
+    if (result.failure) {
+        // Not a decided outcome: `unavailable`, with the classification's words, never the
+        // driver's (ledger/failures.hpp).
+        return ErrorResponse(StatusOf(*result.failure), projections::Outcome::kUnavailable,
+                             IsInternalError(result) ? "internal error" : result.message);
     }
     return ErrorResponse(StatusOf(result.outcome), result.outcome, result.message, result.seq);
 }

@@ -36,6 +36,14 @@ public:
 // The status of each outcome (docs/design.md#outcomes; kAppended is 200 here; POST /v1/orders
 // answers 201).
 [[nodiscard]] http::status StatusOf(projections::Outcome outcome);
+// The status of each failure (docs/design.md#failures-and-retries): retryable and in doubt 503
+// `unavailable` (a platform retries; the unique key makes the retry exact), an invariant broken
+// 500.
+[[nodiscard]] http::status StatusOf(ledger::FailureKind kind);
+// A decided delivery's status: its failure's when it did not commit, else its outcome's.
+[[nodiscard]] http::status StatusOf(const ledger::DeliveryResult& result);
+// The delivery failed on a broken invariant or a database rule (answered 500, logged as an error).
+[[nodiscard]] bool IsInternalError(const ledger::DeliveryResult& result);
 
 // A request header that a receipt keeps (docs/security.md#what-a-receipt-stores). Every stored
 // byte is bounded: a header that verification needs (`form` set) is kept whole only when `form`

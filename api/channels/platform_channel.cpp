@@ -29,13 +29,13 @@ std::optional<projections::TimeMicros> PlatformTime(
 
 bool IsAcknowledged(const ledger::DeliveryResult& result) {
     using projections::Outcome;
-    return !result.internal_error &&
+    return !result.failure &&
            (result.outcome == Outcome::kAppended || result.outcome == Outcome::kDuplicate ||
             result.outcome == Outcome::kIgnored);
 }
 
 std::string FailureReason(const ledger::DeliveryResult& result) {
-    if (result.internal_error) return "internal error";
+    if (IsInternalError(result)) return "internal error";
     std::string reason{projections::ToString(result.outcome)};
     if (!result.message.empty()) reason += ": " + result.message;
     return reason;

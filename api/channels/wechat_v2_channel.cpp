@@ -210,8 +210,7 @@ Response WechatV2Channel::Answer(const ledger::DeliveryResult& result) const {
     if (IsAcknowledged(result)) {
         return MakeResponse(http::status::ok, "application/xml", WechatV2Answer(true, {}));
     }
-    const http::status status =
-        result.internal_error ? http::status::internal_server_error : StatusOf(result.outcome);
+    const http::status status = StatusOf(result);
     return MakeResponse(status, "application/xml", WechatV2Answer(false, FailureReason(result)));
 }
 

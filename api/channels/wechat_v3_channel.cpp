@@ -342,8 +342,7 @@ Response WechatV3Channel::Answer(const ledger::DeliveryResult& result) const {
         Response response{http::status::no_content, 11};  // WeChat accepts 200 or 204.
         return response;
     }
-    const http::status status =
-        result.internal_error ? http::status::internal_server_error : StatusOf(result.outcome);
+    const http::status status = StatusOf(result);
     return MakeResponse(status, "application/json",
                         Dump(json{{"code", "FAIL"}, {"message", FailureReason(result)}}));
 }

@@ -154,14 +154,16 @@ int Serve(const api::Config& config) {
          .on_committed = [&notifier](std::int64_t seq) { notifier.Committed(seq); }}};
     api::Metrics metrics;
     api::App app{config, pool, committer, metrics};
+    // The background components' log lines, to stderr as the requests' (api/log.hpp).
+    const api::Log log = [](const std::string& level, const std::string& line) {
+        api::LogJson(level.c_str(), line);
+    };
     api::SubscriptionDeliverer deliverer{
         config.subscriptions,
         {.database_url = config.database_url,
          .session = ledger::SessionSettings{.application_name = "payledger_subscriptions"}},
         notifier,
-        [](const std::string& level, const std::string& line) {
-            api::LogJson(level.c_str(), line);
-        }};
+        log};
     app.SetSubscriptions(&deliverer, &notifier);
     // Asking the platforms (docs/query.md), when a channel's section has `query`.
     api::QueryScheduler scheduler{
@@ -169,9 +171,7 @@ int Serve(const api::Config& config) {
         committer,
         {.database_url = config.database_url,
          .session = ledger::SessionSettings{.application_name = "payledger_queries"}},
-        [](const std::string& level, const std::string& line) {
-            api::LogJson(level.c_str(), line);
-        }};
+        log};
     app.SetQueryScheduler(&scheduler);
     const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
     api::Server server{[&app](api::Incoming incoming, api::Respond respond) {
@@ -181,11 +181,7 @@ int Serve(const api::Config& config) {
                         .port = config.listen_port,
                         .io_threads = cores,
                         .worker_threads = std::max<std::size_t>(8, 2 * cores),
-                        .connections_max = config.limits.connections_max,
-                        .connections_per_peer = config.limits.connections_per_peer,
-                        .connections_per_prefix = config.limits.connections_per_prefix,
-                        .prefix_ipv4_bits = static_cast<unsigned>(config.limits.prefix_ipv4_bits),
-                        .prefix_ipv6_bits = static_cast<unsigned>(config.limits.prefix_ipv6_bits),
+                        .connections = config.limits,  // Its ConnectionLimits.
                         .trusted_proxies = config.trusted_proxies,
                         .reserved_for = config.reserved_for}};
     server.Start();  // From here on SIGTERM and SIGINT end ServeUntilSignal.
@@ -227,10 +223,7 @@ int Serve(const api::Config& config) {
                     config.database_url,
                     ledger::SessionSettings{.application_name = "payledger_feed"});
             },
-            [](const std::string& message) {
-                api::LogJson("warning", api::Dump(nlohmann::json{{"msg", "the feed's poll failed"},
-                                                                 {"error", message}}));
-            });
+            log);
         deliverer.Start();
         scheduler.Start();
         api::LogJson("info", "{\"msg\":\"ready\"}");

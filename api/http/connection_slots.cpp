@@ -11,12 +11,14 @@ ConnectionSlots::Admission ConnectionSlots::Open(Id id, const Peer& peer) {
     PAYLEDGER_ASSERT(entries_.find(id) == entries_.end());
     if (!peer.proxy && !peer.reserved) {
         const auto by_peer = per_peer_.find(peer.peer);
-        if (by_peer != per_peer_.end() && by_peer->second >= limits_.per_peer) return {};
+        if (by_peer != per_peer_.end() && by_peer->second >= limits_.connections_per_peer)
+            return {};
         const auto block = blocks_.find(peer.prefix);
-        if (block != blocks_.end() && block->second.open >= limits_.per_prefix) return {};
+        if (block != blocks_.end() && block->second.open >= limits_.connections_per_prefix)
+            return {};
     }
     Admission admission{.admitted = true};
-    if (entries_.size() - evicting_ >= limits_.max) {
+    if (entries_.size() - evicting_ >= limits_.connections_max) {
         admission.evict = PickVictim();
         // Nothing idle to give up its slot: refused, unless the platforms' ranges.
         if (!admission.evict && !peer.reserved) return {};

@@ -11,25 +11,34 @@
 
 namespace payledger::api {
 
+// The connection limits of the config's `limits` section (docs/security.md#peers-and-limits), of
+// the same names there, with their defaults written once: Config::Limits, Server::Options and
+// ConnectionSlots take them.
+struct ConnectionLimits {
+    std::size_t connections_max = 4096;  // Every connection, from all peers together.
+    std::size_t connections_per_peer = 256;
+    // Connections per address block (an IPv4 /prefix_ipv4_bits, an IPv6 /prefix_ipv6_bits), so
+    // that a handful of neighbouring addresses cannot take every slot.
+    std::size_t connections_per_prefix = 1024;
+    unsigned prefix_ipv4_bits = 24;
+    unsigned prefix_ipv6_bits = 48;
+};
+
 // Who gets one of the server's connection slots (docs/security.md#connection-slots): at most
-// `max` connections in all, `per_peer` per peer (PeerKey) and `per_prefix` per address block
-// (PrefixKey: an IPv4 /24, an IPv6 /48 by default), so that a handful of peers cannot take every
-// slot. At `max`, a new connection takes the slot of an idle one (waiting for a request: a kept
-// connection between requests, or a new one that has sent nothing whole yet) of the block that
-// holds the most connections, its oldest idle one first; only when no connection is idle is it
-// refused. Connections from `reserved` blocks (limits.reserved_for: the platforms' published
-// ranges) always get a slot: beyond `max` when nothing can be evicted, and nobody evicts them.
-// Connections of a trusted proxy count against `max` only.
-// Bookkeeping only: the server closes what Open says to evict. Thread-safe.
+// `connections_max` connections in all, `connections_per_peer` per peer (PeerKey) and
+// `connections_per_prefix` per address block (PrefixKey: an IPv4 /24, an IPv6 /48 by default), so
+// that a handful of peers cannot take every slot. At `connections_max`, a new connection takes the
+// slot of an idle one (waiting for a request: a kept connection between requests, or a new one that
+// has sent nothing whole yet) of the block that holds the most connections, its oldest idle one
+// first; only when no connection is idle is it refused. Connections from `reserved` blocks
+// (limits.reserved_for: the platforms' published ranges) always get a slot: beyond
+// `connections_max` when nothing can be evicted, and nobody evicts them. Connections of a trusted
+// proxy count against `connections_max` only. Bookkeeping only: the server closes what Open says to
+// evict. Thread-safe.
 class ConnectionSlots {
 public:
     using Id = std::uint64_t;
 
-    struct Limits {
-        std::size_t max = 4096;
-        std::size_t per_peer = 256;
-        std::size_t per_prefix = 1024;
-    };
     struct Peer {
         std::string peer{};    // PeerKey of the address.
         std::string prefix{};  // PrefixKey of the address.
@@ -41,7 +50,7 @@ public:
         std::optional<Id> evict{};  // Close this one: its slot is the new connection's.
     };
 
-    explicit ConnectionSlots(Limits limits) : limits_(limits) {}
+    explicit ConnectionSlots(ConnectionLimits limits) : limits_(limits) {}
 
     // A new connection `id` (unique) from `peer`: admitted or not, and what to close for it.
     // An admitted connection starts idle; it holds its slot until Close.
@@ -68,7 +77,7 @@ private:
     void SetIdleLocked(Entry& entry, Id id, bool idle);  // Caller holds mutex_.
     [[nodiscard]] std::optional<Id> PickVictim();        // Caller holds mutex_.
 
-    const Limits limits_;
+    const ConnectionLimits limits_;
     mutable std::mutex mutex_;
     std::unordered_map<Id, Entry> entries_{};
     std::unordered_map<std::string, std::size_t> per_peer_{};

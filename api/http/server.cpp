@@ -254,9 +254,7 @@ private:
 Server::Server(Handler handler, Options options)
     : handler_(std::move(handler)),
       options_(std::move(options)),
-      slots_({.max = options_.connections_max,
-              .per_peer = options_.connections_per_peer,
-              .per_prefix = options_.connections_per_prefix}),
+      slots_(options_.connections),
       workers_(options_.worker_threads),
       acceptor_(net::make_strand(io_)),
       accept_backoff_(acceptor_.get_executor()) {}
@@ -296,12 +294,12 @@ void Server::Accept() {
             bool proxy = false;
             if (!endpoint_error) {
                 proxy = IsTrustedProxy(peer.address());
-                admission =
-                    slots_.Open(id, {.peer = PeerKey(peer.address()),
-                                     .prefix = PrefixKey(peer.address(), options_.prefix_ipv4_bits,
-                                                         options_.prefix_ipv6_bits),
-                                     .reserved = IsReserved(peer.address()),
-                                     .proxy = proxy});
+                admission = slots_.Open(
+                    id, {.peer = PeerKey(peer.address()),
+                         .prefix = PrefixKey(peer.address(), options_.connections.prefix_ipv4_bits,
+                                             options_.connections.prefix_ipv6_bits),
+                         .reserved = IsReserved(peer.address()),
+                         .proxy = proxy});
             }
             if (!admission.admitted) {
                 // Over a limit (in all with nothing idle to evict, for this peer, or for its

@@ -39,11 +39,7 @@ public:
         std::size_t worker_threads = 8;
         std::chrono::seconds read_timeout{15};  // A whole request, and keep-alive idling.
         std::chrono::seconds write_timeout{15};
-        std::size_t connections_max = 4096;         // limits.connections_max.
-        std::size_t connections_per_peer = 256;     // limits.connections_per_peer.
-        std::size_t connections_per_prefix = 1024;  // limits.connections_per_prefix.
-        unsigned prefix_ipv4_bits = 24;             // limits.prefix_ipv4_bits.
-        unsigned prefix_ipv6_bits = 48;             // limits.prefix_ipv6_bits.
+        ConnectionLimits connections{};  // The config's limits.connections_* and prefix_*_bits.
         // trusted_proxies: their connections count against connections_max only (one proxy
         // carries many clients), and each request's peer is the client it names
         // (X-Forwarded-For, peer_limits.hpp ForwardedClient).

@@ -92,8 +92,8 @@ void LogDelivery(projections::Source source, const std::optional<std::string>& o
         {"msg", "delivery"},
         {"channel", projections::ToString(source)},
         {"out_trade_no", out_trade_no ? json(*out_trade_no) : json(nullptr)},
-        {"outcome", result.internal_error ? "internal_error"
-                                          : std::string(projections::ToString(result.outcome))},
+        {"outcome", IsInternalError(result) ? "internal_error"
+                                            : std::string(projections::ToString(result.outcome))},
         {"seq", result.seq == 0 ? json(nullptr) : json(result.seq)},
         {"receipt_id", result.receipt_id == 0 ? json(nullptr) : json(result.receipt_id)},
         {"latency_ms", static_cast<double>(
@@ -101,7 +101,7 @@ void LogDelivery(projections::Source source, const std::optional<std::string>& o
                            1000.0},
         {"peer", incoming.peer},
         {"reason", result.detail.empty() ? result.message : result.detail}};
-    LogJson(result.internal_error ? "error" : "info", Dump(fields));
+    LogJson(IsInternalError(result) ? "error" : "info", Dump(fields));
 }
 
 // docs/design.md#read-replicas: the auditor reads on the replica of read_database_url, with a log
@@ -396,7 +396,7 @@ void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming in
             unverified_bytes_.Forget(stored_bytes, admitted_at);
         }
         metrics_.CountDelivery(source, result.outcome);
-        if (result.internal_error) metrics_.CountInternalError();
+        if (IsInternalError(result)) metrics_.CountInternalError();
         LogDelivery(source, out_trade_no, result, incoming);
         Response response;
         try {

@@ -148,18 +148,6 @@ void SetReadFrom(Response& response, const ledger::ReadSource& source) {
     response.set(kReadFromHeader, ReadFromValue(source));
 }
 
-http::status StatusOf(ledger::FailureKind kind) {
-    switch (kind) {
-        case ledger::FailureKind::kRetryable:
-        case ledger::FailureKind::kInDoubt:
-            return http::status::service_unavailable;
-        case ledger::FailureKind::kInvariantBroken:
-            return http::status::internal_server_error;
-    }
-    PAYLEDGER_ASSERT(false);
-    return http::status::internal_server_error;
-}
-
 Response FailureResponse(const ledger::Failure& failure, Metrics& metrics) {
     const bool broken = failure.kind == ledger::FailureKind::kInvariantBroken;
     if (broken) metrics.CountInternalError();

@@ -98,12 +98,9 @@ inline constexpr const char* kReadFromHeader = "Payledger-Read-From";
 [[nodiscard]] std::string ReadFromValue(const ledger::ReadSource& source);
 void SetReadFrom(Response& response, const ledger::ReadSource& source);
 
-// The request boundary (docs/design.md#failures-and-retries), the one place where a failure gets
-// its status: a client error is a Refusal and answers its outcome's status
-// (api/channels/channel.hpp StatusOf); here the rest. Retryable and in doubt: 503 unavailable (a
-// platform retries; the unique key makes the retry exact); invariant broken: 500. The driver's text
-// goes to the log, not the client.
-[[nodiscard]] http::status StatusOf(ledger::FailureKind kind);
+// The request boundary (docs/design.md#failures-and-retries) of a request that is no delivery: a
+// client error is a Refusal and answers its outcome's status, a failure its kind's (both
+// api/channels/channel.hpp StatusOf). The driver's text goes to the log, not the client.
 // Logs `failure`, counts an invariant broken in `metrics`, and builds its answer.
 [[nodiscard]] Response FailureResponse(const ledger::Failure& failure, Metrics& metrics);
 

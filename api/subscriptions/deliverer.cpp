@@ -23,14 +23,8 @@ using nlohmann::json;
 
 }  // namespace
 
-ledger::EventFilter EventFilterOf(const SubscriptionConfig& config) {
-    ledger::EventFilter filter;
-    // Every type is no filter at all: the cheaper read.
-    if (config.event_types.size() < projections::kEventTypeCount) {
-        filter.event_types = config.event_types;
-    }
-    if (config.accounts) filter.accounts = *config.accounts;
-    return filter;
+projections::EventFilter EventFilterOf(const SubscriptionConfig& config) {
+    return projections::MakeEventFilter(config.event_types, config.accounts);
 }
 
 std::string DeliveryBody(const std::string& subscription, const std::vector<FeedItemPtr>& events,
@@ -57,7 +51,7 @@ std::string DeliveryBody(const std::string& subscription, const std::vector<Feed
 // One subscription's thread and what it keeps between passes.
 struct SubscriptionDeliverer::Worker {
     const SubscriptionConfig& config;
-    const ledger::EventFilter filter;
+    const projections::EventFilter filter;
     Counters counters{};
     std::mutex mutex{};
     std::condition_variable wake{};

@@ -70,9 +70,8 @@ public:
         // read, so that events gather into fuller batches under a steady stream (as Kafka's
         // linger.ms): adds at most this to an event's delivery, 0 turns it off.
         std::chrono::milliseconds linger{20};
-        // The events the shared FeedWindow keeps; 0: no window, each thread reads
-        // PostgreSQL itself.
-        std::size_t window_events_max = 10'000;
+        // The shared FeedWindow's events_max; 0: no window, each thread reads PostgreSQL itself.
+        std::size_t window_events_max = kFeedWindowEventsMaxDefault;
         std::optional<std::string> ca_file_for_tests{};  // WebhookClient's; tests only.
         // The clock of every decision and attempt (a test may set its own).
         std::function<projections::TimeMicros()> now = ledger::NowMicros;
@@ -159,7 +158,7 @@ private:
 };
 
 // Which events `config` delivers, as the ledger's reads take it.
-[[nodiscard]] ledger::EventFilter EventFilterOf(const SubscriptionConfig& config);
+[[nodiscard]] projections::EventFilter EventFilterOf(const SubscriptionConfig& config);
 
 // The body of one delivery: {"type":"ledger.events","timestamp":…,"data":{"subscription":…,
 // "events":[…]}}, events as the feed answers them (FeedItem::json), written as Dump (compact,

@@ -19,9 +19,8 @@ FeedItemPtr MakeFeedItem(const projections::Event& event) {
                                                      .json = Dump(EventJson(event))});
 }
 
-bool Matches(const ledger::EventFilter& filter, const FeedItem& item) {
-    return (filter.event_types.empty() || filter.event_types.contains(item.event_type)) &&
-           (filter.accounts.empty() || filter.accounts.contains(item.account_id));
+bool Matches(const projections::EventFilter& filter, const FeedItem& item) {
+    return projections::Matches(filter, item.event_type, item.account_id);
 }
 
 FeedWindow::FeedWindow(Options options, ledger::FeedNotifier& notifier, Log log)
@@ -52,7 +51,8 @@ void FeedWindow::Stop() {
     if (thread_.joinable()) thread_.join();
 }
 
-std::optional<FeedSlice> FeedWindow::Take(std::int64_t after, const ledger::EventFilter& filter,
+std::optional<FeedSlice> FeedWindow::Take(std::int64_t after,
+                                          const projections::EventFilter& filter,
                                           std::int64_t limit) const {
     PAYLEDGER_ASSERT(limit > 0);
     std::lock_guard lock{mutex_};

@@ -22,6 +22,9 @@
 
 namespace payledger::api {
 
+// How many events a FeedWindow keeps by default: 10 000 of about 500 bytes each, some 5 MB.
+inline constexpr std::size_t kFeedWindowEventsMaxDefault = 10'000;
+
 // One event as a webhook carries it: what a filter looks at, and its JSON text (EventJson,
 // as GET /v1/events shows it), serialized once however many subscriptions send it.
 struct FeedItem {
@@ -36,7 +39,7 @@ using FeedItemPtr = std::shared_ptr<const FeedItem>;
 
 // Whether `filter` delivers `item`: the same test as ledger::ReadMatchingBatch's SQL (an empty
 // set does not filter).
-[[nodiscard]] bool Matches(const ledger::EventFilter& filter, const FeedItem& item);
+[[nodiscard]] bool Matches(const projections::EventFilter& filter, const FeedItem& item);
 
 // What FeedWindow::Take found after a cursor: as ledger::MatchingBatch, from memory.
 struct FeedSlice {
@@ -79,8 +82,7 @@ public:
     struct Options {
         std::string database_url{};
         ledger::SessionSettings session{};
-        // How many events the window keeps: 10 000 of about 500 bytes each, some 5 MB.
-        std::size_t events_max = 10'000;
+        std::size_t events_max = kFeedWindowEventsMaxDefault;
         // Events read per statement. REQUIRES: 0 < read_max <= ledger::kPageSizeMax.
         std::int64_t read_max = 1'000;
         // How long after a wake-up the thread waits before it reads, so that the events of
@@ -113,7 +115,7 @@ public:
     // nothing read yet, or dormant, which this call ends): the caller reads PostgreSQL, or
     // waits for the window (WaitForEnd). REQUIRES: limit > 0.
     [[nodiscard]] std::optional<FeedSlice> Take(std::int64_t after,
-                                                const ledger::EventFilter& filter,
+                                                const projections::EventFilter& filter,
                                                 std::int64_t limit) const;
     // Blocks until the window's end is at least `end`, the deadline passes or the window
     // stops; true in the first case. Ends a dormancy, as Take.

@@ -176,7 +176,7 @@ inline void CheckAnswers(const api::Channel& channel, const ledger::Delivery& de
             (void)channel.Answer(result);
         }
     }
-    result.internal_error = true;
+    result.failure = ledger::FailureKind::kInvariantBroken;
     (void)channel.Answer(result);
 }
 

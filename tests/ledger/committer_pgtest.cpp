@@ -116,7 +116,7 @@ protected:
         for (std::size_t i = 0; i < kBatchSize; ++i) {
             ASSERT_EQ(answers.results()[i].size(), 1u) << "delivery " << i << " answered twice";
             EXPECT_EQ(answers.results()[i][0].outcome, Outcome::kAppended) << i;
-            EXPECT_FALSE(answers.results()[i][0].internal_error) << i;
+            EXPECT_FALSE(answers.results()[i][0].failure) << i;
         }
         // Written once: one receipt and one event per delivery, the plug's batch and one more.
         EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"),
@@ -154,7 +154,7 @@ TEST_F(CommitterPgTest, DeliveryOverTheByteBudgetIsAnsweredUnavailableAtOnce) {
         return delivery;
     };
     Delivery probe = large("ORD-X");
-    PrepareForWrite(probe);  // As Submit does before it counts.
+    RenderForWrite(probe);  // As Submit does before it counts.
     const std::size_t fitting = kBudgetBytes / Committer::QueuedBytes(probe);
     ASSERT_GE(fitting, 2u);
 

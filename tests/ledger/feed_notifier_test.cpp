@@ -314,10 +314,11 @@ TEST(FeedNotifier, AFailingPollIsLoggedAndWakesNobody) {
         []() -> std::unique_ptr<pqxx::connection> {
             throw pqxx::broken_connection("the test's database is unreachable");
         },
-        [&](const std::string& message) {
+        [&](const std::string& level, const std::string& json) {
+            EXPECT_EQ(level, "warning");
             {
                 const std::lock_guard lock{mutex};
-                messages.push_back(message);
+                messages.push_back(json);
             }
             logged.notify_all();
         });

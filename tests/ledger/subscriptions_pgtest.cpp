@@ -39,6 +39,8 @@
 namespace payledger::ledger {
 namespace {
 
+using projections::EventFilter;
+
 using projections::EventType;
 using testing::TestDatabase;
 
@@ -447,9 +449,23 @@ TEST_F(SubscriptionsPgTest, MatchingBatchesAreConsecutiveAmongTheMatchingEvents)
          "event_type = 'ORDER_CREATED' AND account_id = 'shop-a'"},
         {{.event_types = {EventType::kRefundSucceeded}}, "false"},
     };
+    std::vector<projections::Event> every;
+    {
+        pqxx::read_transaction tx{*connection_};
+        every = ReadEventsAfter(tx, 0, 100);
+    }
+    ASSERT_EQ(every.size(), 40U);
     for (const Case& c : cases) {
         const std::vector<std::int64_t> expected =
             SubIds(db_, "SELECT seq FROM ledger_events WHERE " + c.where + " ORDER BY seq");
+        // The SQL's twin in memory (projections/event_filter.hpp) picks the same events.
+        std::vector<std::int64_t> matched;
+        for (const projections::Event& event : every) {
+            if (projections::Matches(c.filter, event.event_type, event.account_id)) {
+                matched.push_back(event.seq);
+            }
+        }
+        EXPECT_EQ(matched, expected) << c.where;
         std::vector<std::int64_t> seen;
         std::int64_t after = 0;
         int reads = 0;
@@ -718,8 +734,9 @@ TEST_F(SubscriptionsPgTest, APollFindsAnotherConnectionsCommitWithinASecond) {
     std::promise<FeedNotifier::WaitEnd> ended;
     std::vector<std::string> failures;
     FeedNotifier notifier{{}, [](std::function<void()> task) { task(); }};
-    notifier.StartPolling([&] { return db_.Connect(); },
-                          [&](const std::string& message) { failures.push_back(message); });
+    notifier.StartPolling(
+        [&] { return db_.Connect(); },
+        [&](const std::string&, const std::string& json) { failures.push_back(json); });
     // Until the first poll has run, the head is 0 and any commit would wake at once.
     const auto first_poll = std::chrono::steady_clock::now() + std::chrono::seconds{30};
     while (notifier.stats().polls.load() == 0 && std::chrono::steady_clock::now() < first_poll) {

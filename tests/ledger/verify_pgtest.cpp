@@ -79,7 +79,7 @@ protected:
 
     void Write(std::vector<Delivery> deliveries) {
         for (const DeliveryResult& result : WriteBatch(*connection_, deliveries)) {
-            ASSERT_FALSE(result.internal_error);
+            ASSERT_FALSE(result.failure) << result.message;
         }
     }
 

@@ -207,34 +207,34 @@ TEST_F(WriterPgTest, NulBytesFromTheWireCannotMakeAReceiptUnstorable) {
 
 TEST_F(WriterPgTest, TextsThatNeedEscapesAreStoredAsGivenPreparedOrNot) {
     // The writer makes its texts storable itself (bound as binary parameters), ahead
-    // of the batch (PrepareForWrite, as the committer does) or in it: both must store the same
+    // of the batch (RenderForWrite, as the committer does) or in it: both must store the same
     // texts, and quotes, backslashes and invalid UTF-8 must not break the parameters.
     const std::string quoted = "a \"quoted\" \\ back\tslash 'single' \u00e9t\u00e9 \x01";
     const std::string invalid_utf8 = "peer \xff\xfe";
-    for (const bool prepared : {false, true}) {
-        const std::string key = prepared ? "ORD-P" : "ORD-U";
+    for (const bool rendered : {false, true}) {
+        const std::string key = rendered ? "ORD-P" : "ORD-U";
         (void)Write({Order(key, 100)});
         Delivery rejected = Rejected(key, Outcome::kMalformed, quoted);
         rejected.receipt.peer = invalid_utf8;
         rejected.receipt.headers = R"({"X-Quote":"say \"hi\"","X-Slash":"c:\\d"})";
         Delivery paid = Payment(key, "TX-" + quoted, 100);
         paid.event->data = R"({"attach":"\"x\" \\ \u00fc"})";
-        if (prepared) {
-            PrepareForWrite(rejected);
-            PrepareForWrite(paid);
+        if (rendered) {
+            RenderForWrite(rejected);
+            RenderForWrite(paid);
         }
         const auto results = Write({rejected, paid});
         ASSERT_EQ(results[1].outcome, Outcome::kAppended) << results[1].message;
         const std::string receipt =
             "FROM callback_receipts WHERE out_trade_no = '" + key + "' AND outcome = 'malformed'";
-        EXPECT_EQ(db_.Scalar("SELECT message " + receipt), quoted) << prepared;
-        EXPECT_EQ(db_.Scalar("SELECT peer " + receipt), "peer \uFFFD\uFFFD") << prepared;
-        EXPECT_EQ(db_.Scalar("SELECT headers->>'X-Quote' " + receipt), "say \"hi\"") << prepared;
-        EXPECT_EQ(db_.Scalar("SELECT headers->>'X-Slash' " + receipt), "c:\\d") << prepared;
+        EXPECT_EQ(db_.Scalar("SELECT message " + receipt), quoted) << rendered;
+        EXPECT_EQ(db_.Scalar("SELECT peer " + receipt), "peer \uFFFD\uFFFD") << rendered;
+        EXPECT_EQ(db_.Scalar("SELECT headers->>'X-Quote' " + receipt), "say \"hi\"") << rendered;
+        EXPECT_EQ(db_.Scalar("SELECT headers->>'X-Slash' " + receipt), "c:\\d") << rendered;
         const std::string event = "FROM ledger_events WHERE out_trade_no = '" + key +
                                   "' AND event_type = 'PAYMENT_SUCCEEDED'";
-        EXPECT_EQ(db_.Scalar("SELECT transaction_id " + event), "TX-" + quoted) << prepared;
-        EXPECT_EQ(db_.Scalar("SELECT data->>'attach' " + event), "\"x\" \\ \u00fc") << prepared;
+        EXPECT_EQ(db_.Scalar("SELECT transaction_id " + event), "TX-" + quoted) << rendered;
+        EXPECT_EQ(db_.Scalar("SELECT data->>'attach' " + event), "\"x\" \\ \u00fc") << rendered;
     }
 }
 
@@ -395,7 +395,7 @@ TEST_F(WriterPgTest, OneBadDeliveryDoesNotFailItsBatch) {
     for (std::size_t i = 0; i < deliveries.size(); ++i) {
         const DeliveryResult r = results[i].get_future().get();
         if (i == 2) {
-            EXPECT_TRUE(r.internal_error);
+            EXPECT_TRUE(r.failure == FailureKind::kInvariantBroken);
         } else {
             EXPECT_EQ(r.outcome, Outcome::kAppended) << i;
         }
@@ -448,7 +448,7 @@ TEST(CommitterTest, UnreachableDatabaseAnswersUnavailable) {
     committer.Submit(Order("ORD-1", 100), [&](DeliveryResult r) { result.set_value(r); });
     const DeliveryResult r = result.get_future().get();
     EXPECT_EQ(r.outcome, Outcome::kUnavailable);
-    EXPECT_FALSE(r.internal_error);
+    EXPECT_TRUE(r.failure == FailureKind::kRetryable);
 }
 
 }  // namespace

@@ -109,7 +109,7 @@ TEST_F(FeedWindowPgTest, StartsAtTheHeadAndTakesWhatPostgresWouldReadForEveryCur
     ASSERT_TRUE(window.WaitForEnd(35, Deadline()));
     EXPECT_EQ(window.Bounds(), std::make_pair(std::int64_t{5}, std::int64_t{35}));
 
-    const std::vector<ledger::EventFilter> filters = {
+    const std::vector<projections::EventFilter> filters = {
         {},
         {.event_types = {EventType::kPaymentClosed}},
         {.accounts = {"shop-b"}},

@@ -356,8 +356,8 @@ TEST(GenericChannelAnswer, InternalErrorAnswers500WithAnErrorBody) {
     const GenericChannel channel{GenericConfig{.secret = kSecret}};
     // Even a result that claims success is a failure once an invariant broke.
     for (const Outcome outcome : {Outcome::kAppended, Outcome::kConflict}) {
-        const Response response = channel.Answer(
-            ledger::DeliveryResult{.outcome = outcome, .seq = 5, .internal_error = true});
+        const Response response = channel.Answer(ledger::DeliveryResult{
+            .outcome = outcome, .seq = 5, .failure = ledger::FailureKind::kInvariantBroken});
         EXPECT_EQ(response.result(), http::status::internal_server_error);
         const json body = json::parse(response.body());
         EXPECT_EQ(body.at("code"), "FAIL") << response.body();

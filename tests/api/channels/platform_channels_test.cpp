@@ -318,7 +318,8 @@ TEST_F(PlatformChannelTest, WechatV2AnswersInItsXml) {
     EXPECT_EQ(v2_.Answer({.outcome = Outcome::kBadSignature}).result(), http::status::unauthorized);
     EXPECT_EQ(v2_.Answer({.outcome = Outcome::kUnavailable}).result(),
               http::status::service_unavailable);
-    const Response internal = v2_.Answer({.outcome = Outcome::kAppended, .internal_error = true});
+    const Response internal = v2_.Answer(
+        {.outcome = Outcome::kUnavailable, .failure = ledger::FailureKind::kInvariantBroken});
     EXPECT_EQ(internal.result(), http::status::internal_server_error);
     EXPECT_NE(internal.body().find("FAIL"), std::string::npos);
 }
@@ -760,7 +761,8 @@ TEST_F(PlatformChannelTest, WechatV3AnswersNoContentOrFailJson) {
     EXPECT_EQ(conflict.result(), http::status::conflict);
     EXPECT_EQ(json::parse(conflict.body()), (json{{"code", "FAIL"}, {"message", "conflict: x"}}));
     EXPECT_EQ(v3_.Answer({.outcome = Outcome::kMalformed}).result(), http::status::bad_request);
-    EXPECT_EQ(v3_.Answer({.internal_error = true}).result(), http::status::internal_server_error);
+    EXPECT_EQ(v3_.Answer({.failure = ledger::FailureKind::kInvariantBroken}).result(),
+              http::status::internal_server_error);
 }
 
 // ---- Alipay ------------------------------------------------------------------------------
@@ -1002,7 +1004,7 @@ TEST_F(PlatformChannelTest, AlipayAnswersSuccessOrFailure) {
     EXPECT_EQ(mismatch.body(), "failure");
     EXPECT_EQ(alipay_.Answer({.outcome = Outcome::kUnknownOrder}).result(),
               http::status::not_found);
-    EXPECT_EQ(alipay_.Answer({.internal_error = true}).result(),
+    EXPECT_EQ(alipay_.Answer({.failure = ledger::FailureKind::kInvariantBroken}).result(),
               http::status::internal_server_error);
 }
 

@@ -161,7 +161,10 @@ TEST(OrdersChannel, AnswersTheOrderOnSuccessAndTheErrorBodyOtherwise) {
     const nlohmann::json error = nlohmann::json::parse(conflict.body());
     EXPECT_EQ(error["outcome"], "conflict");
     EXPECT_EQ(error["seq"], 3);
-    EXPECT_EQ(channel.Answer({.outcome = Outcome::kUnavailable, .internal_error = true}).result(),
+    EXPECT_EQ(channel
+                  .Answer({.outcome = Outcome::kUnavailable,
+                           .failure = ledger::FailureKind::kInvariantBroken})
+                  .result(),
               http::status::internal_server_error);
 }
 

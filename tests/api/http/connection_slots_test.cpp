@@ -30,7 +30,8 @@ TEST(PrefixKeyTest, GroupsAddressesByTheirBlock) {
 }
 
 TEST(ConnectionSlotsTest, LimitsPerPeerAndPerBlock) {
-    ConnectionSlots slots{{.max = 100, .per_peer = 2, .per_prefix = 3}};
+    ConnectionSlots slots{
+        {.connections_max = 100, .connections_per_peer = 2, .connections_per_prefix = 3}};
     ConnectionSlots::Id id = 0;
     EXPECT_TRUE(slots.Open(id++, From("192.0.2.1")).admitted);
     EXPECT_TRUE(slots.Open(id++, From("192.0.2.1")).admitted);
@@ -44,7 +45,8 @@ TEST(ConnectionSlotsTest, LimitsPerPeerAndPerBlock) {
 }
 
 TEST(ConnectionSlotsTest, AtTheLimitTheBiggestHoldersOldestIdleConnectionGivesWay) {
-    ConnectionSlots slots{{.max = 4, .per_peer = 10, .per_prefix = 10}};
+    ConnectionSlots slots{
+        {.connections_max = 4, .connections_per_peer = 10, .connections_per_prefix = 10}};
     // Block A holds three (ids 0-2), block B one (id 3); all wait for a request.
     ASSERT_TRUE(slots.Open(0, From("192.0.2.1")).admitted);
     ASSERT_TRUE(slots.Open(1, From("192.0.2.2")).admitted);
@@ -65,7 +67,8 @@ TEST(ConnectionSlotsTest, AtTheLimitTheBiggestHoldersOldestIdleConnectionGivesWa
 }
 
 TEST(ConnectionSlotsTest, NothingIdleMeansRefusedButAReservedBlockAlwaysGetsASlot) {
-    ConnectionSlots slots{{.max = 2, .per_peer = 10, .per_prefix = 10}};
+    ConnectionSlots slots{
+        {.connections_max = 2, .connections_per_peer = 10, .connections_per_prefix = 10}};
     ASSERT_TRUE(slots.Open(0, From("192.0.2.1")).admitted);
     ASSERT_TRUE(slots.Open(1, From("192.0.2.2")).admitted);
     slots.SetIdle(0, false);
