@@ -208,7 +208,7 @@ QuerySchedule ParseQuerySchedule(const json& query) {
     return schedule;
 }
 
-// The URL payledger writes through (docs/design.md#failover), checked by libpq's own parser.
+// The URL payledger writes through (docs/availability.md#failover), checked by libpq's own parser.
 std::string ParseWriteUrl(const std::string& url, const std::string& field) {
     try {
         return ledger::ForWrites(url);
@@ -217,7 +217,7 @@ std::string ParseWriteUrl(const std::string& url, const std::string& field) {
     }
 }
 
-// read_database_url and read_max_lag_seconds (docs/design.md#read-replicas).
+// read_database_url and read_max_lag_seconds (docs/availability.md#read-replicas).
 void ParseReadReplica(const json& root, Config& config) {
     if (root.contains("read_database_url")) {
         const std::string url = RequireString(root, "read_database_url", "config");

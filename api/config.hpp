@@ -18,7 +18,7 @@
 namespace payledger::api {
 
 // Raised for a configuration that cannot run; what() names the field
-// (docs/design.md#configuration).
+// (docs/api.md#configuration).
 class ConfigError : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
@@ -106,7 +106,7 @@ struct Limits : ConnectionLimits {
     // Over it, deliveries answer 503 at once.
     std::size_t write_queue_bytes_max = ledger::kWriteQueueBytesMaxDefault;
     // How many orders the committer remembers from its own batches, to write a batch whose orders
-    // it all knows in one round trip (docs/design.md#the-writer-cache); 0 reads every batch's
+    // it all knows in one round trip (docs/write-path.md#the-writer-cache); 0 reads every batch's
     // state. About 600 bytes an order, at most about 2 KiB.
     std::size_t writer_cache_orders = ledger::kWriterCacheOrdersDefault;
 };
@@ -134,10 +134,10 @@ struct MerchantToken {
 struct Config {
     std::string listen_host = "127.0.0.1";
     unsigned short listen_port = 8080;
-    // docs/design.md#failover: as given, except that several hosts without target_session_attrs get
-    // target_session_attrs=read-write (ledger::ForWrites).
+    // docs/availability.md#failover: as given, except that several hosts without
+    // target_session_attrs get target_session_attrs=read-write (ledger::ForWrites).
     std::string database_url{};
-    // docs/design.md#read-replicas: a streaming replica for the auditor reads; none: they use
+    // docs/availability.md#read-replicas: a streaming replica for the auditor reads; none: they use
     // database_url.
     std::optional<std::string> read_database_url{};
     // Reads leave a replica that lags more than this (read_max_lag_seconds).
@@ -156,7 +156,7 @@ struct Config {
     // published ranges; docs/security.md#connection-slots).
     std::vector<Cidr> reserved_for{};
     std::vector<Cidr> trusted_proxies{};
-    // `audit.signing_key` (docs/design.md#checkpoints): the Ed25519 private key PEM (read and
+    // `audit.signing_key` (docs/integrity.md#checkpoints): the Ed25519 private key PEM (read and
     // checked at start).
     std::optional<std::string> audit_signing_key_pem{};
     // The ledger's events pushed to receivers (api/subscriptions/subscription_config.hpp).
@@ -172,7 +172,7 @@ struct Config {
     }
 };
 
-// File modes (docs/design.md#configuration). A secret file (the config, a private key) that users
+// File modes (docs/api.md#configuration). A secret file (the config, a private key) that users
 // other than its owner may read or write, and a public file (a public key) that they may write,
 // throw ConfigError naming `field`, the file and its mode.
 enum class FileKind { kSecret, kPublic };

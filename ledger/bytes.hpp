@@ -20,7 +20,7 @@ void AppendHexLower(std::string_view bytes, std::string& out);
 [[nodiscard]] std::optional<std::string> ParseHexLower(std::string_view hex);
 
 // The raw SHA-256 of `bytes`: what callback_receipts.body_sha256 and receipt_bodies' key
-// store, and each value of the receipt chain (docs/design.md#the-receipt-chain).
+// store, and each value of the receipt chain (docs/integrity.md#the-receipt-chain).
 using Sha256Digest = std::array<unsigned char, 32>;
 [[nodiscard]] Sha256Digest Sha256(std::string_view bytes);
 // The digest's bytes, as text.

@@ -11,7 +11,7 @@
 
 namespace payledger::ledger {
 
-// docs/design.md#the-receipt-chain: chain(r) = SHA-256(chain(previous receipt) ‖ line(r)), in id
+// docs/integrity.md#the-receipt-chain: chain(r) = SHA-256(chain(previous receipt) ‖ line(r)), in id
 // order, from 32 zero bytes. Computed by the writer under the writer lock, so the chain
 // order is commit order; recomputed by `payledger audit`.
 using ChainValue = Sha256Digest;  // HexLower(value) is its text.

@@ -12,7 +12,7 @@
 
 namespace payledger::ledger {
 
-// docs/design.md#checkpoints: the head of the receipt chain, signed with Ed25519 (OpenSSL 3 EVP)
+// docs/integrity.md#checkpoints: the head of the receipt chain, signed with Ed25519 (OpenSSL 3 EVP)
 // over the bytes "payledger-checkpoint\n<receipt_id>\n<chain>\n<at>\n".
 struct Checkpoint {
     std::int64_t receipt_id = 0;

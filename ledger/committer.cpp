@@ -246,8 +246,9 @@ std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t
     // A session the server ended while idle (a restart, a failover) is replaced before the
     // batch rather than failing its first attempt.
     if (connection_ == nullptr || IdleSessionEnded(*connection_)) {
-        // Perhaps to another server (a failover, docs/design.md#failover): what the cache knows is
-        // checked under the lock anyway, but a new session starts from what the ledger says.
+        // Perhaps to another server (a failover, docs/availability.md#failover): what the cache
+        // knows is checked under the lock anyway, but a new session starts from what the ledger
+        // says.
         if (cache_ != nullptr) cache_->Clear();
         connection_ = Connect(options_.url, options_.session);
     }

@@ -19,7 +19,7 @@
 
 namespace payledger::ledger {
 
-// Group commit (docs/design.md#group-commit): one thread owns one connection and writes every
+// Group commit (docs/write-path.md#group-commit): one thread owns one connection and writes every
 // delivery of this process. It takes whatever deliveries are waiting (up to `batch_max`) and writes
 // them in one transaction with WriteBatch, so the WAL flush and the writer lock are paid once per
 // batch. A lone delivery is written at once: the batch closes when the queue is empty.
@@ -44,13 +44,13 @@ public:
         std::size_t queue_bytes_max = kWriteQueueBytesMaxDefault;  // limits.write_queue_bytes_max.
         std::size_t batch_bytes_max = 4 * 1024 * 1024;
         int transaction_attempts_max = 3;
-        // WriterCache's bound (`limits.writer_cache_orders`, docs/design.md#the-writer-cache); 0:
-        // every batch reads.
+        // WriterCache's bound (`limits.writer_cache_orders`, docs/write-path.md#the-writer-cache);
+        // 0: every batch reads.
         std::size_t cache_orders_max = kWriterCacheOrdersDefault;
         // With a cache: a thread of its own, on a connection of its own, reads the orders of
         // queued deliveries that the cache does not know, outside the writer lock, while the
         // writer writes the batch before (PrefetchState), so that their batch is written in one
-        // round trip too (docs/design.md#the-writer-cache).
+        // round trip too (docs/write-path.md#the-writer-cache).
         bool prefetch = true;
         // Told the newest seq of each batch that appended events, after its COMMIT and before
         // its answers (the waiting feed and the subscriptions: ledger::FeedNotifier::Committed).

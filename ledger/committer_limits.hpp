@@ -10,9 +10,9 @@ namespace payledger::ledger {
 // `limits.write_queue_bytes_max`: 1 000 bodies of 64 KiB.
 inline constexpr std::size_t kWriteQueueBytesMaxDefault = 64 * 1024 * 1024;
 
-// `limits.writer_cache_orders` (docs/design.md#the-writer-cache): about 600 bytes an order with one
-// or two events (bench/load), at most about 2 KiB (four events, the longest keys and transaction
-// ids): 30 MiB, at most about 100 MiB.
+// `limits.writer_cache_orders` (docs/write-path.md#the-writer-cache): about 600 bytes an order with
+// one or two events (bench/load), at most about 2 KiB (four events, the longest keys and
+// transaction ids): 30 MiB, at most about 100 MiB.
 inline constexpr std::size_t kWriterCacheOrdersDefault = 50'000;
 
 }  // namespace payledger::ledger

@@ -29,7 +29,7 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& url, const SessionS
                 "; SET lock_timeout = " + std::to_string(settings.lock_timeout.count()) +
                 "; SET idle_in_transaction_session_timeout = " +
                 std::to_string(settings.idle_in_transaction_timeout.count()) +
-                // docs/design.md#failover: a commit is acknowledged only once it is flushed,
+                // docs/availability.md#failover: a commit is acknowledged only once it is flushed,
                 // and with synchronous standbys once they hold it. The session does not inherit
                 // a weaker synchronous_commit from its role or database (local or off there
                 // would silently void that); remote_apply, stronger, is kept. A transaction
@@ -37,7 +37,7 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& url, const SessionS
                 "; SELECT set_config('synchronous_commit', CASE "
                 "current_setting('synchronous_commit') WHEN 'remote_apply' THEN 'remote_apply' "
                 "ELSE 'on' END, false)" +
-                // docs/design.md#failover, in the same round trip: what
+                // docs/availability.md#failover, in the same round trip: what
                 // target_session_attrs=read-write checks.
                 "; SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool");
     if (settings.writable && result[0][0].as<bool>()) {

@@ -8,7 +8,7 @@
 
 namespace payledger::ledger {
 
-// docs/design.md#the-writer-lock: the ledger's writer lock, one key for every process on the
+// docs/write-path.md#the-writer-lock: the ledger's writer lock, one key for every process on the
 // database. Every transaction that writes ledger_events or callback_receipts takes it first.
 inline constexpr std::int64_t kWriterLockKey = 0x7061796c65640001;  // "payled" 0001
 // Serialises `migrate` between processes.
@@ -25,9 +25,9 @@ struct SessionSettings {
     std::chrono::milliseconds statement_timeout{10'000};
     std::chrono::milliseconds lock_timeout{5'000};
     std::chrono::milliseconds idle_in_transaction_timeout{10'000};
-    // docs/design.md#failover: payledger never writes through a server in recovery. True: Connect
-    // refuses a server that is read-only (a standby, or default_transaction_read_only). False only
-    // for sessions that read a replica on purpose (read_database_url).
+    // docs/availability.md#failover: payledger never writes through a server in recovery. True:
+    // Connect refuses a server that is read-only (a standby, or default_transaction_read_only).
+    // False only for sessions that read a replica on purpose (read_database_url).
     bool writable = true;
 };
 

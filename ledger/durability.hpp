@@ -7,7 +7,7 @@
 
 namespace payledger::ledger {
 
-// docs/design.md#what-a-reader-is-shown: a reader of the feeds (and a subscription) is shown an
+// docs/api.md#what-a-reader-is-shown: a reader of the feeds (and a subscription) is shown an
 // event only once it is as durable as an acknowledged append, so that no failover can take
 // back what a reader already saw and give its seq to another event.
 //
@@ -33,7 +33,7 @@ namespace payledger::ledger {
 void AwaitSynchronousStandbys(pqxx::connection_base& primary);
 
 // The newest receipt a server holds: its id and its chain, which covers every receipt and event
-// before it (docs/design.md#the-receipt-chain). Two servers holding the same receipt with the
+// before it (docs/integrity.md#the-receipt-chain). Two servers holding the same receipt with the
 // same chain hold the same history up to it.
 struct LedgerHead {
     std::int64_t receipt_id = 0;

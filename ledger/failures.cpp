@@ -55,9 +55,9 @@ Failure ClassifyFailure(const std::exception_ptr& error) noexcept {
                         {.retry_now = true});
         } catch (const pqxx::sql_error& e) {
             if (e.sqlstate() == kReadOnlySqlTransaction) {
-                // docs/design.md#failover: this session is on a read-only server (a standby, or a
-                // primary that became one): nothing was written. Drop it; a new connection may find
-                // the primary (target_session_attrs=read-write, Connect's check).
+                // docs/availability.md#failover: this session is on a read-only server (a standby,
+                // or a primary that became one): nothing was written. Drop it; a new connection may
+                // find the primary (target_session_attrs=read-write, Connect's check).
                 return Make(FailureKind::kRetryable, "the database server is read-only", e.what(),
                             {.retry_now = true, .reconnect = true});
             }

@@ -6,10 +6,10 @@
 namespace payledger::ledger {
 
 // The one classification of what can go wrong below a request
-// (docs/design.md#failures-and-retries), shared by the committer (whether to retry, reconnect or
-// write one by one) and the request boundary (which status to answer, api/routes/route_helpers.hpp
-// StatusOf). A client error is never an exception: it is a Refusal value (api/channels/refusal.hpp)
-// and gets its outcome's status.
+// (docs/write-path.md#failures-and-retries), shared by the committer (whether to retry, reconnect
+// or write one by one) and the request boundary (which status to answer,
+// api/routes/route_helpers.hpp StatusOf). A client error is never an exception: it is a Refusal
+// value (api/channels/refusal.hpp) and gets its outcome's status.
 enum class FailureKind {
     kRetryable,        // The database could not answer now; nothing was committed. 503.
     kInDoubt,          // A commit whose outcome is unknown: never retried here. 503.

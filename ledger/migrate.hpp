@@ -26,7 +26,7 @@ struct ServicePrivilege {
     std::string_view privileges{};  // Comma-separated, no spaces: "SELECT,INSERT".
 };
 
-// docs/design.md#least-privilege: everything `payledger serve` needs, and the one list of it:
+// docs/availability.md#least-privilege: everything `payledger serve` needs, and the one list of it:
 // GrantServiceRole grants exactly these, and /readyz (api/routes/admin.cpp) reports which of
 // them the serving role lacks. Appending, never updating or deleting, the ledger's tables; the
 // writer moves its sequences with setval (SELECT, UPDATE), reconciliations take ids with

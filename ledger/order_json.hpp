@@ -11,7 +11,7 @@
 
 namespace payledger::ledger {
 
-// An order as JSON: the order object of the HTTP API (docs/design.md#objects; GET
+// An order as JSON: the order object of the HTTP API (docs/api.md#objects; GET
 // /v1/orders/{out_trade_no}, the answer of POST /v1/orders) and the rows `rebuild` upserts
 // through json_to_recordset, whose keys are the orders table's columns. One function, so
 // that the two cannot drift apart.

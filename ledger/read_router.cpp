@@ -13,7 +13,7 @@ namespace {
 
 // A replica whose last good check is older than this is not read from, whatever it said
 // then: the monitor may be stuck on a host that stopped answering, and reads must fall back within
-// 10 s (docs/design.md#read-replicas).
+// 10 s (docs/availability.md#read-replicas).
 constexpr std::chrono::seconds kCheckStaleAfter{5};
 
 std::string Seconds(double seconds) {

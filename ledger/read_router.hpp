@@ -24,7 +24,7 @@ namespace payledger::ledger {
 [[nodiscard]] SessionSettings ReplicaSession();
 
 // A streaming replica for the auditor reads (read_database_url, read_max_lag_seconds;
-// docs/design.md#read-replicas).
+// docs/availability.md#read-replicas).
 struct ReplicaOptions {
     std::string url{};
     std::chrono::seconds lag_max{30};
@@ -115,8 +115,8 @@ private:
     std::deque<WalSample> samples_{};
 };
 
-// docs/design.md#read-replicas: where the auditor reads go. Without a replica every read uses the
-// primary's pool. With one (read_database_url), a monitor thread measures the replica's lag
+// docs/availability.md#read-replicas: where the auditor reads go. Without a replica every read uses
+// the primary's pool. With one (read_database_url), a monitor thread measures the replica's lag
 // every check_interval against the primary, on two connections of its own: it samples the
 // primary's WAL position, then the replica's replay position, and the lag is the age of the
 // oldest primary position the replica has not replayed (PrimarySamples). Reads go to the
@@ -147,7 +147,7 @@ public:
     [[nodiscard]] ReadLease AcquirePrimary();
     [[nodiscard]] ReadConnection ConnectPrimary();
 
-    // docs/design.md#what-a-reader-is-shown: after a read of the feeds on `connection`, from
+    // docs/api.md#what-a-reader-is-shown: after a read of the feeds on `connection`, from
     // `source`, waits until what it saw is as durable as an acknowledged append (the
     // synchronous standbys hold it: AwaitSynchronousStandbys, on the primary). From a replica,
     // the replica's newest receipt and its chain, read after the page, must be on the primary:

@@ -66,7 +66,7 @@ const std::vector<Statement>& ReadStatements() {
         {"read_receipts_after", ReceiptPage("r.id > $1", "ASC", "$2", "$3")},
         {"read_receipts_after_of_outcome",
          ReceiptPage("r.id > $1 AND r.outcome = $3", "ASC", "$2", "$4")},
-        // The pages just below a position (before=, docs/design.md#feeds-and-paging), newest first;
+        // The pages just below a position (before=, docs/api.md#feeds-and-paging), newest first;
         // the readers put them back in ascending order.
         {"read_order_receipts_before",
          ReceiptPage("r.out_trade_no = $1 AND r.id < $2", "DESC", "$3", "$4")},

@@ -14,9 +14,9 @@
 
 namespace payledger::ledger {
 
-// Readers for auditors. None takes the writer lock (docs/design.md#the-writer-lock); each runs in
-// the caller's transaction. Because every writer holds that lock until it commits, ids are visible
-// in order, and a reader that pages by `seq > after` (or `id > after`) never skips a row.
+// Readers for auditors. None takes the writer lock (docs/write-path.md#the-writer-lock); each runs
+// in the caller's transaction. Because every writer holds that lock until it commits, ids are
+// visible in order, and a reader that pages by `seq > after` (or `id > after`) never skips a row.
 
 inline constexpr std::int64_t kPageSizeMax = 1000;
 // The receipt pages below hold at most this many bytes of bodies (at least one receipt, whose
@@ -58,7 +58,7 @@ struct OrderView {
     pqxx::transaction_base& tx, std::int64_t after, std::int64_t limit,
     std::optional<projections::Outcome> outcome, std::int64_t body_bytes_max = kPageBodyBytesMax);
 
-// before= (docs/design.md#feeds-and-paging): the at most `limit` positions just below `before` (of
+// before= (docs/api.md#feeds-and-paging): the at most `limit` positions just below `before` (of
 // one order; of all; of all, optionally of one outcome), in ascending order. An event or receipt
 // that commits later has a larger position (the writer lock), so a page read backwards is complete
 // once read.

@@ -15,8 +15,8 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// docs/design.md#rebuild: rebuilds `orders` and `balances` from the events while the service keeps
-// appending, then swaps them in atomically.
+// docs/integrity.md#rebuild: rebuilds `orders` and `balances` from the events while the service
+// keeps appending, then swaps them in atomically.
 //   1. Build: in a REPEATABLE READ, READ ONLY snapshot, streams the events, folds them with
 //      projections::FoldOrder and bulk-copies the rows into new tables (no lock taken).
 //   2. Swap: under the writer lock (appends pause here only), applies the events committed

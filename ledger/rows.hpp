@@ -10,7 +10,7 @@
 
 namespace payledger::ledger {
 
-// One row of callback_receipts (docs/design.md#invariants, 3).
+// One row of callback_receipts (docs/events.md#invariants, 3).
 struct Receipt {
     std::int64_t id = 0;
     projections::Source source = projections::Source::kApi;

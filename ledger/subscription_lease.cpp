@@ -1,5 +1,5 @@
 // SubscriptionLease and its connection's keepalives (ledger/subscriptions.hpp): who delivers
-// a subscription, by a session-level advisory lock (docs/design.md#subscriptions).
+// a subscription, by a session-level advisory lock (docs/subscriptions.md#inside-serve).
 #include <map>
 #include <pqxx/pqxx>
 

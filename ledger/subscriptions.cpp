@@ -222,7 +222,7 @@ bool AdvanceCursor(pqxx::connection& connection, const std::string& name, std::i
                    std::int64_t from, std::int64_t to, projections::TimeMicros attempt_at) {
     PAYLEDGER_ASSERT(from >= 0);
     PAYLEDGER_ASSERT(to > from);
-    // The compare-and-set, committed asynchronously (docs/design.md#subscriptions): losing it
+    // The compare-and-set, committed asynchronously (docs/subscriptions.md#inside-serve): losing it
     // in a crash or a failover only moves the cursor back to a batch already delivered, which
     // is redelivered (at least once, never a skip), and the deliverers' commits do not queue
     // behind the write path's WAL flushes. One round trip.

@@ -11,7 +11,7 @@
 
 namespace payledger::ledger {
 
-// At most this many differing keys are listed per projection (docs/design.md#verify).
+// At most this many differing keys are listed per projection (docs/integrity.md#verify).
 inline constexpr std::size_t kDifferencesListedMax = 20;
 
 struct Difference {
@@ -42,7 +42,7 @@ struct VerifyReport {
 // Called now and then with the number of events read so far.
 using Progress = std::function<void(std::int64_t events_read)>;
 
-// docs/design.md#verify: read-only and online. In one consistent snapshot (REPEATABLE READ, READ
+// docs/integrity.md#verify: read-only and online. In one consistent snapshot (REPEATABLE READ, READ
 // ONLY, exported from one session to a second one), streams all events and folds them with
 // projections::FoldOrder, streams the live projections from the same snapshot, and compares
 // them row by row. Memory stays constant in the number of orders (balances: one entry per
@@ -51,7 +51,7 @@ using Progress = std::function<void(std::int64_t events_read)>;
 [[nodiscard]] VerifyReport Verify(const std::string& url, const Progress& progress = {},
                                   std::chrono::milliseconds statement_timeout = {});
 
-// The lines `verify` prints (docs/design.md#verify), each ending in "\n".
+// The lines `verify` prints (docs/integrity.md#verify), each ending in "\n".
 [[nodiscard]] std::string FormatReport(const VerifyReport& report);
 
 // Settings for the long-running sessions of verify and rebuild: no statement timeout.

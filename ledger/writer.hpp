@@ -83,7 +83,7 @@ struct BatchStats {
 };
 
 // Writes a batch of deliveries in one transaction on `connection` and commits it, in two round
-// trips: takes the writer lock (docs/design.md#the-writer-lock) and reads the sequences and the
+// trips: takes the writer lock (docs/write-path.md#the-writer-lock) and reads the sequences and the
 // stored events of the orders named; plans the batch with projections::PlanBatch (pure: outcomes in
 // order, so two copies in one batch give appended, then duplicate; the new events; the order rows;
 // the balance deltas); then writes it in one statement, its rows bound in binary, which checks

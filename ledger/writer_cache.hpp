@@ -30,7 +30,7 @@ namespace payledger::ledger {
 // batch. It waits in TakeDropped() for its owner to free it elsewhere (the Committer: on a
 // thread of its own); what is not taken by the next drop is destroyed then, as before.
 // It also learns orders it has not seen from reads made outside the writer lock, beside the
-// writer (Learn, the Committer's prefetch: docs/design.md#the-writer-cache), so that a batch
+// writer (Learn, the Committer's prefetch: docs/write-path.md#the-writer-cache), so that a batch
 // whose orders were registered long ago, or by another process, is planned without a read of
 // its own under the lock.
 // Thread-safe (one mutex; the writer takes it a few times a batch), but written by one writer

@@ -6,7 +6,7 @@
 
 namespace payledger::projections {
 
-// Canonical form (docs/design.md#canonical-digests): one row per line, fields separated by a tab,
+// Canonical form (docs/events.md#canonical-digests): one row per line, fields separated by a tab,
 // ending in "\n", null written as the empty string. Digests hash these lines in key order (byte
 // order).
 //   orders:   out_trade_no account_id currency amount status transaction_id paid_amount

@@ -35,7 +35,7 @@ std::string MismatchOfClaims(std::span<const Event> order_events, const Event& o
     return {};
 }
 
-// The checks against the order that fail with `mismatch` (docs/design.md#same-event-or-conflict).
+// The checks against the order that fail with `mismatch` (docs/events.md#same-event-or-conflict).
 std::string MismatchAgainstOrder(std::span<const Event> order_events, const Event& order,
                                  const Event& delivered, const Claims& claims) {
     switch (delivered.event_type) {

@@ -27,7 +27,7 @@ struct Claims {
 };
 
 // Decides appended, duplicate, conflict, unknown_order or mismatch
-// (docs/design.md#same-event-or-conflict) for a delivered event against `order_events`, the stored
+// (docs/events.md#same-event-or-conflict) for a delivered event against `order_events`, the stored
 // events of the same out_trade_no. `claims` are checked for a refund only, with the other mismatch
 // checks: the order amount always, the payment's transaction id when the order has a payment. Pure:
 // the caller holds the writer lock, so `order_events` cannot change meanwhile.

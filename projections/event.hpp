@@ -8,18 +8,18 @@
 
 namespace payledger::projections {
 
-// Every amount in an input is 1 ... 10^13 minor units (docs/design.md#money-keys-and-time).
+// Every amount in an input is 1 ... 10^13 minor units (docs/events.md#money-keys-and-time).
 inline constexpr std::int64_t kAmountMax = 10'000'000'000'000;
 inline constexpr std::int64_t kEventsPerOrderMax = 4;  // One of each EventType.
 static_assert(kAmountMax <= INT64_MAX / kEventsPerOrderMax, "sums of one order cannot overflow");
 
-// The event types (docs/design.md#events), in that order everywhere.
+// The event types (docs/events.md#events), in that order everywhere.
 enum class EventType { kOrderCreated, kPaymentSucceeded, kPaymentClosed, kRefundSucceeded };
 // How many there are: kRefundSucceeded is the last.
 inline constexpr std::size_t kEventTypeCount =
     static_cast<std::size_t>(EventType::kRefundSucceeded) + 1;
 
-// Where a delivery came from (the `source` of docs/design.md#events): the bill sources, then what
+// Where a delivery came from (the `source` of docs/events.md#events): the bill sources, then what
 // payledger learned by asking the platform itself (docs/query.md): a query's answer, a close's.
 enum class Source {
     kApi,
@@ -37,7 +37,7 @@ enum class Source {
     kAlipayClose,
 };
 
-// One enumerator per outcome, in the order of docs/design.md#outcomes.
+// One enumerator per outcome, in the order of docs/events.md#outcomes.
 enum class Outcome {
     kAppended,
     kDuplicate,
@@ -47,7 +47,7 @@ enum class Outcome {
     kUnknownOrder,
     kConflict,
     kMismatch,
-    kRateLimited,  // Never stored (docs/design.md#invariants, 3).
+    kRateLimited,  // Never stored (docs/events.md#invariants, 3).
     kUnavailable,  // Never stored.
 };
 
@@ -61,7 +61,7 @@ enum class Outcome {
 // Microseconds since the Unix epoch, UTC. Timestamps travel as this everywhere.
 using TimeMicros = std::int64_t;
 
-// One row of ledger_events (docs/design.md#events). `seq` and `receipt_id` are 0 until allocated.
+// One row of ledger_events (docs/events.md#events). `seq` and `receipt_id` are 0 until allocated.
 struct Event {
     std::int64_t seq = 0;
     std::string out_trade_no{};
@@ -77,7 +77,7 @@ struct Event {
     std::string data = "{}";  // JSON text of the normalised platform fields.
 };
 
-// The fields that tell a duplicate from a conflict (docs/design.md#same-event-or-conflict).
+// The fields that tell a duplicate from a conflict (docs/events.md#same-event-or-conflict).
 [[nodiscard]] bool SameFingerprint(const Event& stored, const Event& delivered);
 
 }  // namespace payledger::projections

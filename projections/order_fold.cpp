@@ -79,7 +79,7 @@ OrderRow FoldOrder(std::span<const Event> events) {
 
 std::int64_t BalanceContribution(const OrderRow& order) {
     // Payment amounts are at least 1, so paid_amount is 0 exactly when the order has no payment;
-    // then nothing was paid and a refund does not count (docs/design.md#balances).
+    // then nothing was paid and a refund does not count (docs/events.md#balances).
     if (order.paid_amount == 0) {
         return 0;
     }

@@ -13,7 +13,7 @@
 
 namespace payledger::projections {
 
-// `orders` (docs/design.md#projections): one row per order.
+// `orders` (docs/events.md#projections): one row per order.
 struct OrderRow {
     std::string out_trade_no{};
     std::string account_id{};
@@ -29,7 +29,7 @@ struct OrderRow {
     friend bool operator==(const OrderRow&, const OrderRow&) = default;
 };
 
-// `balances` (docs/design.md#balances): one row per (account_id, currency) with at least one order.
+// `balances` (docs/events.md#balances): one row per (account_id, currency) with at least one order.
 struct BalanceRow {
     std::string account_id{};
     std::string currency{};
@@ -39,7 +39,7 @@ struct BalanceRow {
 };
 
 // Folds the events of one order into its row. The result depends only on the set of events,
-// never on their order (docs/design.md#projections).
+// never on their order (docs/events.md#projections).
 // REQUIRES: every event has the same out_trade_no, at most one of each type, and one of
 // them is ORDER_CREATED. Throws InvariantError otherwise.
 [[nodiscard]] OrderRow FoldOrder(std::span<const Event> events);

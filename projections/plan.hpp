@@ -16,7 +16,7 @@ namespace payledger::projections {
 
 // The batch planner: everything the writer decides for one batch, as one pure function.
 // The writer is lock → read → PlanBatch → write → check row counts → commit; the tests prove
-// the plan against the fold from scratch (docs/design.md#invariants, 5) without a database.
+// the plan against the fold from scratch (docs/events.md#invariants, 5) without a database.
 
 // What the writer read under the writer lock: the next ids of both sequences, and the stored
 // events of every order the batch names (an order without events has no entry).
@@ -68,7 +68,7 @@ struct BatchPlan {
     std::vector<Event> events{};                // New, in seq order; seq and receipt_id set.
     std::vector<OrderWrite> orders{};           // Orders with a new event, by out_trade_no.
     // What `balances` gains per (account_id, currency) of every written order; 0 included,
-    // so that a new order's account gets its row (docs/design.md#balances).
+    // so that a new order's account gets its row (docs/events.md#balances).
     std::map<BalanceKey, std::int64_t> balance_deltas{};
     std::int64_t last_receipt_id = 0;  // The receipt sequence's value after the batch.
     std::int64_t last_seq = 0;         // The event sequence's, or 0 when nothing is appended.

@@ -11,7 +11,7 @@
 namespace payledger::projections {
 
 // 1-64 characters of A-Z a-z 0-9 _ - | * . (out_trade_no and account_id;
-// docs/design.md#money-keys-and-time).
+// docs/events.md#money-keys-and-time).
 [[nodiscard]] bool IsValidKey(std::string_view text);
 inline constexpr std::size_t kKeyBytesMax = 64;  // The longest key IsValidKey accepts.
 // The rule IsValidKey checks, in words: every message that refuses a key says it so.
@@ -37,7 +37,7 @@ inline constexpr const char* kPlatformIdRuleText = "1-128 visible ASCII characte
 // An ISO 4217 alphabetic code, upper case (three letters A-Z).
 [[nodiscard]] bool IsValidCurrency(std::string_view text);
 
-// 1 ... 10^13 minor units (docs/design.md#money-keys-and-time).
+// 1 ... 10^13 minor units (docs/events.md#money-keys-and-time).
 [[nodiscard]] bool IsValidAmount(std::int64_t amount);
 
 // An amount written as plain decimal digits of minor units ("1999"), as WeChat sends them.

@@ -1,6 +1,6 @@
--- payledger's ledger: the two append-only tables (docs/design.md#events, docs/design.md#invariants)
--- and the projections (docs/design.md#projections). Ids are allocated by the writer under the
--- ledger's writer lock (docs/design.md#the-writer-lock), so their order is commit order. Keys use
+-- payledger's ledger: the two append-only tables (docs/events.md#events, docs/events.md#invariants)
+-- and the projections (docs/events.md#projections). Ids are allocated by the writer under the
+-- ledger's writer lock (docs/write-path.md#the-writer-lock), so their order is commit order. Keys use
 -- the "C" collation: byte order, the order of the canonical digests, so verify and rebuild stream
 -- rows in index order.
 
@@ -48,7 +48,7 @@ CREATE TABLE ledger_events (
     receipt_id     bigint NOT NULL UNIQUE
                    REFERENCES callback_receipts (id) DEFERRABLE INITIALLY DEFERRED,
     data           jsonb NOT NULL DEFAULT '{}',
-    -- Invariant 1 (docs/design.md#invariants): at most one event per (out_trade_no, event_type).
+    -- Invariant 1 (docs/events.md#invariants): at most one event per (out_trade_no, event_type).
     -- The index also covers what the fold needs, so verify and rebuild read the events in key order
     -- from the index alone (an index-only scan once the visibility map is set, as for old events).
     CONSTRAINT ledger_events_one_per_type UNIQUE (out_trade_no, event_type)
@@ -64,7 +64,7 @@ ALTER TABLE callback_receipts
     ADD CONSTRAINT callback_receipts_seq_fkey
     FOREIGN KEY (seq) REFERENCES ledger_events (seq) DEFERRABLE INITIALLY DEFERRED;
 
--- Invariant 2 (docs/design.md#invariants): the schema refuses UPDATE, DELETE and TRUNCATE.
+-- Invariant 2 (docs/events.md#invariants): the schema refuses UPDATE, DELETE and TRUNCATE.
 CREATE TRIGGER ledger_events_append_only BEFORE UPDATE OR DELETE ON ledger_events
     FOR EACH ROW EXECUTE FUNCTION payledger_refuse_change();
 CREATE TRIGGER ledger_events_no_truncate BEFORE TRUNCATE ON ledger_events

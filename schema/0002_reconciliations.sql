@@ -3,7 +3,7 @@
 -- 1. Payments and refunds proven by a bill are appended with source wechat_bill or
 --    alipay_bill, each with its receipt (the bill's raw line): both CHECKs widen.
 -- 2. reconciliations: one row per run that read a complete bill, append-only like the
---    ledger. Rows are inserted under the ledger's writer lock (docs/design.md#the-writer-lock),
+--    ledger. Rows are inserted under the ledger's writer lock (docs/write-path.md#the-writer-lock),
 --    so a reader paging by id never skips one.
 -- 3. The ledger side of a reconciliation reads the payments and refunds of one day.
 

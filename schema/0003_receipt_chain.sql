@@ -1,4 +1,4 @@
--- Tamper evidence (docs/design.md#the-receipt-chain): every receipt stores `chain`, SHA-256 of the
+-- Tamper evidence (docs/integrity.md#the-receipt-chain): every receipt stores `chain`, SHA-256 of the
 -- previous receipt's chain and its own line, in id order from 32 zero bytes. The writer computes it
 -- under the writer lock for every new receipt; this migration chains the receipts a ledger
 -- already holds, set-based: a running aggregate over the lines in id order.

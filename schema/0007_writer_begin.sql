@@ -1,5 +1,5 @@
 -- A batch in one round trip, planned from the committer's memory of the ledger
--- (docs/design.md#the-writer-cache).
+-- (docs/write-path.md#the-writer-cache).
 --
 -- The writer's first round trip (ledger/writer.cpp) takes the writer lock and reads the
 -- sequences, the chain's head and the events of the orders the batch names. A committer that

@@ -33,10 +33,10 @@ public:
     [[nodiscard]] virtual Response Answer(const ledger::DeliveryResult& result) const = 0;
 };
 
-// The status of each outcome (docs/design.md#outcomes; kAppended is 200 here; POST /v1/orders
+// The status of each outcome (docs/events.md#outcomes; kAppended is 200 here; POST /v1/orders
 // answers 201).
 [[nodiscard]] http::status StatusOf(projections::Outcome outcome);
-// The status of each failure (docs/design.md#failures-and-retries): retryable and in doubt 503
+// The status of each failure (docs/write-path.md#failures-and-retries): retryable and in doubt 503
 // `unavailable` (a platform retries; the unique key makes the retry exact), an invariant broken
 // 500.
 [[nodiscard]] http::status StatusOf(ledger::FailureKind kind);
@@ -109,7 +109,7 @@ void ClaimOutTradeNo(ledger::Receipt& receipt, std::string_view claimed);
 // True when the delivery is answered as a success with its event: appended or duplicate.
 [[nodiscard]] bool IsSuccess(const ledger::DeliveryResult& result);
 
-// The error body (docs/design.md#the-http-api) for a delivery that is not a success, with its
+// The error body (docs/api.md#the-http-api) for a delivery that is not a success, with its
 // outcome's status (500 "internal error" when an invariant or a database rule failed).
 [[nodiscard]] Response ErrorAnswer(const ledger::DeliveryResult& result);
 

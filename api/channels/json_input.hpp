@@ -19,7 +19,7 @@ inline constexpr int kJsonDepthMax = 32;
 // unescaping, so "a" and "\u0061" are the same key).
 [[nodiscard]] std::optional<nlohmann::json> ParseJsonObject(std::string_view body);
 
-// An amount (docs/design.md#money-keys-and-time): a JSON integer in 1 ... 10^13 (1999.0, 1.999e3
+// An amount (docs/events.md#money-keys-and-time): a JSON integer in 1 ... 10^13 (1999.0, 1.999e3
 // and "1999" are refused).
 [[nodiscard]] std::optional<std::int64_t> AmountFromJson(const nlohmann::json& value);
 

@@ -9,7 +9,7 @@
 
 namespace payledger::api {
 
-// `POST /v1/orders` (docs/design.md#the-http-api) as a channel like the callbacks: body
+// `POST /v1/orders` (docs/api.md#the-http-api) as a channel like the callbacks: body
 // {"out_trade_no","account_id","amount","currency"} and optionally "channel" (wechat_v2,
 // wechat_v3 or alipay: where the order will be paid, so that payledger can ask that platform
 // about it) and "expires_at" (RFC 3339: when it is closed if still unpaid), kept in the event's

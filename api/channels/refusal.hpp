@@ -16,7 +16,7 @@ namespace payledger::api {
 inline constexpr std::int64_t kSignatureWindowSeconds = 300;
 
 // One way to say no: every refusal of an input, in every channel, is an outcome
-// (docs/design.md#outcomes) and a message for a person, built by the same few helpers. `kIgnored`
+// (docs/events.md#outcomes) and a message for a person, built by the same few helpers. `kIgnored`
 // travels the same way: a valid notice that records no event stops the channel exactly like a
 // refusal does.
 struct Refusal {
@@ -63,7 +63,7 @@ private:
 
 // The checks every channel shares, each refusing with the same message everywhere.
 
-// The key rule (out_trade_no, account_id; docs/design.md#money-keys-and-time): malformed "<field>
+// The key rule (out_trade_no, account_id; docs/events.md#money-keys-and-time): malformed "<field>
 // must be 1-64 characters of A-Z a-z 0-9 _ - | * ." otherwise.
 [[nodiscard]] Checked<std::string> RequireKey(std::string_view text, std::string_view field);
 

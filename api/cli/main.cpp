@@ -1,4 +1,4 @@
-// payledger: the command line (docs/design.md#the-command-line).
+// payledger: the command line (docs/api.md#the-command-line).
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <boost/asio/post.hpp>
@@ -70,8 +70,8 @@ int Migrate(const api::Config& config, const std::string& grant_role) {
     return 0;
 }
 
-// docs/design.md#least-privilege: serve applies only the migrations it has the rights for. A role
-// that may not (the service's own, DML only) leaves them to `payledger migrate` as the tables'
+// docs/availability.md#least-privilege: serve applies only the migrations it has the rights for. A
+// role that may not (the service's own, DML only) leaves them to `payledger migrate` as the tables'
 // owner.
 bool MigrateForServe(pqxx::connection& connection) {
     const std::vector<std::string> pending = ledger::PendingMigrations(connection);
@@ -113,7 +113,7 @@ private:
 };
 
 // Connects to the database, waiting for it while it is unreachable (serve started while the
-// database is down waits for it, docs/design.md#the-command-line). nullptr when `stop` ended the
+// database is down waits for it, docs/api.md#the-command-line). nullptr when `stop` ended the
 // wait.
 std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url, StopFlag& stop) {
     std::chrono::milliseconds backoff{100};
@@ -134,7 +134,7 @@ std::unique_ptr<pqxx::connection> ConnectWhenReachable(const std::string& url, S
     }
 }
 
-// docs/design.md#the-command-line: serve listens at once. The database is waited for and migrated
+// docs/api.md#the-command-line: serve listens at once. The database is waited for and migrated
 // beside the server, which meanwhile answers /healthz 200 and /readyz and every read and write 503;
 // then the app is ready. A migration this role may not apply stops serve (exit 2).
 int Serve(const api::Config& config) {
@@ -255,7 +255,7 @@ std::int64_t EstimateRows(const api::Config& config, std::string_view table) {
         .as<std::int64_t>();
 }
 
-// docs/design.md#verify: exit 0 when everything matches, 1 when anything differs.
+// docs/integrity.md#verify: exit 0 when everything matches, 1 when anything differs.
 int VerifyOrRebuild(const api::Config& config, bool rebuild) {
     api::ProgressPrinter progress{rebuild ? "rebuild" : "verify",
                                   EstimateRows(config, "ledger_events")};
@@ -328,8 +328,8 @@ int RunAudit(const api::AuditSetup& setup, const std::string& checkpoint_path,
     return report.ok() ? 0 : 1;
 }
 
-// docs/design.md#checkpoints: the signed head of the chain, or with --public-key the key's public
-// half (PEM).
+// docs/integrity.md#checkpoints: the signed head of the chain, or with --public-key the key's
+// public half (PEM).
 int RunCheckpoint(const api::Config& config, bool public_key) {
     if (!config.audit_signing_key_pem) {
         std::cerr << "payledger: checkpoint: no key is configured (audit.signing_key)\n";
@@ -346,7 +346,7 @@ int RunCheckpoint(const api::Config& config, bool public_key) {
         pqxx::read_transaction tx{*connection};
         signed_head = ledger::SignHead(tx, key);
     }
-    // docs/design.md#what-a-reader-is-shown: a head signed is a head shown; it is printed only
+    // docs/api.md#what-a-reader-is-shown: a head signed is a head shown; it is printed only
     // once no failover can take it back, or the ledger could later contradict its checkpoint.
     ledger::AwaitSynchronousStandbys(*connection);
     std::cout << ledger::CheckpointJson(*signed_head) << "\n" << std::flush;
@@ -355,7 +355,7 @@ int RunCheckpoint(const api::Config& config, bool public_key) {
 
 int Events(const api::Config& config, std::int64_t after,
            const std::optional<std::string>& out_trade_no) {
-    // An auditor read, from the replica when it is fine (docs/design.md#read-replicas).
+    // An auditor read, from the replica when it is fine (docs/availability.md#read-replicas).
     ledger::ReadConnection reads = ledger::ConnectForReads(
         config.database_url, config.read_database_url, config.read_max_lag,
         [](const std::string& why) { std::cerr << "payledger: events: " << why << "\n"; });
@@ -363,7 +363,7 @@ int Events(const api::Config& config, std::int64_t after,
         pqxx::read_transaction tx{connection};
         return tx.exec("SELECT coalesce(max(seq), 0) FROM ledger_events")[0][0].as<std::int64_t>();
     };
-    // docs/design.md#what-a-reader-is-shown: only the events up to a seq that no failover can
+    // docs/api.md#what-a-reader-is-shown: only the events up to a seq that no failover can
     // take back, as the feeds and the export show them; from a replica, only when the primary
     // holds the replica's newest receipt, else from the primary.
     std::int64_t last = last_seq(*reads.connection);
@@ -463,7 +463,7 @@ int main(int argc, char** argv) {
         cli.parse(argc, argv);
     } catch (const CLI::ParseError& error) {
         // --help prints and exits 0; a wrong argument is an error like any other (exit 2,
-        // docs/design.md#the-command-line), not CLI11's own codes.
+        // docs/api.md#the-command-line), not CLI11's own codes.
         const int printed = cli.exit(error);
         return printed == 0 ? 0 : kExitError;
     }

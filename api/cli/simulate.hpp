@@ -9,7 +9,7 @@
 
 namespace payledger::api {
 
-// `payledger simulate` (docs/design.md#the-command-line): builds a realistic platform notification
+// `payledger simulate` (docs/api.md#the-command-line): builds a realistic platform notification
 // for an order, signs it with the keys of the config (the platform's private test keys: `wechat_v3.
 // simulate_private_key` and `simulate_serial`, `alipay.simulate_private_key`; WeChat v2 and
 // generic sign with their shared secrets), and posts it to a running service.

@@ -1,4 +1,4 @@
-// The auditor API (docs/design.md#the-http-api), as the console uses it: the bearer token from the
+// The auditor API (docs/api.md#the-http-api), as the console uses it: the bearer token from the
 // tab's sessionStorage (never in a URL, never in a cookie), answers read as exact JSON (json.js),
 // and every failure as an ApiError whose kind the views explain to a person.
 import {parseJson} from './json.js';

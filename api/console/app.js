@@ -1,4 +1,4 @@
-// The console's router (docs/design.md#the-auditor-console): deep links a person can share —
+// The console's router (docs/api.md#the-auditor-console): deep links a person can share —
 // #/orders/<out_trade_no>, #/accounts/<account_id>, #/events, #/receipts?outcome=<outcome>,
 // #/reconciliations[/<id>], #/subscriptions, #/chain — each rendered into <main> from the auditor
 // API. Without a token, sign-in comes first and then the link that was asked for. Leaving a view

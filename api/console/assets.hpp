@@ -5,7 +5,7 @@
 
 namespace payledger::api {
 
-// One static file of the auditor console (docs/design.md#the-auditor-console), compiled into the
+// One static file of the auditor console (docs/api.md#the-auditor-console), compiled into the
 // binary from api/console/ by api/console/embed.cmake, so that nothing is read from outside at run
 // time.
 struct ConsoleAsset {

@@ -1,4 +1,4 @@
-// A delivery's raw body (docs/design.md#the-auditor-console): pretty-printed as what it is — WeChat
+// A delivery's raw body (docs/api.md#the-auditor-console): pretty-printed as what it is — WeChat
 // Pay v2's XML, the JSON of the generic channel, WeChat Pay v3 and the API, Alipay's form fields —
 // with the raw bytes one click away. Everything is text: the XML is re-indented by a tokenizer,
 // never parsed into a document, so nothing in a body can become markup or run.
@@ -112,7 +112,7 @@ export function hexDump(bytes) {
     return lines.join('\n');
 }
 
-// The body of `receipt` (docs/design.md#objects): its pretty reading, then the raw bytes in a
+// The body of `receipt` (docs/api.md#objects): its pretty reading, then the raw bytes in a
 // <details> (one click, or Enter, away).
 export function bodyView(receipt) {
     if (receipt.body_stored === false) return el('section', {class: 'body'}, el('p', {class: 'muted'},

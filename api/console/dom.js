@@ -1,5 +1,5 @@
 // Building the page from data, as text only. Everything the server returns is hostile input
-// (docs/design.md#the-auditor-console): a raw body may hold <script> or <img onerror>. Values
+// (docs/api.md#the-auditor-console): a raw body may hold <script> or <img onerror>. Values
 // become Text nodes or attribute values through the DOM, never markup: nothing in the console
 // parses HTML, and the page's Content-Security-Policy (Trusted Types without a policy) makes every
 // HTML sink throw.

@@ -1,4 +1,4 @@
-# Compiles the console's static files (docs/design.md#the-auditor-console) into the binary: writes
+# Compiles the console's static files (docs/api.md#the-auditor-console) into the binary: writes
 # OUTPUT, a .cpp that defines payledger::api::ConsoleAssets() (api/console/assets.hpp) with each
 # file's bytes as an array, its content type (from its extension) and a strong ETag (the start of
 # its SHA-256). api/CMakeLists.txt runs it whenever one of the files, or this script, changes:

@@ -1,4 +1,4 @@
-// Money exactly (docs/design.md#money-keys-and-time): amounts are integer counts of minor units,
+// Money exactly (docs/events.md#money-keys-and-time): amounts are integer counts of minor units,
 // read as safe integers or BigInt (json.js), formatted digit by digit as text. Never a float: 8880
 // fen is "¥88.80" because the last two digits are the fen, not because 8880 / 100 happened to
 // round.

@@ -1,4 +1,4 @@
-// #/accounts/<account_id> : the account's balance in each currency (docs/design.md#balances): paid
+// #/accounts/<account_id> : the account's balance in each currency (docs/events.md#balances): paid
 // minus refunded over its orders, exact to the minor unit.
 import {api} from './api.js';
 import {el, heading, isKey, table} from './dom.js';

@@ -1,6 +1,6 @@
 // #/chain : the head of the receipt chain, signed (GET /v1/audit/checkpoint,
-// docs/design.md#checkpoints), and, for an admin token, a button that runs verify online
-// (POST /v1/admin/verify, docs/design.md#verify).
+// docs/integrity.md#checkpoints), and, for an admin token, a button that runs verify online
+// (POST /v1/admin/verify, docs/integrity.md#verify).
 import {ApiError, api, session} from './api.js';
 import {button, el, fields, heading, table, time} from './dom.js';
 import {stringify} from './json.js';

@@ -1,4 +1,4 @@
-// #/events : the global feed (docs/design.md#feeds-and-paging), newest first. It opens at the
+// #/events : the global feed (docs/api.md#feeds-and-paging), newest first. It opens at the
 // newest page (before=2^63−1), pages back with prev_before, and follows new events as they commit
 // by polling after= the newest seq shown: the feed never skips, so nothing is missed between two
 // polls. A lost connection is shown and retried; the page never reloads.

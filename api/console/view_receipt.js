@@ -1,10 +1,10 @@
-// One delivery (a receipt, docs/design.md#objects) as a card: its outcome, where and when it came
+// One delivery (a receipt, docs/api.md#objects) as a card: its outcome, where and when it came
 // from, its verification headers, its body pretty-printed, and the raw bytes. Shared by the order
 // view and the deliveries feed.
 import {bodyView} from './body.js';
 import {el, fields, isKey, link, orderRoute, table, time} from './dom.js';
 
-// The stored outcomes, in the order of docs/design.md#outcomes (rate_limited and unavailable are
+// The stored outcomes, in the order of docs/events.md#outcomes (rate_limited and unavailable are
 // never stored).
 export const OUTCOMES = ['appended', 'duplicate', 'ignored', 'malformed', 'bad_signature',
                          'unknown_order', 'conflict', 'mismatch'];

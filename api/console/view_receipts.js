@@ -1,5 +1,5 @@
 // #/receipts?outcome=<outcome> : every delivery, or those of one outcome — conflicts,
-// mismatches, bad signatures — newest first (before= paging, docs/design.md#feeds-and-paging), each
+// mismatches, bad signatures — newest first (before= paging, docs/api.md#feeds-and-paging), each
 // opening to its full card with the raw body.
 import {api} from './api.js';
 import {button, el, heading, time} from './dom.js';

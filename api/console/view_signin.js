@@ -1,4 +1,4 @@
-// Sign-in (docs/design.md#the-auditor-console): one input named `token`. The token is checked
+// Sign-in (docs/api.md#the-auditor-console): one input named `token`. The token is checked
 // against the server, kept in this tab's sessionStorage only and sent as the bearer header; it
 // never goes into a URL (the form is built here with its submit handled, so it is never submitted
 // as a query).

@@ -1,4 +1,4 @@
-// #/subscriptions : the webhook subscriptions (docs/design.md#subscriptions). For an admin
+// #/subscriptions : the webhook subscriptions (docs/subscriptions.md#inside-serve). For an admin
 // token, each subscription's state from GET /v1/admin/subscriptions — its cursor, the feed's
 // head, its lag, its failures — refreshed every few seconds while the view is open; another
 // token is told that the state needs an admin token. For every token, the recorded changes

@@ -46,7 +46,7 @@ struct Incoming {
 [[nodiscard]] Response MakeResponse(http::status status, std::string content_type,
                                     std::string body);
 
-// The error body (docs/design.md#the-http-api): {"code":"FAIL","outcome":…,"message":…[,"seq":…]}.
+// The error body (docs/api.md#the-http-api): {"code":"FAIL","outcome":…,"message":…[,"seq":…]}.
 [[nodiscard]] Response ErrorResponse(http::status status, projections::Outcome outcome,
                                      const std::string& message, std::int64_t seq = 0);
 

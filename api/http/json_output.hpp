@@ -8,7 +8,7 @@
 
 namespace payledger::api {
 
-// The objects of docs/design.md#objects.
+// The objects of docs/api.md#objects.
 [[nodiscard]] nlohmann::json EventJson(const projections::Event& event);
 [[nodiscard]] nlohmann::json ReceiptJson(const ledger::Receipt& receipt);
 // The order object is ledger::OrderJson (ledger/order_json.hpp): `rebuild` writes it too.

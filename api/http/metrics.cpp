@@ -22,7 +22,7 @@ constexpr projections::Outcome kOutcomes[] = {
 static_assert(std::size(kSources) == Metrics::kChannelCount);
 static_assert(std::size(kOutcomes) == Metrics::kOutcomeCount);
 
-// The replica's replay lag and where the auditor reads go (docs/design.md#read-replicas).
+// The replica's replay lag and where the auditor reads go (docs/availability.md#read-replicas).
 void RenderReads(PrometheusText& out, const ledger::ReadStatus& reads) {
     using Type = PrometheusText::Type;
     PrometheusText::Family& served = out.Add("payledger_reads_total", Type::kCounter,

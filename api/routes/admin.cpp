@@ -1,5 +1,5 @@
-// POST /v1/admin/verify, GET /v1/audit/checkpoint (docs/design.md#checkpoints) and GET /readyz
-// (docs/design.md#the-http-api).
+// POST /v1/admin/verify, GET /v1/audit/checkpoint (docs/integrity.md#checkpoints) and GET /readyz
+// (docs/api.md#the-http-api).
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -133,12 +133,11 @@ Response App::Ready() {
         std::optional<std::string> lacking;
         SyncReplication sync;
         {
-            // Ready means a primary answers (docs/design.md#failover). A session that finds itself
-            // on a read-only server (a standby that a single-host URL or a proxy now points at)
-            // is dropped, so that the next check connects afresh.
-            // Ready also means that writes can succeed: a role without the rights serve needs
-            // (a table replaced without its grants, a privilege revoked) would answer every
-            // write 500 while the database answers.
+            // Ready means a primary answers (docs/availability.md#failover). A session that finds
+            // itself on a read-only server (a standby that a single-host URL or a proxy now points
+            // at) is dropped, so that the next check connects afresh. Ready also means that writes
+            // can succeed: a role without the rights serve needs (a table replaced without its
+            // grants, a privilege revoked) would answer every write 500 while the database answers.
             pqxx::nontransaction tx{*connection};
             const pqxx::row row = tx.exec(ReadySql())[0];
             read_only = row[0].as<bool>();

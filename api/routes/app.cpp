@@ -75,8 +75,8 @@ private:
     Respond respond_;
 };
 
-// The request boundary (docs/design.md#failures-and-retries): classify once, log, count, answer if
-// nothing was yet.
+// The request boundary (docs/write-path.md#failures-and-retries): classify once, log, count, answer
+// if nothing was yet.
 void AnswerFailure(Metrics& metrics, OnceRespond& once, const std::exception_ptr& error) noexcept {
     try {
         once(FailureResponse(ledger::ClassifyFailure(error), metrics));
@@ -104,8 +104,8 @@ void LogDelivery(projections::Source source, const std::optional<std::string>& o
     LogJson(IsInternalError(result) ? "error" : "info", Dump(fields));
 }
 
-// docs/design.md#read-replicas: the auditor reads on the replica of read_database_url, with a log
-// line whenever they change server.
+// docs/availability.md#read-replicas: the auditor reads on the replica of read_database_url, with a
+// log line whenever they change server.
 std::unique_ptr<ledger::ReadRouter> MakeReadRouter(const Config& config,
                                                    ledger::ConnectionPool& pool) {
     std::optional<ledger::ReplicaOptions> replica;
@@ -231,7 +231,7 @@ void App::Handle(Incoming incoming, Respond respond) {
             if (!match.path_known) return timed(NotFound());
             // The admin paths check the token before the method: a GET of verify answers 405
             // to an admin token and 403 to an auditor's, which is how the console learns
-            // whether to offer verify without running it (docs/design.md#the-auditor-console).
+            // whether to offer verify without running it (docs/api.md#the-auditor-console).
             if (match.path_row->access == Access::kAdmin) {
                 if (auto denied = Authorize(incoming.request, Role::kAdmin)) {
                     return timed(std::move(*denied));

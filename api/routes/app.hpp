@@ -27,8 +27,8 @@ namespace payledger::api {
 // The HTTP application: routes each request to its handler (api/routes/route_table.hpp) and
 // authorizes it. Handle runs on a worker thread and may block on the read pool; writes go to the
 // committer, whose answer thread gives each delivery its answer, log line and metrics after the
-// commit. The auditor reads go through a ReadRouter (docs/design.md#read-replicas: the replica of
-// read_database_url, else `pool`); the checkpoint uses `pool`. Thread-safe. The handlers
+// commit. The auditor reads go through a ReadRouter (docs/availability.md#read-replicas: the
+// replica of read_database_url, else `pool`); the checkpoint uses `pool`. Thread-safe. The handlers
 // live beside this file: app.cpp (routing, authorization, deliveries), orders.cpp, reads.cpp,
 // feeds.cpp, admin.cpp. Nothing that needs no token (/healthz, /readyz, /metrics) uses `pool`:
 // /readyz has a connection of its own, and /metrics does no database work.
@@ -47,8 +47,8 @@ public:
     // until then /healthz answers 200, /readyz and every read and write 503. Thread-safe.
     void SetReady() { ready_.store(true, std::memory_order_release); }
 
-    // Subscriptions and the waiting feed (docs/design.md#subscriptions), when serve runs them:
-    // the admin endpoints answer for `deliverer`'s subscriptions, and GET /v1/events?wait=
+    // Subscriptions and the waiting feed (docs/subscriptions.md#inside-serve), when serve runs
+    // them: the admin endpoints answer for `deliverer`'s subscriptions, and GET /v1/events?wait=
     // waits on `notifier`. Both outlive the App. Without them, the admin endpoints list no
     // subscription and a wait returns at once. Call before the server starts.
     void SetSubscriptions(SubscriptionDeliverer* deliverer, ledger::FeedNotifier* notifier) {
@@ -91,7 +91,8 @@ private:
 
     Config config_;
     ledger::ConnectionPool& pool_;
-    std::unique_ptr<ledger::ReadRouter> reads_;  // Auditor reads: docs/design.md#read-replicas.
+    std::unique_ptr<ledger::ReadRouter>
+        reads_;  // Auditor reads: docs/availability.md#read-replicas.
     ledger::Committer& committer_;
     Metrics& metrics_;
     // GET /readyz's own connection (it needs no token): readiness never waits behind the reads

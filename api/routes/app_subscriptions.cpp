@@ -1,5 +1,5 @@
 // GET /v1/events?wait= (the waiting feed) and the subscriptions' admin endpoints
-// (docs/design.md#subscriptions). Database failures of the synchronous parts are not caught
+// (docs/subscriptions.md#inside-serve). Database failures of the synchronous parts are not caught
 // here: App::Handle classifies them once; the waits' own continuations catch theirs.
 #include <boost/url/parse.hpp>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-// The auditor console's static files (docs/design.md#the-auditor-console): served from the table
+// The auditor console's static files (docs/api.md#the-auditor-console): served from the table
 // that api/console/embed.cmake compiles into the binary, never from the file system.
 #include "api/routes/console.hpp"
 

@@ -9,7 +9,7 @@
 
 namespace payledger::api {
 
-// The Content-Security-Policy of every console response (docs/design.md#the-auditor-console):
+// The Content-Security-Policy of every console response (docs/api.md#the-auditor-console):
 // scripts, styles and connections from this origin only, no inline script or style, no eval, no
 // framing, and Trusted Types with no policy, so that the browser itself refuses markup from strings
 // (innerHTML and its kin throw): data can only ever become text.

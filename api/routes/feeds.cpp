@@ -1,4 +1,4 @@
-// GET /v1/events and /v1/receipts (docs/design.md#feeds-and-paging), and the NDJSON event export.
+// GET /v1/events and /v1/receipts (docs/api.md#feeds-and-paging), and the NDJSON event export.
 // Database failures are not caught here: App::Handle classifies them once.
 #include <boost/url/parse.hpp>
 #include <nlohmann/json.hpp>
@@ -100,10 +100,10 @@ void App::HandleEventExport(Incoming incoming, Respond respond) {
                                      "too many exports at once; retry later"));
     }
     // A failure to connect throws to App::Handle; the slot is given back on the way.
-    // On the replica too (docs/design.md#read-replicas); its connection is the export's own.
+    // On the replica too (docs/availability.md#read-replicas); its connection is the export's own.
     ledger::ReadConnection connection = reads_->Connect();
     std::int64_t last = LastSeq(*connection.connection);
-    // docs/design.md#what-a-reader-is-shown: only what no failover can take back.
+    // docs/api.md#what-a-reader-is-shown: only what no failover can take back.
     if (!reads_->ConfirmShown(*connection.connection, connection.source)) {
         connection = reads_->ConnectPrimary();
         last = LastSeq(*connection.connection);
@@ -137,7 +137,7 @@ Response App::HandleFeed(const Incoming& incoming, bool events) {
                         : ledger::ReadReceiptsAfter(tx, page.after, page.limit, page.outcome),
             ReceiptJson, [](const ledger::Receipt& receipt) { return receipt.id; });
     };
-    // docs/design.md#what-a-reader-is-shown: a page is answered only once no failover can take
+    // docs/api.md#what-a-reader-is-shown: a page is answered only once no failover can take
     // back what it shows; from the primary when the replica cannot prove it follows it.
     {
         ledger::ReadLease lease = reads_->Acquire();  // The replica when it is fresh enough.

@@ -1,4 +1,4 @@
-// POST /v1/orders (docs/design.md#the-http-api): the merchant's token is checked by App::Handle,
+// POST /v1/orders (docs/api.md#the-http-api): the merchant's token is checked by App::Handle,
 // the body by the orders channel, the token's account scope here; the rest is every channel's write
 // path.
 #include <algorithm>

@@ -1,5 +1,5 @@
 // GET /v1/orders/{out_trade_no}[/events|/receipts] and /v1/accounts/{account_id}/balances
-// (docs/design.md#the-http-api). Database failures are not caught here: App::Handle classifies them
+// (docs/api.md#the-http-api). Database failures are not caught here: App::Handle classifies them
 // once.
 #include "ledger/reads.hpp"
 

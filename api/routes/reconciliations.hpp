@@ -11,7 +11,8 @@ namespace payledger::api {
 // GET /v1/reconciliations?after=&limit= and GET /v1/reconciliations/{id}
 // (docs/reconciliation.md#the-record), for auditors: the caller has checked the method and the
 // token. `segments` is the path split at "/" ("v1", "reconciliations"[, id]). Reads through `reads`
-// (docs/design.md#read-replicas); its failures propagate, for the caller's one classification.
+// (docs/availability.md#read-replicas); its failures propagate, for the caller's one
+// classification.
 [[nodiscard]] Response HandleReconciliations(ledger::ReadRouter& reads, const Incoming& incoming,
                                              const std::vector<std::string>& segments);
 

@@ -29,7 +29,7 @@ namespace payledger::api {
 // A feed's cursor (after=): the non-negative decimal integer `text`, or nullopt.
 [[nodiscard]] std::optional<std::int64_t> ParseCursor(std::string_view text);
 
-// The paging parameters of a feed (docs/design.md#feeds-and-paging): after [0] or before (not
+// The paging parameters of a feed (docs/api.md#feeds-and-paging): after [0] or before (not
 // both), limit [100, at most 1000], and for receipts outcome (one that is stored). Unknown
 // parameters are ignored.
 inline constexpr std::int64_t kDefaultPageSize = 100;
@@ -98,8 +98,8 @@ inline constexpr const char* kReadFromHeader = "Payledger-Read-From";
 [[nodiscard]] std::string ReadFromValue(const ledger::ReadSource& source);
 void SetReadFrom(Response& response, const ledger::ReadSource& source);
 
-// The request boundary (docs/design.md#failures-and-retries) of a request that is no delivery: a
-// client error is a Refusal and answers its outcome's status, a failure its kind's (both
+// The request boundary (docs/write-path.md#failures-and-retries) of a request that is no delivery:
+// a client error is a Refusal and answers its outcome's status, a failure its kind's (both
 // api/channels/channel.hpp StatusOf). The driver's text goes to the log, not the client.
 // Logs `failure`, counts an invariant broken in `metrics`, and builds its answer.
 [[nodiscard]] Response FailureResponse(const ledger::Failure& failure, Metrics& metrics);

@@ -8,8 +8,8 @@
 
 namespace payledger::api {
 
-// The subscriptions' state, control and audit trail (docs/design.md#subscriptions). Each reads
-// or writes the primary through `pool` (a subscription's state is the deliverer's, and a
+// The subscriptions' state, control and audit trail (docs/subscriptions.md#inside-serve). Each
+// reads or writes the primary through `pool` (a subscription's state is the deliverer's, and a
 // cursor moved by an admin must be read back at once). Database failures are not caught
 // here: App::Handle classifies them.
 

@@ -262,7 +262,7 @@ std::chrono::milliseconds SubscriptionDeliverer::TakeBatch(Worker& worker,
         (void)notifier_.WaitBeyond(batch.scanned_to, idle_deadline());
         return std::chrono::milliseconds{0};
     }
-    // docs/design.md#what-a-reader-is-shown: never deliver what a failover could take back.
+    // docs/api.md#what-a-reader-is-shown: never deliver what a failover could take back.
     ledger::AwaitSynchronousStandbys(connection);
     worker.pending.reserve(batch.events.size());
     for (const projections::Event& event : batch.events) {

@@ -27,7 +27,7 @@
 namespace payledger::api {
 
 // Delivers the ledger's events to the receivers of this process's subscriptions
-// (docs/design.md#subscriptions): one thread per subscription, so that a receiver that fails
+// (docs/subscriptions.md#inside-serve): one thread per subscription, so that a receiver that fails
 // or never answers holds its own subscription only, and never the write path.
 //
 // Each thread, while this process holds the subscription's lease (ledger::SubscriptionLease: at

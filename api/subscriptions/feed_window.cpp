@@ -170,7 +170,7 @@ bool FeedWindow::ReadMore() {
     std::vector<FeedItemPtr> items;
     items.reserve(events.size());
     for (const projections::Event& event : events) items.push_back(MakeFeedItem(event));
-    // docs/design.md#what-a-reader-is-shown: only what the synchronous standbys hold.
+    // docs/api.md#what-a-reader-is-shown: only what the synchronous standbys hold.
     if (!items.empty()) ledger::AwaitSynchronousStandbys(*connection_);
     {
         std::lock_guard lock{mutex_};

@@ -52,7 +52,7 @@ struct FeedSlice {
 };
 
 // The newest events of the feed, read from PostgreSQL once for all of a process's
-// subscriptions (docs/design.md#subscriptions). Without it each delivery thread read, checked
+// subscriptions (docs/subscriptions.md#inside-serve). Without it each delivery thread read, checked
 // with the durability barrier and serialized every event again: three subscriptions tripled
 // that work on the primary, which the write path shares.
 //
@@ -60,7 +60,7 @@ struct FeedSlice {
 // shared poll), it waits `linger` for more commits to gather, reads every event after the
 // window's end (ledger::ReadEventsAfter, the feed's page, up to read_max at a time), waits for the
 // synchronous standbys (ledger::AwaitSynchronousStandbys: nothing a failover could take back
-// enters the window, docs/design.md#what-a-reader-is-shown), and only then appends them and
+// enters the window, docs/api.md#what-a-reader-is-shown), and only then appends them and
 // moves the end. The window holds the events in (begin, end], at most events_max of them; the
 // oldest leave first. It starts empty at the head of the moment it first reads.
 //

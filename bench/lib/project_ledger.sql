@@ -1,4 +1,4 @@
--- The projections (docs/design.md#projections) in SQL: fills the empty `orders` and `balances` from
+-- The projections (docs/events.md#projections) in SQL: fills the empty `orders` and `balances` from
 -- `ledger_events`, for seed_ledger.sql. The same rules as projections::FoldOrder and
 -- BalanceContribution:
 --   status: REFUNDED if a refund and a payment exist; else PAID if a payment exists; else

@@ -80,7 +80,7 @@ SELECT receipt_id, source, recorded_at, '127.0.0.1:40000',
        'appended', seq, out_trade_no, ''
 FROM ledger_events;
 
--- The receipt chain (docs/design.md#the-receipt-chain), as the writer would have computed it: in
+-- The receipt chain (docs/integrity.md#the-receipt-chain), as the writer would have computed it: in
 -- replica mode the append-only trigger does not fire, and the column is NOT NULL again before the
 -- commit.
 UPDATE callback_receipts AS c

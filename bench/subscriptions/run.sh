@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/subscriptions: delivery of the ledger's events to subscriptions (docs/subscriptions.md,
-# docs/design.md#subscriptions) under bench/load's mixed load, and what it costs the write
+# docs/subscriptions.md#inside-serve) under bench/load's mixed load, and what it costs the write
 # path, in one run on one PostgreSQL.
 #
 #   bench/subscriptions/run.sh [--connections 64] [--seconds 20] [--orders 20000]

@@ -67,7 +67,7 @@ struct BillTotals {
 // Fen as yuan with two decimals: 8880 -> "88.80". REQUIRES: amount >= 0.
 [[nodiscard]] std::string FormatYuan(std::int64_t amount);
 
-// Yuan with at most two decimals into fen by docs/design.md#money-keys-and-time
+// Yuan with at most two decimals into fen by docs/events.md#money-keys-and-time
 // (projections::ParseMajorUnits), zero included ("0.00" -> 0, as bills write absent amounts).
 // nullopt when malformed.
 [[nodiscard]] std::optional<std::int64_t> ParseYuanOrZero(std::string_view text);

@@ -17,7 +17,7 @@ namespace payledger::ledger::reconcile {
 // Stores the run: first the bill's bytes in reconciliation_bills (once per SHA-256), in a
 // transaction of their own without the writer lock, since they may be hundreds of MiB; then
 // the record, which names them by their SHA-256, under the writer lock (a reader paging by
-// id never skips one, docs/design.md#the-writer-lock). A statement that fails is tried again; a
+// id never skips one, docs/write-path.md#the-writer-lock). A statement that fails is tried again; a
 // session that is gone takes its temporary tables with it, so the run is then stored from the
 // private copy without its differences.
 // Sets report.id; returns why the full record could not be written, or nullopt.

@@ -33,7 +33,7 @@ keypair wechat_v3_merchant
 keypair alipay_app
 # Where `simulate-platform` answers the platforms' query and close APIs (scripts/run starts it).
 SIMULATOR="${PAYLEDGER_SIMULATOR_LISTEN:-127.0.0.1:8090}"
-# The checkpoint signing key (audit.signing_key, docs/design.md#checkpoints): Ed25519.
+# The checkpoint signing key (audit.signing_key, docs/integrity.md#checkpoints): Ed25519.
 (umask 077 && openssl genpkey -algorithm ed25519 -out "$KEY_DIR/audit_signing_key.pem")
 # A certificate serial as WeChat Pay sends it in Wechatpay-Serial: upper-case hex.
 V3_SERIAL="$(openssl rand -hex 20 | tr 'a-f' 'A-F')"

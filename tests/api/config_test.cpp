@@ -114,7 +114,7 @@ TEST(ParseConfig, InvalidDatabaseUrlNamesTheField) {
 }
 
 TEST(ParseConfig, SeveralHostsWithoutTargetSessionAttrsAskForReadWrite) {
-    // payledger asks for the primary itself (docs/design.md#failover); the full rules:
+    // payledger asks for the primary itself (docs/availability.md#failover); the full rules:
     // tests/ledger/conninfo_test.cpp.
     const Config config = ParseConfig(R"({"database_url": "postgresql://h1,h2/payledger"})",
                                       std::nullopt, std::nullopt);
@@ -341,7 +341,7 @@ TEST(ParseConfig, InvalidLimitsAndScopedTokensNameTheField) {
                  "tokens.merchant[].accounts");
 }
 
-// A config file other users may read or write is refused (docs/design.md#configuration), naming it
+// A config file other users may read or write is refused (docs/api.md#configuration), naming it
 // and its mode; scripts/run writes the development config with mode 0600 from its first byte.
 TEST(LoadConfig, RefusesAConfigFileOthersMayReadOrWrite) {
     namespace fs = std::filesystem;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The auditor console in a real browser (docs/design.md#the-auditor-console).
+"""The auditor console in a real browser (docs/api.md#the-auditor-console).
 
 Starts `payledger serve` (the binary of this build tree) on a database of its own on the test
 PostgreSQL (PAYLEDGER_TEST_DATABASE_URL), seeds it through the HTTP API — orders, callbacks

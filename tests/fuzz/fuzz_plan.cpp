@@ -2,7 +2,7 @@
 // already and a batch of up to 64 deliveries (event type, order, platform id, amount, refund
 // claims, or refused before the ledger), and every plan must pass CheckPlan: consecutive ids,
 // order rows equal to the fold from scratch, balances equal to the fold from scratch
-// (docs/design.md#invariants, 5), and the same answers as the deliveries one batch each.
+// (docs/events.md#invariants, 5), and the same answers as the deliveries one batch each.
 
 #include <cstddef>
 #include <cstdint>

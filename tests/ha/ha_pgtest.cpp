@@ -1,6 +1,6 @@
-// High availability and read replicas (docs/design.md#failover, docs/design.md#read-replicas),
-// against clusters of the tests' own (support/own_cluster.hpp: initdb, pg_basebackup -R, streaming
-// replication) and a real `payledger serve`:
+// High availability and read replicas (docs/availability.md#failover,
+// docs/availability.md#read-replicas), against clusters of the tests' own (support/own_cluster.hpp:
+// initdb, pg_basebackup -R, streaming replication) and a real `payledger serve`:
 // - a callback storm while the primary is stopped with -m immediate and its synchronous standby
 //   promoted: every acknowledged delivery is on the promoted node, none twice, verify exits 0,
 //   and the same process answers again within 20 s;

@@ -1,4 +1,4 @@
-// Invariant 2 (docs/design.md#invariants): the schema itself refuses UPDATE, DELETE and
+// Invariant 2 (docs/events.md#invariants): the schema itself refuses UPDATE, DELETE and
 // TRUNCATE on ledger_events and callback_receipts, whoever asks; the projections stay
 // writable (rebuild needs them). Also the CHECK constraints on money columns.
 #include <gtest/gtest.h>
@@ -111,7 +111,7 @@ TEST_F(AppendOnlyPgTest, MoneyColumnsRefuseWhatSpecSection1Forbids) {
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM ledger_events"), "1");
 }
 
-// A key is 1 to 64 of A-Z a-z 0-9 _ | * . - (docs/design.md#money-keys-and-time; schema/0006 checks
+// A key is 1 to 64 of A-Z a-z 0-9 _ | * . - (docs/events.md#money-keys-and-time; schema/0006 checks
 // it without the regular expression of 0001, and must refuse and accept exactly what that one did).
 TEST_F(AppendOnlyPgTest, KeysRefuseWhatSpecSection1Forbids) {
     const std::string longest(64, 'k');

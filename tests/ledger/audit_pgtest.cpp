@@ -1,15 +1,14 @@
-// PostgreSQL tests of `payledger audit` (ledger/audit.hpp, docs/design.md#audit): a ledger written
-// by the writer audits OK and its head is the last receipt's chain, recomputed here from the
-// receipts' lines; then each kind of tampering, done as the tables' owner with the
-// append-only triggers disabled, is caught: an event's field, a receipt's body or field, a
-// row deleted in the middle, an event without its receipt, a receipt naming another event.
-// A migration that chains an existing ledger gives the writer's values (MigrationChains...).
-// Bodies come in two forms (schema/0008): inline (receipts written before it) and stored once
-// in receipt_bodies under the hash the receipt keeps; rows of both, inserted here as the
-// owner with their chain recomputed by the schema's own functions, audit alike, and a stored
-// body changed or missing is caught. A break at a receipt that appended an event names the
-// event on the next line. An event whose source is not its receipt's is caught (the chain
-// does not cover an event's source).
+// PostgreSQL tests of `payledger audit` (ledger/audit.hpp, docs/integrity.md#audit): a ledger
+// written by the writer audits OK and its head is the last receipt's chain, recomputed here from
+// the receipts' lines; then each kind of tampering, done as the tables' owner with the append-only
+// triggers disabled, is caught: an event's field, a receipt's body or field, a row deleted in the
+// middle, an event without its receipt, a receipt naming another event. A migration that chains an
+// existing ledger gives the writer's values (MigrationChains...). Bodies come in two forms
+// (schema/0008): inline (receipts written before it) and stored once in receipt_bodies under the
+// hash the receipt keeps; rows of both, inserted here as the owner with their chain recomputed by
+// the schema's own functions, audit alike, and a stored body changed or missing is caught. A break
+// at a receipt that appended an event names the event on the next line. An event whose source is
+// not its receipt's is caught (the chain does not cover an event's source).
 
 #include <gtest/gtest.h>
 

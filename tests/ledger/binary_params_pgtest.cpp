@@ -192,7 +192,7 @@ TEST_F(BinaryParamsPgTest,
     // session is shut. The statement and COMMIT were already sent, so once the lock is free
     // the server commits them, while the client saw only a lost session: in doubt, which the
     // committer never retries (answered 503, the platform's retry is exact;
-    // docs/design.md#in-doubt-commits).
+    // docs/write-path.md#in-doubt-commits).
     connection_->prepare("wait_then_keep",
                          "INSERT INTO kept (id) SELECT $1::bigint "
                          "FROM (SELECT pg_advisory_xact_lock(4242)) AS locked");

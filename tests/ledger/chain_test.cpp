@@ -1,4 +1,4 @@
-// Tests of ledger/chain.hpp against docs/design.md#the-receipt-chain, with lines and digests
+// Tests of ledger/chain.hpp against docs/integrity.md#the-receipt-chain, with lines and digests
 // computed independently (Python's hashlib) for two receipts: one that appended an event, one
 // refused before the ledger with an empty body.
 

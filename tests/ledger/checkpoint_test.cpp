@@ -1,5 +1,5 @@
-// Tests of ledger/checkpoint.hpp (docs/design.md#checkpoints): Ed25519 over the exact bytes, with
-// RFC 8032's first test key; the expected signature and key id were computed with the openssl
+// Tests of ledger/checkpoint.hpp (docs/integrity.md#checkpoints): Ed25519 over the exact bytes,
+// with RFC 8032's first test key; the expected signature and key id were computed with the openssl
 // command line (`openssl pkeyutl -sign -rawin`) and Python's hashlib. A changed field, a signature
 // by another key and malformed JSON are refused.
 

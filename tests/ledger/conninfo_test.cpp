@@ -1,7 +1,7 @@
-// Tests of ledger/conninfo.hpp against docs/design.md#failover: a database_url naming several hosts
-// without target_session_attrs gets target_session_attrs=read-write, in both forms libpq reads (URI
-// and key=value), and every other option reads the same afterwards (checked with libpq's own
-// parser); one host, or a target_session_attrs of the operator's, is left as written; what
+// Tests of ledger/conninfo.hpp against docs/availability.md#failover: a database_url naming several
+// hosts without target_session_attrs gets target_session_attrs=read-write, in both forms libpq
+// reads (URI and key=value), and every other option reads the same afterwards (checked with libpq's
+// own parser); one host, or a target_session_attrs of the operator's, is left as written; what
 // libpq cannot parse throws. The environment is not consulted here: the strings name their
 // hosts.
 #include "ledger/conninfo.hpp"

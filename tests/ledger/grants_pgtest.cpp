@@ -1,6 +1,6 @@
-// PostgreSQL tests of least privilege (docs/design.md#least-privilege): `payledger migrate --grant
-// ROLE` (ledger::GrantServiceRole) gives the service's role what serve needs and nothing more. As
-// that role the writer writes a batch, the projections update, and the reads work; but it
+// PostgreSQL tests of least privilege (docs/availability.md#least-privilege): `payledger migrate
+// --grant ROLE` (ledger::GrantServiceRole) gives the service's role what serve needs and nothing
+// more. As that role the writer writes a batch, the projections update, and the reads work; but it
 // cannot disable a trigger, update or delete a ledger row, truncate, create a table or
 // migrate, and PUBLIC holds nothing.
 

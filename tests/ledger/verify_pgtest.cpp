@@ -1,9 +1,9 @@
-// verify and rebuild (docs/design.md#verify, docs/design.md#rebuild): digests equal to the SHA-256
-// of the canonical text that this test writes out by hand from its own inputs; tampering detected
-// and named; rebuild repairs, catches up with events appended during its build phase, runs while
-// deliveries keep flowing, and leaves the live projections untouched when it fails; the incremental
-// live path equals the from-scratch fold over random histories delivered in random batches with
-// duplicates.
+// verify and rebuild (docs/integrity.md#verify, docs/integrity.md#rebuild): digests equal to the
+// SHA-256 of the canonical text that this test writes out by hand from its own inputs; tampering
+// detected and named; rebuild repairs, catches up with events appended during its build phase, runs
+// while deliveries keep flowing, and leaves the live projections untouched when it fails; the
+// incremental live path equals the from-scratch fold over random histories delivered in random
+// batches with duplicates.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -57,7 +57,7 @@ Delivery Close(const std::string& key) {
     return Deliver(key, EventType::kPaymentClosed, 0, "", std::nullopt);
 }
 
-// The canonical text of the history Seed() writes, by hand (docs/design.md#canonical-digests).
+// The canonical text of the history Seed() writes, by hand (docs/events.md#canonical-digests).
 const std::string kOrdersText =
     "ORD-1\tacct-1\tCNY\t1999\tPAID\tTX-ORD-1\t1999\t0\t\n"
     "ORD-2\tacct-1\tCNY\t500\tWAIT_PAY\t\t0\t0\t\n"
@@ -297,7 +297,7 @@ TEST_F(VerifyPgTest, AuditShowsProgressOnlyOnATerminal) {
     EXPECT_NE(out.find("\naudit receipts=11 events=11 head="), std::string::npos) << out;
 }
 
-// "2 on error" (docs/design.md#the-command-line): a wrong command line too, whatever CLI11's own
+// "2 on error" (docs/api.md#the-command-line): a wrong command line too, whatever CLI11's own
 // codes; --help is 0.
 TEST_F(VerifyPgTest, AWrongCommandLineExitsTwoAndHelpZero) {
     const std::string binary = std::string("'") + PAYLEDGER_BINARY_PATH + "'";

@@ -1,4 +1,4 @@
-// The write path (docs/design.md#group-commit): WriteBatch and the group-commit
+// The write path (docs/write-path.md#group-commit): WriteBatch and the group-commit
 // Committer against the real PostgreSQL. Covers appended/duplicate/conflict/unknown_order/
 // mismatch, copies of one callback in one batch, rejected deliveries that only write a
 // receipt, the conditional projection update as a second line of defence, the writer lock

@@ -1,4 +1,4 @@
-// The canonical form (docs/design.md#canonical-digests), written out by hand: tab-separated fields
+// The canonical form (docs/events.md#canonical-digests), written out by hand: tab-separated fields
 // in its order, null as the empty string, anomalies joined with ",", one "\n" per row; and the
 // property that the fold is a function of the set of events: thousands of random event sets, each
 // folded in many random orders, give one canonical line.

@@ -1,4 +1,4 @@
-// Tests of projections/decide.hpp: Decide() against docs/design.md#same-event-or-conflict (same
+// Tests of projections/decide.hpp: Decide() against docs/events.md#same-event-or-conflict (same
 // event or conflict, by fingerprint, and the mismatch checks against the order). Each test builds
 // the stored events of one order by hand, delivers one event and checks the outcome, the seq named
 // (the stored event's for duplicate and conflict, 0 otherwise) and the completed event. Fingerprint

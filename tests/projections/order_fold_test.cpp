@@ -1,5 +1,5 @@
 // Tests of projections/order_fold.hpp: FoldOrder, BalanceContribution and AddToBalances against
-// docs/design.md#projections. The space is small, so it is tested whole: every subset of
+// docs/events.md#projections. The space is small, so it is tested whole: every subset of
 // {PAYMENT_SUCCEEDED, PAYMENT_CLOSED, REFUND_SUCCEEDED} with ORDER_CREATED is a row of one table
 // holding the expected status, amounts, anomalies and balance contribution, and every ordering of
 // every subset (all 24 of the full set, by std::next_permutation) must fold to that same row. Sets

@@ -38,7 +38,7 @@ inline std::vector<projections::PlanInput> Inputs(std::span<const PlanCase> case
     return inputs;
 }
 
-// The balances the orders of `events` give, folded from scratch (docs/design.md#balances): one row
+// The balances the orders of `events` give, folded from scratch (docs/events.md#balances): one row
 // per account and currency with an order.
 inline std::map<projections::BalanceKey, std::int64_t> BalancesFromScratch(
     const std::map<std::string, std::vector<projections::Event>>& events) {

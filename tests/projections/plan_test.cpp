@@ -1,5 +1,5 @@
 // Tests of projections/plan.hpp: PlanBatch() proven against the fold from scratch
-// (docs/design.md#invariants, 5) without a database. Every batch of up to 4 deliveries drawn from a
+// (docs/events.md#invariants, 5) without a database. Every batch of up to 4 deliveries drawn from a
 // pool that holds every event type, duplicates, conflicts, mismatches and deliveries decided before
 // the ledger, over two orders in every stored state; then long random batches over three orders.
 // Each plan goes through CheckPlan (plan_check.hpp), which a broken plan is shown to fail.

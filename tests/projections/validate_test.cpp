@@ -1,4 +1,4 @@
-// Tests of projections/validate.hpp against docs/design.md#money-keys-and-time: the key alphabet
+// Tests of projections/validate.hpp against docs/events.md#money-keys-and-time: the key alphabet
 // and length, currency codes, the amount range, minor-unit and major-unit amount strings, RFC 3339
 // and the two Asia/Shanghai local layouts, and FormatRfc3339. Edges are tables of (input,
 // expected); the expected instants are independent constants (from `date -u -d ... +%s`), not

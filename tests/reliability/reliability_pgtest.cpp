@@ -986,7 +986,7 @@ TEST(ReliabilityPgTest, AcceptOutOfFileDescriptorsBacksOffInsteadOfSpinning) {
 }
 
 // serve started while its database is down waits for it, then serves, instead of exiting
-// (docs/design.md#the-command-line). It listens at once and, while it waits: /healthz 200, /readyz
+// (docs/api.md#the-command-line). It listens at once and, while it waits: /healthz 200, /readyz
 // and every write 503 (in each channel's own form), every read 503 whatever the token, then
 // ready.
 TEST(ReliabilityPgTest, ServeStartedWhileTheDatabaseIsDownWaitsForIt) {

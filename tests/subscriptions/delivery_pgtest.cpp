@@ -1,4 +1,4 @@
-// Subscriptions end to end (docs/design.md#subscriptions): real `payledger serve` processes
+// Subscriptions end to end (docs/subscriptions.md#inside-serve): real `payledger serve` processes
 // deliver to real HTTP receivers (webhook_receiver.hpp). Order and completeness across a
 // receiver that fails, answers 429 and 503; the requests' signatures checked by the Standard
 // Webhooks reference library; 410 disables and an admin's enable and rewind deliver again,

@@ -5,9 +5,9 @@
 namespace payledger::testing {
 
 // A primary and a streaming standby of the test's own (scripts/lib/common.sh: initdb, then
-// pg_basebackup -R), for the failover and read-replica tests (docs/design.md#failover). Both serve
-// the database `payledger` on a unix socket in their own folder. `synchronous`: the primary has
-// synchronous_standby_names = '*', so a commit is acknowledged only once the standby has
+// pg_basebackup -R), for the failover and read-replica tests (docs/availability.md#failover). Both
+// serve the database `payledger` on a unix socket in their own folder. `synchronous`: the primary
+// has synchronous_standby_names = '*', so a commit is acknowledged only once the standby has
 // flushed it (and waits while the standby is down).
 class OwnCluster {
 public:

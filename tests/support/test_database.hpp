@@ -9,10 +9,10 @@
 namespace payledger::testing {
 
 // A database of its own on the test cluster, migrated, dropped at destruction. A database, not
-// a schema: the writer lock (docs/design.md#the-writer-lock) is one advisory lock per database, so
-// tests sharing a database would queue behind each other's appends and a test that times that lock
-// would depend on what runs beside it.
-// Fails the test (CI) or skips it (a laptop) when PAYLEDGER_TEST_DATABASE_URL is unset.
+// a schema: the writer lock (docs/write-path.md#the-writer-lock) is one advisory lock per database,
+// so tests sharing a database would queue behind each other's appends and a test that times that
+// lock would depend on what runs beside it. Fails the test (CI) or skips it (a laptop) when
+// PAYLEDGER_TEST_DATABASE_URL is unset.
 class TestDatabase {
 public:
     // `migrate`: apply the migrations (false leaves the database empty).

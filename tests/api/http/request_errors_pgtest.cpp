@@ -1,4 +1,4 @@
-// The request boundary (docs/design.md#failures-and-retries) against the real PostgreSQL: an
+// The request boundary (docs/write-path.md#failures-and-retries) against the real PostgreSQL: an
 // exception on a request's path is answered at most once and never ends the process. App::Handle
 // runs on an Asio thread pool, as the server runs it, where an exception that escapes is
 // std::terminate. The throw is injected where a test reaches without a seam, in the Respond the

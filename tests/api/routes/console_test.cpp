@@ -1,4 +1,4 @@
-// The console's static files (docs/design.md#the-auditor-console), without a server: every file
+// The console's static files (docs/api.md#the-auditor-console), without a server: every file
 // compiled in is answered with its content type, the Content-Security-Policy, nosniff and its
 // ETag; 304 for a matching If-None-Match; /console redirects to /console/; unknown files and
 // folders are 404 and other methods 405, with the same headers. And what the CSP relies on,

@@ -1,4 +1,4 @@
-// Reading the feeds backwards (before=, docs/design.md#feeds-and-paging): /v1/events, /v1/receipts
+// Reading the feeds backwards (before=, docs/api.md#feeds-and-paging): /v1/events, /v1/receipts
 // (with and without an outcome) and an order's receipts answer the at most `limit` positions
 // just below `before`, in ascending order, with prev_before (the first position, or `before`
 // itself for an empty page) instead of next_after. Every page is compared with what

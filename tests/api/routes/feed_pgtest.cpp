@@ -1,8 +1,8 @@
-// The auditor feeds never skip (docs/design.md#the-writer-lock): a delivery whose transaction holds
-// an allocated seq while it waits is seen exactly once, after the others that queued behind it;
-// concurrent writers in two service instances and a reader paging all the time give the
-// reader every row exactly once, in order; a stuck writer-lock holder makes deliveries answer
-// 503 after the lock timeout instead of hanging; NDJSON exports through HTTP and the CLI.
+// The auditor feeds never skip (docs/write-path.md#the-writer-lock): a delivery whose transaction
+// holds an allocated seq while it waits is seen exactly once, after the others that queued behind
+// it; concurrent writers in two service instances and a reader paging all the time give the reader
+// every row exactly once, in order; a stuck writer-lock holder makes deliveries answer 503 after
+// the lock timeout instead of hanging; NDJSON exports through HTTP and the CLI.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// The HTTP API end to end: every outcome (docs/design.md#outcomes) with its status
+// The HTTP API end to end: every outcome (docs/events.md#outcomes) with its status
 // and body, authentication, the 64 KiB limit, raw bodies returned byte for byte, reads,
 // feeds, health, metrics, and recovery after the database drops the service's sessions.
 // The whole service runs in-process on a free port against the real PostgreSQL.
