@@ -2,24 +2,15 @@
 `payledger serve` processes on PostgreSQL with a synchronous standby and a read replica, under a
 schedule of overlapping faults, followed by an independent check. tests/campaign/run builds the
 binary and starts this; tests/campaign/README.md says what it does and how to read its output.
+
+The parts: world.py (what runs and how it is broken), faults.py (the fault table and its
+schedule), workload.py (the requests), checker.py (every judgment); here only the run's order.
 """
 
 import argparse
-import base64
-import datetime
-import glob
-import hashlib
-import http.client
-import json
 import os
-import random
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import sysconfig
-import tempfile
 import threading
 import time
 import traceback
@@ -28,1055 +19,170 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import checker  # noqa: E402
-import cluster  # noqa: E402
 import faults  # noqa: E402
 import notices  # noqa: E402
 import workload  # noqa: E402
-from cluster import Node, wait_until  # noqa: E402
-from proxy import Proxy  # noqa: E402
-from receiver import Receiver  # noqa: E402
+import world as world_module  # noqa: E402
+from cluster import wait_until  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-
-
-def find_faketime():
-    """libfaketime's multi-threaded library, wherever Debian's multiarch put it (the package
-    `faketime`, installed by scripts/test): /usr/lib/<triplet>/faketime/libfaketimeMT.so.1."""
-    # This interpreter's own triplet first (x86_64-linux-gnu, aarch64-linux-gnu): a library of
-    # another architecture installed beside it would be ignored by the loader, and the skew with it.
-    triplet = sysconfig.get_config_var("MULTIARCH") or ""
-    candidates = ["/usr/lib/%s/faketime/libfaketimeMT.so.1" % triplet] if triplet else []
-    candidates += sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
-    candidates.append("/usr/lib/faketime/libfaketimeMT.so.1")
-    for path in candidates:
-        if os.path.exists(path):
-            return path
-    raise RuntimeError("libfaketimeMT.so.1 not found: install the package faketime")
-
-
-WORKERS = 8
 CATEGORIES = ("lost", "doubled", "unfound", "hostile", "projection", "balance", "answer", "leak",
               "feed", "follower", "subscription", "reconcile", "operations", "campaign")
-# When the serves ask the platform simulator about an order still unpaid (docs/query.md): 2 s
-# after its registration, then after each step, at most 10 s apart, so that a payment only the
-# query can find is found within the run and the final wait stays short. A serve killed
-# mid-query leaves its lease for 3 * timeout_seconds + 5 s, after which the other asks.
-QUERY = {"first_after_seconds": 2, "schedule_seconds": [2, 3, 5] + [10] * 29,
-         "concurrency": 4, "timeout_seconds": 2}
-QUERY_WAIT = 45     # the longest step, a lease left behind, and room: the final wait's bound
 
 
-def free_port(taken):
-    """A TCP port below the kernel's ephemeral range that nothing listens on (a port inside
-    the range may be taken meanwhile as the local end of an outgoing connection)."""
-    try:
-        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-    except (OSError, ValueError):
-        low = 32768
-    rng = random.Random(os.urandom(8))
-    for _ in range(1000):
-        port = rng.randrange(max(1024, low - 12000), low)
-        if port in taken:
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            s.close()
-        taken.add(port)
-        return port
-    raise RuntimeError("no free port")
-
-
-def http_call(port, method, path, token=None, body=None, timeout=10):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        headers = {}
-        if token:
-            headers["Authorization"] = "Bearer " + token
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-            body = json.dumps(body)
-        conn.request(method, path, body=body, headers=headers)
-        resp = conn.getresponse()
-        return resp.status, resp.read(), dict(resp.getheaders())
-    except Exception as error:
-        return None, str(error).encode(), {}
-    finally:
-        conn.close()
-
-
-class Serve:
-    def __init__(self, name, binary, config_path, port, log_path, command=("serve",)):
-        self.name = name
-        self.command = list(command)
-        self.binary = binary
-        self.config = config_path
-        self.port = port
-        self.log_path = log_path
-        self.proc = None
-        self.skew = 0
-        self.stopped = False
-        self.starts = 0
-        self.lives = []     # [wall clock start, wall clock end or None, clock skew]
-
-    def start(self, skew=0):
-        env = dict(os.environ)
-        env.pop("PAYLEDGER_DATABASE_URL", None)
-        env.pop("PAYLEDGER_LISTEN", None)
-        if skew:
-            # libfaketime preloaded into serve itself (the `faketime` program would fork, and
-            # a SIGKILL would then miss serve); the monotonic clock stays true.
-            env.update(LD_PRELOAD=find_faketime(), FAKETIME="%+d" % skew,
-                       FAKETIME_DONT_FAKE_MONOTONIC="1", FAKETIME_NO_CACHE="1")
-        log = open(self.log_path, "ab")
-        log.write(("\n=== campaign: start %s%s at %.3f\n" % (
-            self.name, " with the clock skewed %+d s" % skew if skew else "", time.time()))
-            .encode())
-        log.flush()
-        self.proc = subprocess.Popen([self.binary] + self.command + ["--config", self.config],
-                                     stdout=log, stderr=log, env=env, start_new_session=True)
-        log.close()
-        self.lives.append([time.time(), None, skew])
-        self.skew = skew
-        self.stopped = False
-        self.starts += 1
-        ok = wait_until(lambda: self.proc.poll() is not None or self.answers(), 60, 0.05)
-        if self.proc.poll() is not None:
-            raise RuntimeError("%s exited at start with %s (log %s)" % (self.name,
-                                                                        self.proc.returncode,
-                                                                        self.log_path))
-        return ok
-
-    def answers(self):
-        return http_call(self.port, "GET", "/healthz", timeout=2)[0] == 200
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self):
-        if self.alive():
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        if self.lives and self.lives[-1][1] is None:
-            self.lives[-1][1] = time.time()
-        self.stopped = False
-
-    def pause(self):
-        if self.alive():
-            os.kill(self.proc.pid, signal.SIGSTOP)
-            self.stopped = True
-
-    def resume(self):
-        if self.alive():
-            os.kill(self.proc.pid, signal.SIGCONT)
-        self.stopped = False
-
-    def terminate(self):
-        if not self.alive():
-            return None
-        if self.stopped:
-            self.resume()
-        os.kill(self.proc.pid, signal.SIGTERM)
-        try:
-            return self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            return "killed after 60 s"
-
-
-class Simulator(Serve):
-    """`payledger simulate-platform` (docs/query.md): the platforms' query and close APIs,
-    answered from a record of its own, and `POST /simulate/pay`. Never faulted."""
-
-    def __init__(self, binary, config_path, port, log_path):
-        super().__init__("simulator", binary, config_path, port, log_path,
-                         ["simulate-platform", "--listen", "127.0.0.1:%d" % port])
-
-    def answers(self):
-        return http_call(self.port, "GET", "/", timeout=2)[0] is not None
-
-
-class Campaign:
-    def __init__(self, args):
-        self.args = args
-        self.seed = args.seed
-        self.seconds = args.seconds
-        self.binary = args.bin
-        self.tmp = tempfile.mkdtemp(prefix="payledger-campaign.", dir=args.tmp)
-        os.chmod(self.tmp, 0o755)
-        self.logs = os.path.join(self.tmp, "logs")
-        os.makedirs(self.logs)
-        os.chmod(self.logs, 0o755)
-        self.out = open(os.path.join(self.logs, "campaign.log"), "a", buffering=1)
-        self.log_lock = threading.Lock()
-        self.t0 = time.monotonic()
-        self.ports = set()
-        self.fault_errors = []
-        self.violations_live = []      # found while running (verify/audit exit 1, …)
-        self.checkpoints = []
-        self.cli_results = []
-        self.follower_pages = []
-        self.readyz_leaks = []
-        self.far_attempts = set()
-        self.kill_after = 1.0
-        self.op_counts = {}
-        self.follower_stop = threading.Event()
-        self.ops_stop = threading.Event()
-        self.primary = None
-        self.standby = None
-        self.serves = []
-        self.proxy = None
-        self.receiver = None
-        self.platform_serve = None
-        self.simulator = None
-
-    # --- output ---------------------------------------------------------------------------
-    def log(self, text, echo=False):
-        line = "[%7.2f %s] %s" % (time.monotonic() - self.t0,
-                                  time.strftime("%H:%M:%S", time.gmtime()) +
-                                  ".%03d" % (time.time() % 1 * 1000), text)
-        with self.log_lock:
-            self.out.write(line + "\n")
-            if echo or self.args.verbose:
-                print(line, flush=True)
-
-    def say(self, text):
-        print(text, flush=True)
-        with self.log_lock:
-            self.out.write(text + "\n")
-
-    def note_fault_error(self, f, error):
-        self.fault_errors.append((f, repr(error)))
-
-    # --- the configuration ------------------------------------------------------------------
-    def write_configs(self):
-        cfg_dir = os.path.join(self.tmp, "cfg")
-        os.makedirs(cfg_dir)
-        os.chmod(cfg_dir, 0o700)
-        env = dict(os.environ, PAYLEDGER_DATABASE_URL="placeholder",
-                   PAYLEDGER_SIMULATOR_LISTEN="127.0.0.1:%d" % self.simulator_port)
-        text = subprocess.run(["bash", os.path.join(ROOT, "scripts/lib/dev_config.sh"), cfg_dir],
-                              env=env, check=True, capture_output=True).stdout
-        base = json.loads(text)
-        base["query"] = QUERY       # the channels' query sections ask the simulator
-        self.base_config = base
-        secret = lambda: "whsec_" + base64.b64encode(os.urandom(32)).decode()  # noqa: E731
-        self.subs = {
-            "all": {"path": "/hooks/all", "secrets": [secret()], "timeout": 2, "batch_max": 50},
-            "payments": {"path": "/hooks/payments", "secrets": [secret(), secret()],
-                         "timeout": 2, "batch_max": 7,
-                         "event_types": ["PAYMENT_SUCCEEDED", "REFUND_SUCCEEDED"],
-                         "accounts": ["acct-1", "acct-3"]},
-        }
-        subs = []
-        for name, s in self.subs.items():
-            entry = {"name": name, "url": "http://127.0.0.1:%d%s" % (self.receiver_port,
-                                                                   s["path"]),
-                     "secret": s["secrets"] if len(s["secrets"]) > 1 else s["secrets"][0],
-                     "batch_max": s["batch_max"], "timeout_seconds": s["timeout"]}
-            for k in ("event_types", "accounts"):
-                if k in s:
-                    entry[k] = s[k]
-            subs.append(entry)
-        hosts = "127.0.0.1:%d,127.0.0.1:%d" % (self.link_port["a"], self.link_port["b"])
-        self.serve_db_url = ("postgresql://payledger_service@%s/payledger?"
-                             "target_session_attrs=read-write&connect_timeout=5" % hosts)
-        self.owner_db_url = ("postgresql://postgres@%s/payledger?"
-                             "target_session_attrs=read-write&connect_timeout=5" % hosts)
-        self.read_db_url = ("postgresql://payledger_service@127.0.0.1:%d/payledger?"
-                            "connect_timeout=5" % self.link_port["read"])
-
-        def dump(path, config):
-            with open(path, "w") as f:
-                json.dump(config, f, indent=2)
-            os.chmod(path, 0o600)
-            return path
-
-        self.serve_configs = []
-        for i, port in enumerate(self.serve_ports):
-            c = dict(base, listen="127.0.0.1:%d" % port, database_url=self.serve_db_url,
-                     read_database_url=self.read_db_url, read_max_lag_seconds=5,
-                     limits={"unverified_per_peer_per_minute": 6000}, subscriptions=subs)
-            self.serve_configs.append(dump(os.path.join(cfg_dir, "serve%d.json" % i), c))
-        self.cli_config = dump(os.path.join(cfg_dir, "cli.json"),
-                               dict(base, database_url=self.owner_db_url))
-        # The platform's ledger asks nobody: it stands for the platform.
-        unasked = {k: ({kk: vv for kk, vv in v.items() if kk != "query"}
-                       if k in workload.PLATFORM_CHANNELS else v)
-                   for k, v in base.items() if k != "query"}
-        self.platform_config = dump(os.path.join(cfg_dir, "platform.json"), dict(
-            unasked, listen="127.0.0.1:%d" % self.platform_port,
-            database_url=self.platform.url(), limits={"unverified_per_peer_per_minute": 6000}))
-        self.simulator_config = dump(os.path.join(cfg_dir, "simulator.json"), dict(
-            base, database_url=self.platform.url("simulator")))
-        self.public_key = os.path.join(cfg_dir, "audit.pub")
-        with open(self.public_key, "w") as f:
-            f.write(self.cli(["checkpoint", "--public-key"], timeout=30, quiet=True)[1])
-        self.signer = notices.Signer(base)
-
-    # --- processes ----------------------------------------------------------------------------
-    def cli(self, argv, timeout=180, config=None, quiet=False, kill_after=None):
-        """Runs `payledger ARGV --config cli.json`: (exit status, stdout, stderr); with
-        kill_after, SIGKILLs it after that many seconds (status "killed")."""
-        cmd = [self.binary] + argv + ["--config", config or self.cli_config]
-        env = dict(os.environ)
-        env.pop("PAYLEDGER_DATABASE_URL", None)
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        try:
-            out, err = p.communicate(timeout=kill_after if kill_after else timeout)
-            code = p.returncode
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
-            code = "killed" if kill_after else "timeout"
-        out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-        if not quiet:
-            with open(os.path.join(self.logs, "cli.log"), "a") as f:
-                f.write("[%7.2f] $ %s\nexit %s\n%s%s\n" % (time.monotonic() - self.t0,
-                                                          " ".join(argv), code, out, err))
-        return code, out, err
-
-    def setup(self):
-        taken = self.ports
-        self.serve_ports = [free_port(taken), free_port(taken)]
-        self.platform_port = free_port(taken)
-        self.simulator_port = free_port(taken)
-        self.receiver_port = free_port(taken)
-        self.link_port = {k: free_port(taken) for k in ("a", "b", "repl", "upstream", "read")}
-        pg = os.path.join(self.tmp, "pg")
-        os.makedirs(pg)
-        os.chmod(pg, 0o755)
-        a = Node("node_a", os.path.join(pg, "a"), free_port(taken), self.logs,
-                 os.path.join(pg, "sock-a"))
-        b = Node("node_b", os.path.join(pg, "b"), free_port(taken), self.logs,
-                 os.path.join(pg, "sock-b"))
-        r = Node("replica", os.path.join(pg, "r"), free_port(taken), self.logs,
-                 os.path.join(pg, "sock-r"))
-        p = Node("platform", os.path.join(pg, "p"), free_port(taken), self.logs,
-                 os.path.join(pg, "sock-p"))
-        self.nodes = {"node_a": a, "node_b": b}
-        self.replica = r
-        self.platform = p
-        self.log("PostgreSQL: primary node_a, synchronous standby node_b, replica, platform",
-                 echo=True)
-        a.init()
-        a.write_node_conf(sync_names=False)
-        a.start()
-        a.psql("CREATE DATABASE payledger", db="postgres")
-        a.psql("CREATE ROLE payledger_service LOGIN", db="postgres")
-        p.init()
-        p.write_node_conf(sync_names=False)
-        p.start()
-        p.psql("CREATE DATABASE payledger", db="postgres")
-        p.psql("CREATE DATABASE simulator", db="postgres")     # the simulator's record
-        migrations = []     # the three at once: the simulator's record must not lengthen setup
-        for url in (a.url(), p.url(), p.url("simulator")):
-            env = dict(os.environ, PAYLEDGER_DATABASE_URL=url)
-            args = ["migrate"] + (["--grant", "payledger_service"] if url == a.url() else [])
-            migrations.append((url, subprocess.Popen([self.binary] + args, env=env,
-                                                     stdout=subprocess.PIPE,
-                                                     stderr=subprocess.STDOUT)))
-        for url, proc in migrations:
-            out = proc.communicate(timeout=300)[0]
-            if proc.returncode != 0:
-                raise RuntimeError("migrate %s exited %s: %s" % (url, proc.returncode,
-                                                                 out.decode()[-500:]))
-        self.primary, self.standby = a, b
-        self.proxy = Proxy(os.path.join(self.logs, "proxy.log"))
-        self.proxy.add("a", self.link_port["a"], a.socket)
-        self.proxy.add("b", self.link_port["b"], b.socket)
-        self.proxy.add("repl", self.link_port["repl"], a.socket)
-        self.proxy.add("upstream", self.link_port["upstream"], a.socket)
-        self.proxy.add("read", self.link_port["read"], r.socket)
-        b.base_backup_from(a)
-        b.upstream = ("127.0.0.1", self.link_port["repl"])
-        b.write_node_conf(sync_names=True)
-        b.start()
-        r.base_backup_from(a)
-        r.upstream = ("127.0.0.1", self.link_port["upstream"])
-        r.write_node_conf(sync_names=False)
-        r.start()
-        a.write_node_conf(sync_names=True)
-        a.reload()
-        if not self.await_sync(a, b, 60):
-            raise RuntimeError("the standby never streamed synchronously")
-        self.write_configs()
-        self.receiver = Receiver(self.receiver_port, self.subs,
-                                 os.path.join(self.logs, "receiver.log"))
-        self.platform_serve = Serve("platform", self.binary, self.platform_config,
-                                    self.platform_port, os.path.join(self.logs, "platform.log"))
-        self.platform_serve.start()
-        self.simulator = Simulator(self.binary, self.simulator_config, self.simulator_port,
-                                   os.path.join(self.logs, "simulator.log"))
-        if not self.simulator.start():
-            raise RuntimeError("the simulator never answered")
-        for i, port in enumerate(self.serve_ports):
-            s = Serve("serve%d" % i, self.binary, self.serve_configs[i], port,
-                      os.path.join(self.logs, "serve%d.log" % i))
-            s.start()
-            self.serves.append(s)
-        for s in self.serves + [self.platform_serve]:
-            if not wait_until(lambda: http_call(s.port, "GET", "/readyz")[0] == 200, 60):
-                raise RuntimeError("%s never ready" % s.name)
-
-    def await_sync(self, primary, standby, timeout):
-        q = ("SELECT sync_state FROM pg_stat_replication WHERE application_name = '%s' "
-             "AND state = 'streaming'" % standby.name)
-        return wait_until(lambda: primary.scalar(q, db="postgres") == "sync", timeout, 0.2)
-
-    def replica_streams(self, timeout):
-        """The replica receives the current primary's timeline and has replayed what the
-        primary had flushed when asked (a replica left on the old primary's timeline, past
-        the point where the new one forked, connects and is refused over and over: its
-        walsender's state alone says nothing)."""
-        p = self.primary.psql("SELECT timeline_id, pg_current_wal_flush_lsn() - '0/0'::pg_lsn "
-                              "FROM pg_control_checkpoint()", db="postgres", check=False)
-        if not p:
-            return False
-        tli, lsn = p[0][0], float(p[0][1])
-        q = ("SELECT (SELECT received_tli FROM pg_stat_wal_receiver WHERE status = "
-             "'streaming'), pg_last_wal_replay_lsn() - '0/0'::pg_lsn")
-
-        def follows():
-            r = self.replica.psql(q, db="postgres", check=False)
-            return bool(r) and r[0][0] == tli and r[0][1] != "" and float(r[0][1]) >= lsn
-        return wait_until(follows, timeout, 0.2)
-
-    # --- the faults ---------------------------------------------------------------------------
-    def fault_serve_kill(self, f):
-        s = self.serves[f["serve"]]
-        s.kill()
-        time.sleep(f["down"])
-        s.start()
-
-    def fault_serve_stop(self, f):
-        s = self.serves[f["serve"]]
-        s.pause()
-        time.sleep(f["duration"])
-        s.resume()
-
-    def fault_serve_skew(self, f):
-        s = self.serves[f["serve"]]
-        s.kill()
-        s.start(skew=f["skew"])
-        time.sleep(f["duration"])
-        s.kill()
-        s.start()
-
-    def fault_pg_restart(self, f):
-        node = self.primary
-        node.stop("immediate")
-        time.sleep(f["down"])
-        node.start()
-
-    def fault_failover(self, f):
-        self.failover()
-
-    def fault_failover_in_stall(self, f):
-        # The standby stops receiving; commits wait for it (visible on the primary already);
-        # then the primary dies and the standby, still the synchronous one, is promoted.
-        self.proxy.stall("repl", True)
-        try:
-            time.sleep(f["stall"])
-            self.failover(stalled=True)
-        finally:
-            self.proxy.stall("repl", False)
-
-    def failover(self, stalled=False):
-        old, new = self.primary, self.standby
-        if not stalled and not self.await_sync(old, new, 15):
-            self.log("failover: skipped, %s is not a synchronous standby now" % new.name)
-            return
-        old.stop("immediate")
-        new.promote()
-        if not wait_until(lambda: new.in_recovery() is False, 60, 0.1):
-            raise RuntimeError("%s did not leave recovery" % new.name)
-        self.primary, self.standby = new, old
-        # pg_rewind reads the source's timeline from its control file, which the promotion's
-        # end-of-recovery checkpoint updates only when it completes: force it.
-        new.psql("CHECKPOINT", db="postgres", check=False)
-        self.log("failover: %s promoted" % new.name, echo=self.args.verbose)
-        self.proxy.retarget("repl", new.socket)
-        self.proxy.retarget("upstream", new.socket)
-        self.proxy.stall("repl", False)
-        self.rejoin(old, new)
-        if not self.replica_streams(20):
-            self.log("failover: the replica does not follow %s: rebuilding it" % new.name)
-            self.rebuild_replica()
-
-    def rejoin(self, node, primary, was_standby=False):
-        # A standby stops cleanly (pg_rewind takes one shut down in recovery); an old primary
-        # that died is recovered by pg_rewind itself.
-        node.stop("fast" if was_standby else "immediate")
-        node.upstream = ("127.0.0.1", self.link_port["repl"])
-        if node.rewind_from(primary):
-            how = "pg_rewind"
-        else:
-            node.base_backup_from(primary)
-            how = "a fresh base backup"
-        node.write_node_conf(sync_names=True)
-        node.start()
-        ok = self.await_sync(primary, node, 45)
-        self.log("%s rejoined as the standby by %s%s" % (node.name, how,
-                                                         "" if ok else ", NOT streaming"))
-        return ok
-
-    def rebuild_replica(self):
-        r = self.replica
-        r.stop("fast")
-        if not r.rewind_from(self.primary):
-            r.base_backup_from(self.primary)
-        r.write_node_conf(sync_names=False)
-        r.start()
-        ok = self.replica_streams(60)
-        self.log("replica rebuilt from %s%s" % (self.primary.name, "" if ok else
-                                                 ", NOT streaming"))
-
-    def fault_replica_cut(self, f):
-        self._link_fault("upstream", f)
-
-    def fault_read_cut(self, f):
-        self._link_fault("read", f)
-
-    def _link_fault(self, link, f):
-        if f["how"] == "stall":
-            self.proxy.stall(link, True)
-            time.sleep(f["duration"])
-            self.proxy.stall(link, False)
-        else:
-            self.proxy.refuse(link, True)
-            self.proxy.cut(link)
-            time.sleep(f["duration"])
-            self.proxy.refuse(link, False)
-
-    def fault_repl_stall(self, f):
-        self.proxy.stall("repl", True)
-        time.sleep(f["duration"])
-        self.proxy.stall("repl", False)
-
-    def _links(self, f):
-        return ["a", "b"] if f["link"] == "both" else [f["link"]]
-
-    def fault_proxy_cut(self, f):
-        for link in self._links(f):
-            self.proxy.cut(link)
-
-    def fault_proxy_stall(self, f):
-        self.proxy.stall(f["link"], True)
-        time.sleep(f["duration"])
-        self.proxy.stall(f["link"], False)
-
-    def fault_proxy_slow(self, f):
-        self.proxy.slow(f["link"], f["delay"])
-        time.sleep(f["duration"])
-        self.proxy.slow(f["link"], 0.0)
-
-    def fault_proxy_refuse(self, f):
-        self.proxy.refuse(f["link"], True)
-        time.sleep(f["duration"])
-        self.proxy.refuse(f["link"], False)
-
-    def fault_receiver_down(self, f):
-        self.receiver.take_down()
-        time.sleep(f["duration"])
-        self.receiver.up()
-
-    def _receiver_mode(self, f, mode):
-        self.receiver.set_mode(f["sub"], mode)
-        time.sleep(f["duration"])
-        self.receiver.set_mode(f["sub"], "ok")
-
-    def fault_receiver_slow(self, f):
-        self._receiver_mode(f, "slow")
-
-    def fault_receiver_500(self, f):
-        self._receiver_mode(f, "500")
-
-    def fault_receiver_429(self, f):
-        self._receiver_mode(f, "429")
-
-    def fault_receiver_410(self, f):
-        self.receiver.set_mode(f["sub"], "410")
-        disabled = wait_until(lambda: self.sub_state(f["sub"]) == "disabled", f["duration"],
-                              0.2)
-        self.receiver.set_mode(f["sub"], "ok")
-        if disabled:
-            self.enable(f["sub"])
-
-    def admin(self, method, path, body=None, attempts=60):
-        for attempt in range(attempts):
-            s = self.serves[attempt % 2]
-            status, data, _ = http_call(s.port, method, path, self.signer.admin_token, body,
-                                        timeout=5)
-            if status == 200:
-                return json.loads(data)
-            time.sleep(0.5)
-        return None
-
-    def sub_state(self, name):
-        state = self.admin("GET", "/v1/admin/subscriptions", attempts=4)
-        if state is None:
-            return None
-        for s in state["subscriptions"]:
-            if s["name"] == name:
-                return s["state"]
-        return None
-
-    def enable(self, name):
-        answer = self.admin("POST", "/v1/admin/subscriptions/%s/enable" % name, {})
-        self.log("subscription %s enabled: %s" % (name, answer and answer.get("state")))
-        return answer
-
-    # --- the operator's commands during the run ---------------------------------------------
-    def ops_loop(self, deadline):
-        rng = random.Random("%d/ops" % self.seed)
-        n = 0
-        while not self.ops_stop.is_set():
-            gap = rng.uniform(1.5, 5.0)
-            op = workload.weighted(rng, [("verify", 3), ("audit", 2), ("checkpoint", 3),
-                                         ("rebuild", 1), ("rebuild_killed", 1),
-                                         ("reconcile", 2)])
-            platform = rng.choice(("wechat", "alipay"))
-            self.kill_after = round(rng.uniform(0.05, 1.5), 2)
-            if self.ops_stop.wait(gap) or time.monotonic() >= deadline:
-                return
-            n += 1
-            self.run_op(op, platform, n)
-
-    def run_op(self, op, platform, n, final=False):
-        if op == "verify":
-            code, out, err = self.cli(["verify"])
-            if code == 1:
-                self.violations_live.append("verify exited 1 during the run:\n" + out + err)
-        elif op == "audit":
-            code, out, err = self.cli(["audit"])
-            if code == 1:
-                self.violations_live.append("audit exited 1 during the run:\n" + out + err)
-        elif op == "checkpoint":
-            code, out, err = self.cli(["checkpoint"])
-            if code == 0:
-                try:
-                    json.loads(out)
-                    path = os.path.join(self.logs, "checkpoint-%03d.json" % n)
-                    with open(path, "w") as f:
-                        f.write(out)
-                    self.checkpoints.append(path)
-                except ValueError:
-                    self.violations_live.append("checkpoint printed no JSON: %r" % out[:200])
-        elif op == "rebuild":
-            code, out, err = self.cli(["rebuild"], timeout=300)
-            if code == 1:
-                self.violations_live.append("rebuild exited 1 during the run:\n" + out + err)
-        elif op == "rebuild_killed":
-            # SIGKILLed part way: the projections stay whole (verify, here and at the end).
-            code, out, err = self.cli(["rebuild"], timeout=300, kill_after=self.kill_after)
-            if code == 1:
-                self.violations_live.append("rebuild exited 1 during the run:\n" + out + err)
-            vcode, vout, verr = self.cli(["verify"])
-            if vcode == 1:
-                self.violations_live.append("verify exited 1 right after a rebuild was killed "
-                                            "after %.2f s:\n%s%s" % (self.kill_after, vout,
-                                                                     verr))
-        elif op == "reconcile":
-            return self.reconcile(platform, n, final)
-        self.log("op %s: exit %s" % (op, code))
-        self.op_counts[(op, str(code))] = self.op_counts.get((op, str(code)), 0) + 1
-        return code
-
-    def bill_dates(self):
-        ats = [e["t0"] for e in self.history.platform if e.get("kind") == "platform"]
-        if not ats:
-            ats = [time.time()]
-        days = set()
-        for t in (min(ats) - 5, max(ats) + 5, time.time()):
-            days.add(time.strftime("%Y-%m-%d", time.gmtime(t + notices.SHANGHAI)))
-        return sorted(days)
-
-    def reconcile(self, platform, n, final=False):
-        codes = []
-        for day in self.bill_dates():
-            bill = os.path.join(self.logs, "bill-%s-%s-%03d%s" % (
-                platform, day, n, ".csv.gz" if platform == "wechat" else ".zip"))
-            code, out, err = self.cli(["simulate-bill", platform, "--date", day, "--out", bill],
-                                      config=self.platform_config)
-            if code != 0:
-                self.violations_live.append("simulate-bill on the platform's ledger exited %s: "
-                                            "%s" % (code, err[-300:]))
-                continue
-            code, out, err = self.cli(["reconcile", platform, "--bill", bill, "--date", day,
-                                       "--apply"], timeout=300)
-            codes.append(code)
-            if not final:
-                key = ("reconcile", str(code))
-                self.op_counts[key] = self.op_counts.get(key, 0) + 1
-            self.log("op reconcile %s %s: exit %s: %s" % (platform, day, code,
-                                                         out.split("\n")[0]))
-            if final and code != 0:
-                self.final_problems.append("the final reconcile %s %s exited %s:\n%s%s"
-                                           % (platform, day, code, out[:3000], err[-500:]))
-        return codes
-
-    # --- a reader following the feed -----------------------------------------------------------
-    def follow(self):
-        after = 0
-        i = 0
-        while not self.follower_stop.is_set():
-            s = self.serves[i % 2]
-            i += 1
-            if i % 8 == 0:
-                status, data, _ = http_call(s.port, "GET", "/readyz", timeout=3)
-                text = data.decode("utf-8", "replace")
-                if status == 503 and any(p in text for p in (
-                        ["connection to server", "/pg/sock-", "postgres@"] +
-                        ["%d" % p for p in self.link_port.values()])):
-                    self.readyz_leaks.append(text[:300])
-            at = time.time()
-            status, data, headers = http_call(s.port, "GET", "/v1/events?after=%d&limit=1000"
-                                              "&wait=2" % after, self.signer.auditor_token,
-                                              timeout=8)
-            if status != 200:
-                self.follower_stop.wait(0.2)
-                continue
-            page = json.loads(data)
-            events = page["events"]
-            src = headers.get("Payledger-Read-From") or headers.get("payledger-read-from")
-            if events:
-                self.follower_pages.append({"after": after, "serve": s.name, "from": src,
-                                            "at": at, "events": events})
-                after = max(after, events[-1]["seq"])
-            if page.get("next_after", after) < after:
-                self.log("follower: next_after %s below after %d" % (page.get("next_after"),
-                                                                     after))
-
-    # --- the end ------------------------------------------------------------------------------
-    def heal(self):
-        self.log("healing everything", echo=True)
-        for link in ("a", "b", "repl", "upstream", "read"):
-            self.proxy.heal(link)
-        self.proxy.retarget("repl", self.primary.socket)
-        self.proxy.retarget("upstream", self.primary.socket)
-        self.receiver.up()
-        for name in self.subs:
-            self.receiver.set_mode(name, "ok")
-        if not self.primary.running():
-            self.primary.start()
-        if not self.standby.running():
-            self.standby.start()
-        if not self.await_sync(self.primary, self.standby, 30):
-            self.rejoin(self.standby, self.primary, was_standby=True)
-        if not self.replica.running():
-            self.replica.start()
-        if not self.replica_streams(30):
-            self.rebuild_replica()
-        for s in self.serves:
-            if s.stopped:
-                s.resume()
-            if not s.alive() or s.skew:
-                s.kill()
-                s.start()
-        for s in self.serves:
-            if not wait_until(lambda: http_call(s.port, "GET", "/readyz")[0] == 200, 60):
-                self.final_problems.append("%s not ready 60 s after healing" % s.name)
-
-    def await_subscriptions(self):
-        for name in self.subs:
-            if self.sub_state(name) == "disabled":
-                self.enable(name)
-        head = int(self.primary.scalar("SELECT coalesce(max(seq), 0) FROM ledger_events") or 0)
-        start = time.monotonic()
-        limit = 120.0
-        while True:
-            state = self.admin("GET", "/v1/admin/subscriptions")
-            pending = []
-            if state:
-                for s in state["subscriptions"]:
-                    if s["lag_events"] != 0 or s["state"] != "active":
-                        pending.append(s)
-                        nxt = s.get("next_attempt_at")
-                        if nxt:
-                            try:
-                                t = datetime.datetime.fromisoformat(nxt.replace("Z", "+00:00"))
-                                wait = t.timestamp() - time.time() + 30
-                                if wait - 30 > 360 and s["name"] not in self.far_attempts:
-                                    # Back-off is at most 300 s (+20 % jitter), by anyone's
-                                    # clock that is right.
-                                    self.far_attempts.add(s["name"])
-                                    self.final_problems.append(
-                                        "subscription %s: next attempt %.0f s from now (%s), "
-                                        "beyond the 300 s back-off: %s" % (
-                                            s["name"], wait - 30, nxt, json.dumps(s)))
-                                limit = min(max(limit, time.monotonic() - start + wait), 400)
-                            except ValueError:
-                                pass
-            if state and not pending:
-                self.log("subscriptions caught up (head %d) in %.1f s" %
-                         (head, time.monotonic() - start), echo=True)
-                return True
-            if time.monotonic() - start > limit:
-                self.final_problems.append("subscriptions not caught up after %.0f s: %s"
-                                           % (limit, json.dumps(pending)))
-                return False
-            time.sleep(0.5)
-
-    def simulator_record(self):
-        """The payments the simulator's record holds (all of them paid there alone)."""
-        rows = self.platform.psql("SELECT out_trade_no, transaction_id, amount, currency FROM "
-                                  "ledger_events WHERE event_type = 'PAYMENT_SUCCEEDED' "
-                                  "ORDER BY seq", db="simulator", timeout=60)
-        return [{"otn": r[0], "fp": [r[1], int(r[2]), r[3]]} for r in rows]
-
-    def await_queries(self):
-        """Waits (bounded) until every order the simulator holds paid is PAID in the ledger:
-        its query schedule must have run."""
-        want = sorted({r["otn"] for r in self.simulator_record()})
-        start = time.monotonic()
-        left = want
-        while left:
-            rows = self.primary.psql("SELECT out_trade_no FROM orders WHERE status = 'PAID' "
-                                     "AND out_trade_no IN (%s)" % ",".join(
-                                         "'%s'" % otn for otn in left), check=False)
-            if rows is not None:
-                left = sorted(set(left) - {r[0] for r in rows})
-            if not left or time.monotonic() - start > QUERY_WAIT:
-                break
-            time.sleep(0.5)
-        self.log("queries: %d of the %d orders paid on the platform alone found, %.1f s after "
-                 "the settle%s" % (len(want) - len(left), len(want), time.monotonic() - start,
-                                   "; not: %s" % left[:10] if left else ""), echo=True)
-
-    def await_replica(self):
-        q_primary = "SELECT pg_current_wal_flush_lsn() - '0/0'::pg_lsn"
-        target = float(self.primary.scalar(q_primary, db="postgres") or 0)
-        q = "SELECT pg_last_wal_replay_lsn() - '0/0'::pg_lsn"
-        ok = wait_until(lambda: float(self.replica.scalar(q, db="postgres") or -1) >= target,
-                        60, 0.2)
-        if not ok:
-            self.final_problems.append("the replica did not replay the primary's WAL in 60 s")
-
-    def table(self):
-        rows = self.primary.psql(
-            "SELECT seq, out_trade_no, event_type, source, account_id, amount, currency, "
-            "transaction_id FROM ledger_events ORDER BY seq", timeout=300)
-        events = []
-        for r in rows:
-            events.append({"seq": int(r[0]), "out_trade_no": r[1], "event_type": r[2],
-                           "source": r[3], "account_id": r[4],
-                           "amount": int(r[5]) if r[5] != "" else None,
-                           "currency": r[6] or None, "transaction_id": r[7] or None})
-        orders = [(r[0], r[1], r[2], int(r[3]), r[4], r[5], int(r[6]), int(r[7]), r[8])
-                  for r in self.primary.psql(
-                      "SELECT out_trade_no, account_id, currency, amount, status, "
-                      "coalesce(transaction_id, ''), paid_amount, refunded_amount, "
-                      "array_to_string(anomalies, ',') FROM orders", timeout=300)]
-        balances = [(r[0], r[1], int(r[2])) for r in self.primary.psql(
-            "SELECT account_id, currency, balance FROM balances", timeout=300)]
-        return events, orders, balances
-
-    def read_feed(self, top):
-        # The replica may still be a moment behind: the feed must reach the table's head.
-        deadline = time.monotonic() + 30
-        while True:
-            feed, after, ok = [], 0, True
-            while True:
-                status, data, _ = http_call(self.serves[0].port, "GET",
-                                            "/v1/events?after=%d&limit=1000" % after,
-                                            self.signer.auditor_token, timeout=30)
-                if status != 200:
-                    ok = False
-                    break
-                page = json.loads(data)
-                if not page["events"]:
-                    break
-                feed.extend(page["events"])
-                after = page["next_after"]
-            if ok and (feed[-1]["seq"] if feed else 0) >= top or time.monotonic() > deadline:
-                return feed
-            time.sleep(0.5)
-
-    def run(self):
-        schedule = faults.make_schedule(self.seed, self.seconds)
-        self.say("campaign seed=%d seconds=%d tmp=%s" % (self.seed, self.seconds, self.tmp))
-        self.say("workload plan: %d workers, plan digest %s" % (
-            WORKERS, workload.plan_digest(self.seed, WORKERS)))
-        self.say("fault schedule (%d faults, digest %s):" % (
-            len(schedule), hashlib.sha256(json.dumps(schedule, sort_keys=True).encode())
-            .hexdigest()[:16]))
-        for f in schedule:
-            self.say("  " + faults.describe(f))
-        self.final_problems = []
-        self.history = workload.History(os.path.join(self.logs, "history.jsonl"))
-        self.setup()
-        self.log("setup done: serves on %s, platform on %d, receiver on %d" % (
-            self.serve_ports, self.platform_port, self.receiver_port), echo=True)
-
-        start = time.monotonic()
-        deadline = start + self.seconds
-        load = workload.Workload(self.seed, WORKERS, self.signer, self.serve_ports,
-                                 self.platform_port, self.history, deadline,
-                                 classify=notices.classify, outcome_of=notices.outcome_of,
-                                 simulator_port=self.simulator_port)
-        executor = faults.Executor(self, schedule, self.log)
-        follower = threading.Thread(target=self.follow, name="follower", daemon=True)
-        ops = threading.Thread(target=self.ops_loop, args=(deadline,), name="ops", daemon=True)
-        follower.start()
-        load.start()
-        executor.start(start, deadline)
-        ops.start()
-        time.sleep(max(0.0, deadline - time.monotonic()))   # the run's length
-        self.log("time is up: waiting for the workers, the faults and the commands", echo=True)
-        self.ops_stop.set()
-        load.join(90)
-        executor.join(240)
-        ops.join(400)
-
-        self.heal()
-        todo, done = load.settle(time.monotonic() + 120)
-        self.log("settled %d of %d steps left without a definite answer" % (done, todo),
-                 echo=True)
-        # The payments only the query can find, then the notices held until it found them
-        # (those still without a definite answer once more).
-        self.await_queries()
-        unsent = load.finish_late()
-        late_todo, late_done = load.settle(time.monotonic() + 60)
-        todo, done = todo + late_todo, done + late_done
-        for platform in ("wechat", "alipay"):
-            self.reconcile(platform, 999, final=True)
-        self.await_subscriptions()
-        self.await_replica()
-        events, orders, balances = self.table()
-        top = events[-1]["seq"] if events else 0
-        wait_until(lambda: (self.follower_pages[-1]["events"][-1]["seq"]
-                            if self.follower_pages else 0) >= top, 20, 0.2)
-        self.follower_stop.set()
-        follower.join(15)
-        feed = self.read_feed(top)
-
-        # payledger's own tools, at the end.
-        code, out, err = self.cli(["verify"])
+def run(world):
+    """The run: the schedule and the plan said, the world set up, the load, the faults, the
+    operator and the follower for the run's seconds, then the world healed and the end's
+    waits; every judgment by checker.py. Returns the exit code (0: PASS)."""
+    schedule = faults.make_schedule(world.seed, world.seconds)
+    world.say("campaign seed=%d seconds=%d tmp=%s" % (world.seed, world.seconds, world.tmp))
+    world.say("workload plan: %d workers, plan digest %s" % (
+        world_module.WORKERS, workload.plan_digest(world.seed, world_module.WORKERS)))
+    world.say("fault schedule (%d faults, digest %s):" % (len(schedule),
+                                                           faults.digest(schedule)))
+    for f in schedule:
+        world.say("  " + faults.describe(f))
+    world.final_problems = []
+    world.history = workload.History(os.path.join(world.logs, "history.jsonl"))
+    world.setup()
+    world.log("setup done: serves on %s, platform on %d, receiver on %d" % (
+        world.serve_ports, world.platform_port, world.receiver_port), echo=True)
+
+    start = time.monotonic()
+    deadline = start + world.seconds
+    load = workload.Workload(world.seed, world_module.WORKERS, world.signer, world.serve_ports,
+                             world.platform_port, world.history, deadline,
+                             classify=notices.classify, outcome_of=notices.outcome_of,
+                             simulator_port=world.simulator_port)
+    executor = faults.Executor(world.fault_actions(), schedule, world.log,
+                               world.note_fault_error)
+    follower = threading.Thread(target=world.follow, name="follower", daemon=True)
+    ops = threading.Thread(target=world.ops_loop, args=(deadline,), name="ops", daemon=True)
+    follower.start()
+    load.start()
+    executor.start(start, deadline)
+    ops.start()
+    time.sleep(max(0.0, deadline - time.monotonic()))   # the run's length
+    world.log("time is up: waiting for the workers, the faults and the commands", echo=True)
+    world.ops_stop.set()
+    load.join(90)
+    executor.join(240)
+    ops.join(400)
+
+    world.heal()
+    todo, done = load.settle(time.monotonic() + 120)
+    world.log("settled %d of %d steps left without a definite answer" % (done, todo),
+             echo=True)
+    # The payments only the query can find, then the notices held until it found them
+    # (those still without a definite answer once more).
+    world.await_queries()
+    unsent = load.finish_late()
+    late_todo, late_done = load.settle(time.monotonic() + 60)
+    todo, done = todo + late_todo, done + late_done
+    for platform in ("wechat", "alipay"):
+        world.reconcile(platform, 999, final=True)
+    world.await_subscriptions()
+    world.await_replica()
+    events, orders, balances = world.table()
+    top = events[-1]["seq"] if events else 0
+    wait_until(lambda: (world.follower_pages[-1]["events"][-1]["seq"]
+                        if world.follower_pages else 0) >= top, 20, 0.2)
+    world.follower_stop.set()
+    follower.join(15)
+    feed = world.read_feed(top)
+
+    # payledger's own tools, at the end.
+    code, out, err = world.cli(["verify"])
+    if code != 0:
+        world.final_problems.append("verify exited %s:\n%s%s" % (code, out, err))
+    code, out, err = world.cli(["audit", "--platform-signatures"], timeout=600)
+    if code != 0:
+        world.final_problems.append("audit exited %s:\n%s%s" % (code, out, err))
+    for path in world.checkpoints:
+        code, out, err = world.cli(["audit", "--checkpoint", path, "--public-key",
+                                   world.public_key], timeout=600)
         if code != 0:
-            self.final_problems.append("verify exited %s:\n%s%s" % (code, out, err))
-        code, out, err = self.cli(["audit", "--platform-signatures"], timeout=600)
-        if code != 0:
-            self.final_problems.append("audit exited %s:\n%s%s" % (code, out, err))
-        for path in self.checkpoints:
-            code, out, err = self.cli(["audit", "--checkpoint", path, "--public-key",
-                                       self.public_key], timeout=600)
-            if code != 0:
-                self.final_problems.append("audit --checkpoint %s exited %s:\n%s%s"
-                                           % (os.path.basename(path), code, out, err))
+            world.final_problems.append("audit --checkpoint %s exited %s:\n%s%s"
+                                       % (os.path.basename(path), code, out, err))
 
-        report = checker.Report(self.args.tolerate)
-        entries = self.history.entries
-        checker.check_answers(report, entries, events)
-        checker.check_window(report, entries, [s.lives for s in self.serves])
-        for probe in self.readyz_leaks[:3]:
-            report.add("leak", "/readyz answered %s" % probe)
-        missing = [p for p in self.follower_pages if not p["from"] or not (
-            p["from"] == "primary" or p["from"].startswith("replica; lag="))]
-        if missing:
-            report.add("answer", "%d feed pages without a valid Payledger-Read-From (first: %s)"
-                       % (len(missing), missing[0]["from"]))
-        checker.check_leaks(report, entries, ["connection to server", "/pg/sock-"] +
-                            ['port %d ' % p for p in self.link_port.values()])
-        queried = self.simulator_record()
-        checker.check_ledger(report, entries, self.history.platform, events, orders, balances,
-                             workload.ACCOUNTS, queried)
-        checker.check_feed(report, feed, events)
-        followed = checker.check_follower(report, self.follower_pages, events)
-        checker.check_subscriptions(report, self.subs, self.receiver.snapshot(), events)
-        # Every payment and refund the platform settled is in the ledger after the final
-        # reconcile (a callback lost for good is found by the statement).
-        checker.check_settled(report, self.history.platform, events)
-        # Every payment the platform took is found, those it never notified by the query.
-        checker.check_queried(report, self.history.platform, queried, events, orders)
-        for text in self.violations_live + self.final_problems:
-            report.add("operations", text)
-        for f, error in self.fault_errors:
-            report.add("campaign", "fault %s could not be applied: %s"
-                       % (faults.describe(f), error))
-        errors = [h for h in self.history.platform if h.get("kind") == "campaign_error"]
-        for h in errors[:5]:
-            report.add("campaign", "workload error: %s" % h)
+    report = checker.Report(world.args.tolerate)
+    entries = world.history.entries
+    checker.check_answers(report, entries, events)
+    checker.check_window(report, entries, [s.lives for s in world.serves])
+    checker.check_readyz(report, world.readyz_leaks)
+    checker.check_read_from(report, world.follower_pages)
+    checker.check_leaks(report, entries, ["connection to server", "/pg/sock-"] +
+                        ['port %d ' % p for p in world.link_port.values()])
+    queried = world.simulator_record()
+    checker.check_ledger(report, entries, world.history.platform, events, orders, balances,
+                         workload.ACCOUNTS, queried)
+    checker.check_feed(report, feed, events)
+    followed = checker.check_follower(report, world.follower_pages, events)
+    checker.check_subscriptions(report, world.subs, world.receiver.snapshot(), events)
+    # Every payment and refund the platform settled is in the ledger after the final
+    # reconcile (a callback lost for good is found by the statement).
+    checker.check_settled(report, world.history.platform, events)
+    # Every payment the platform took is found, those it never notified by the query.
+    checker.check_queried(report, world.history.platform, queried, events, orders)
+    checker.check_operations(report, world.violations_live + world.final_problems)
+    checker.check_campaign(report, [(faults.describe(f), error) for f, error in world.fault_errors],
+                           world.history.platform)
 
-        counts = {"ok": 0, "failed": 0, "unknown": 0}
-        for h in entries:
-            counts["unknown" if h["class"] in ("unknown", "odd") else h["class"]] += 1
-        self.say("")
-        self.say("events=%d orders=%d checkpoints=%d follower_pages=%d (%d events) "
-                 "receiver_requests=%d faults_ran=%d skipped=%d settled=%d/%d" % (
-                     len(events), len(orders), len(self.checkpoints), len(self.follower_pages),
-                     followed, len(self.receiver.snapshot()), executor.ran, executor.skipped,
-                     done, todo))
-        outcomes = {}
-        for h in entries:
-            k = "%s:%s" % (h["class"], h.get("outcome") or h.get("status"))
-            outcomes[k] = outcomes.get(k, 0) + 1
-        sources = {}
-        for e in events:
-            if e["source"].endswith(("_query", "_close")):
-                sources[e["source"]] = sources.get(e["source"], 0) + 1
-        asked = self.primary.psql("SELECT count(*) FILTER (WHERE attempts > 0), "
-                                  "coalesce(sum(attempts), 0) FROM order_queries", check=False)
-        self.say("queries: orders_asked=%s attempts=%s platform_record=%d found=%s "
-                 "late_notices=%d never_sent=%d" % (
-                     asked[0][0] if asked else "?", asked[0][1] if asked else "?",
-                     len(queried),
-                     ",".join("%s:%d" % kv for kv in sorted(sources.items())) or "0",
-                     len({h["otn"] for h in entries if h.get("query") == "late"}), len(unsent)))
-        self.say("answers: " + " ".join("%s=%d" % kv for kv in sorted(outcomes.items())))
-        self.say("operator: " + " ".join("%s:%s=%d" % (k[0], k[1], v)
-                                         for k, v in sorted(self.op_counts.items())))
-        kinds = {}
-        for f in schedule:
-            kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
-        self.say("faults: " + " ".join("%s=%d" % kv for kv in sorted(kinds.items())))
-        passed = not report.problems
-        if report.tolerated:
-            self.say("")
-            self.say("TOLERATED (--tolerate %s; not failing the run) (%d):"
-                     % (",".join(sorted(report.tolerate)), len(report.tolerated)))
-            for category, text in report.tolerated[:50]:
-                self.say("  [%s] %s" % (category, text))
-        if not passed:
-            self.say("")
-            self.say("FAILURES (%d):" % len(report.problems))
-            for category, text in report.problems[:200]:
-                self.say("  [%s] %s" % (category, text))
-        self.shutdown()
-        keep = self.args.keep or not passed
-        if keep:
-            self.say("logs and data kept in %s (history: logs/history.jsonl)" % self.tmp)
-        else:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-        self.say("campaign seed=%d faults=%d deliveries=%d ok=%d failed=%d unknown=%d lost=%d "
-                 "doubled=%d skipped=%d unfound=%d %s" % (
-                     self.seed, len(schedule), len(entries), counts["ok"], counts["failed"],
-                     counts["unknown"], report.lost, report.doubled, report.skipped,
-                     report.unfound, "PASS" if passed else "FAIL"))
-        return 0 if passed else 1
-
-    def shutdown(self):
-        for s in self.serves + [x for x in (self.platform_serve, self.simulator) if x]:
-            try:
-                code = s.terminate()
-                if code not in (None, 0):
-                    self.log("%s exited %s on SIGTERM" % (s.name, code))
-            except Exception as error:  # noqa: BLE001 - stop the others all the same
-                self.log("stopping %s failed: %r" % (s.name, error))
-        if self.receiver:
-            self.receiver.stop()
-        for node in list(getattr(self, "nodes", {}).values()) + [
-                getattr(self, "replica", None), getattr(self, "platform", None)]:
-            if node is not None:
-                node.stop("fast")
-        if self.proxy:
-            self.proxy.stop()
-        if getattr(self, "history", None):
-            self.history.close()
+    counts = {"ok": 0, "failed": 0, "unknown": 0}
+    for h in entries:
+        counts["unknown" if h["class"] in ("unknown", "odd") else h["class"]] += 1
+    world.say("")
+    world.say("events=%d orders=%d checkpoints=%d follower_pages=%d (%d events) "
+             "receiver_requests=%d faults_ran=%d skipped=%d settled=%d/%d" % (
+                 len(events), len(orders), len(world.checkpoints), len(world.follower_pages),
+                 followed, len(world.receiver.snapshot()), executor.ran, executor.skipped,
+                 done, todo))
+    outcomes = {}
+    for h in entries:
+        k = "%s:%s" % (h["class"], h.get("outcome") or h.get("status"))
+        outcomes[k] = outcomes.get(k, 0) + 1
+    sources = {}
+    for e in events:
+        if e["source"].endswith(("_query", "_close")):
+            sources[e["source"]] = sources.get(e["source"], 0) + 1
+    asked = world.primary.psql("SELECT count(*) FILTER (WHERE attempts > 0), "
+                              "coalesce(sum(attempts), 0) FROM order_queries", check=False)
+    world.say("queries: orders_asked=%s attempts=%s platform_record=%d found=%s "
+             "late_notices=%d never_sent=%d" % (
+                 asked[0][0] if asked else "?", asked[0][1] if asked else "?",
+                 len(queried),
+                 ",".join("%s:%d" % kv for kv in sorted(sources.items())) or "0",
+                 len({h["otn"] for h in entries if h.get("query") == "late"}), len(unsent)))
+    world.say("answers: " + " ".join("%s=%d" % kv for kv in sorted(outcomes.items())))
+    world.say("operator: " + " ".join("%s:%s=%d" % (k[0], k[1], v)
+                                     for k, v in sorted(world.op_counts.items())))
+    kinds = {}
+    for f in schedule:
+        kinds[f.kind] = kinds.get(f.kind, 0) + 1
+    world.say("faults: " + " ".join("%s=%d" % kv for kv in sorted(kinds.items())))
+    passed = not report.problems
+    if report.tolerated:
+        world.say("")
+        world.say("TOLERATED (--tolerate %s; not failing the run) (%d):"
+                 % (",".join(sorted(report.tolerate)), len(report.tolerated)))
+        for category, text in report.tolerated[:50]:
+            world.say("  [%s] %s" % (category, text))
+    if not passed:
+        world.say("")
+        world.say("FAILURES (%d):" % len(report.problems))
+        for category, text in report.problems[:200]:
+            world.say("  [%s] %s" % (category, text))
+    world.shutdown()
+    keep = world.args.keep or not passed
+    if keep:
+        world.say("logs and data kept in %s (history: logs/history.jsonl)" % world.tmp)
+    else:
+        shutil.rmtree(world.tmp, ignore_errors=True)
+    world.say("campaign seed=%d faults=%d deliveries=%d ok=%d failed=%d unknown=%d lost=%d "
+             "doubled=%d skipped=%d unfound=%d %s" % (
+                 world.seed, len(schedule), len(entries), counts["ok"], counts["failed"],
+                 counts["unknown"], report.lost, report.doubled, report.skipped,
+                 report.unfound, "PASS" if passed else "FAIL"))
+    return 0 if passed else 1
 
 
 def main():
@@ -1096,9 +202,9 @@ def main():
             parser.error("--tolerate: one of " + ", ".join(CATEGORIES))
     if args.seconds < 5:
         parser.error("--seconds: at least 5")
-    campaign = Campaign(args)
+    campaign = world_module.World(args)
     try:
-        return campaign.run()
+        return run(campaign)
     except BaseException:
         campaign.say("the campaign itself failed:\n" + traceback.format_exc())
         try:

@@ -408,3 +408,41 @@ def check_window(report, entries, lives):
         report.add("answer", "signature window: " + text)
     if len(wrong) > 10:
         report.add("answer", "signature window: %d such answers in all" % len(wrong))
+
+
+def check_readyz(report, probes):
+    """/readyz never says more than whether serve is ready: a probe whose answer carried the
+    driver's text (World.follow records it) is a leak."""
+    for probe in probes[:3]:
+        report.add("leak", "/readyz answered %s" % probe)
+    if len(probes) > 3:
+        report.add("leak", "/readyz: %d such answers in all" % len(probes))
+
+
+def check_read_from(report, pages):
+    """Every feed page says where it was read: Payledger-Read-From `primary` or
+    `replica; lag=<seconds>`."""
+    missing = [p for p in pages if not p["from"] or not (
+        p["from"] == "primary" or p["from"].startswith("replica; lag="))]
+    if missing:
+        report.add("answer", "%d feed pages without a valid Payledger-Read-From (first: %s)"
+                   % (len(missing), missing[0]["from"]))
+
+
+def check_operations(report, problems):
+    """What the operator's commands found (verify, audit, checkpoint, rebuild, reconcile exiting
+    1 or printing nothing), during the run and at its end, and the end's waits that ran out."""
+    for text in problems:
+        report.add("operations", text)
+
+
+def check_campaign(report, fault_errors, platform_entries):
+    """A campaign that could not do what it meant proves nothing: a fault that could not be
+    applied, given as (its description, the error), and the workload's own errors fail it."""
+    for described, error in fault_errors:
+        report.add("campaign", "fault %s could not be applied: %s" % (described, error))
+    errors = [h for h in platform_entries if h.get("kind") == "campaign_error"]
+    for h in errors[:5]:
+        report.add("campaign", "workload error: %s" % h)
+    if len(errors) > 5:
+        report.add("campaign", "%d workload errors in all" % len(errors))

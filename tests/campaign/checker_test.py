@@ -14,10 +14,10 @@ Workload.release_late (tests/campaign/workload.py) with a scripted transport in 
 network, its answers classed by notices.classify and
 notices.outcome_of (tests/campaign/notices.py); the subscriptions' records are the receiver's
 Delivery objects (tests/campaign/receiver.py); the ledger's rows, the feed's events and the
-follower's pages have the keys Campaign.table, Campaign.read_feed and Campaign.follow
-(tests/campaign/campaign.py) give them. The checker's functions are called in the order and with
-the arguments Campaign.run uses; the platform simulator's record has the shape
-Campaign.simulator_record gives it.
+follower's pages have the keys World.table, World.read_feed and World.follow
+(tests/campaign/world.py) give them. The checker's functions are called in the order and with
+the arguments campaign.py's run uses; the platform simulator's record has the shape
+World.simulator_record gives it.
 
 The tests were checked by breaking the checker, one check at a time: for each failure kind (an
 acknowledged request without its event or with another fingerprint, an event nobody asked for or
@@ -74,7 +74,7 @@ SIMULATOR_PORT = 20004
 LINK_PORTS = [15432, 15433]
 # What campaign.py gives check_leaks: the driver's words and the campaign's link ports.
 LEAK_PATTERNS = ["connection to server", "/pg/sock-"] + ["port %d " % p for p in LINK_PORTS]
-# The campaign's two subscriptions (Campaign.write_configs); the receiver's records here carry
+# The campaign's two subscriptions (World.write_configs); the receiver's records here carry
 # their verdict on the signature already, so no secret is needed.
 SUBS = {
     "all": {"path": "/hooks/all", "secrets": [], "timeout": 2, "batch_max": 50},
@@ -175,7 +175,7 @@ def delivery(name, events, status=200, at=None):
 
 
 def projections(events):
-    """The orders and balances tables as Campaign.table reads them, folded from the ledger's
+    """The orders and balances tables as World.table reads them, folded from the ledger's
     events as projections/order_fold.cpp folds them (the first event of a key: the ledger's
     UNIQUE index lets only one exist)."""
     per_order = collections.defaultdict(dict)
@@ -219,7 +219,7 @@ class World:
                                       simulator_port=SIMULATOR_PORT)
         self.load.reactive = NoBackOff()
         self.load.signer = Tokens()
-        self.queried = []       # the simulator's record (Campaign.simulator_record)
+        self.queried = []       # the simulator's record (World.simulator_record)
         self.events = []
         self.next_seq = 1
         self.script = []
@@ -316,7 +316,7 @@ class World:
 
     # --- the ledger's side --------------------------------------------------------------------
     def append(self, story, event_type, source, **changed):
-        """Appends the event the story asks for, as Campaign.table reads it; `changed` alters
+        """Appends the event the story asks for, as World.table reads it; `changed` alters
         fields (a fingerprint nobody asked for)."""
         s = story
         e = {"seq": self.next_seq, "out_trade_no": s["otn"], "event_type": event_type,
@@ -347,7 +347,7 @@ class World:
         return [api_event(e) for e in self.events]
 
     def pages(self):
-        """The follower's pages (Campaign.follow): three events a page, the serves in turn."""
+        """The follower's pages (World.follow): three events a page, the serves in turn."""
         pages, after = [], 0
         for i in range(0, len(self.events), 3):
             events = [api_event(e) for e in self.events[i:i + 3]]
@@ -381,7 +381,7 @@ class World:
 
     def judge(self, feed=None, pages=None, deliveries=None, orders=None, balances=None,
               lives=None, tolerate=()):
-        """The checker's functions as Campaign.run calls them, on this world."""
+        """The checker's functions as campaign.py's run calls them, on this world."""
         events = self.events
         tables = projections(events)
         orders = tables[0] if orders is None else orders
@@ -943,6 +943,47 @@ class CheckerTest(unittest.TestCase):
         report = self.w.judge(tolerate=["lost"])
         self.assertVerdict(report)
         self.assertEqual([c for c, _ in report.tolerated], ["lost"])
+
+
+
+class RunChecksTest(unittest.TestCase):
+    """The judgments campaign.py's run hands to the checker besides the history: /readyz
+    probes, the follower's Read-From headers, the operator's findings, the campaign's own
+    errors."""
+
+    def categories(self, report):
+        return [category for category, _ in report.problems]
+
+    def test_a_readyz_answer_with_the_drivers_text_is_a_leak(self):
+        report = checker.Report()
+        checker.check_readyz(report, [])
+        self.assertEqual(report.problems, [])
+        checker.check_readyz(report, ["503 connection to server at /pg/sock-a failed"] * 5)
+        self.assertEqual(self.categories(report), ["leak"] * 4)
+        self.assertIn("5 such answers", report.problems[-1][1])
+
+    def test_a_feed_page_must_say_where_it_was_read(self):
+        report = checker.Report()
+        checker.check_read_from(report, [{"from": "primary"}, {"from": "replica; lag=0.120"}])
+        self.assertEqual(report.problems, [])
+        for wrong in ("", None, "replica", "standby; lag=0"):
+            report = checker.Report()
+            checker.check_read_from(report, [{"from": "primary"}, {"from": wrong}])
+            self.assertEqual(self.categories(report), ["answer"], wrong)
+
+    def test_the_operators_findings_fail_the_run(self):
+        report = checker.Report()
+        checker.check_operations(report, ["verify exited 1 during the run:\n..."])
+        self.assertEqual(self.categories(report), ["operations"])
+
+    def test_a_fault_not_applied_or_a_workload_error_fails_the_run(self):
+        report = checker.Report()
+        checker.check_campaign(report, [], [{"kind": "pay"}])
+        self.assertEqual(report.problems, [])
+        checker.check_campaign(report, [("#3 t=4.00s serve_kill serve=0", "OSError()")],
+                               [{"kind": "campaign_error", "error": "boom"}])
+        self.assertEqual(self.categories(report), ["campaign", "campaign"])
+        self.assertIn("serve_kill", report.problems[0][1])
 
 
 if __name__ == "__main__":

@@ -5,86 +5,170 @@ resource take turns (a lock per serve, per proxy link, per subscription; one for
 primary and standby): a fault that cannot start before the run ends is skipped and says so.
 Every fault heals what it did before it ends."""
 
+import dataclasses
+import json
+import hashlib
 import random
 import threading
 import time
 
-# kind, weight
-KINDS = [
-    ("serve_kill", 14), ("serve_stop", 10), ("serve_skew", 5),
-    ("pg_restart", 6), ("failover", 5), ("failover_in_stall", 2),
-    ("replica_cut", 5), ("repl_stall", 4),
-    ("proxy_cut", 8), ("proxy_stall", 7), ("proxy_slow", 5), ("proxy_refuse", 4),
-    ("read_cut", 4),
-    ("receiver_down", 5), ("receiver_slow", 3), ("receiver_500", 5), ("receiver_429", 4),
-    ("receiver_410", 3),
-]
 SUBSCRIPTIONS = ("all", "payments")
 
 
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """One fault of the schedule: its number, kind and start (seconds into the run), and the
+    parameters its kind draws (None where the kind has none)."""
+    n: int
+    kind: str
+    start: float
+    serve: int = None       # serve_*: which of the two serves
+    down: float = None      # serve_kill, pg_restart: seconds down
+    duration: float = None  # seconds the fault lasts
+    skew: int = None        # serve_skew: seconds the serve's clock is off
+    stall: float = None     # failover_in_stall: seconds the standby stalls before the failover
+    how: str = None         # replica_cut, read_cut: "stall" or "refuse"
+    link: str = None        # proxy_*: "a", "b" (a serve's database link) or "both"
+    delay: float = None     # proxy_slow: seconds added to each forwarded chunk
+    sub: str = None         # receiver_*: the subscription
+
+    def params(self):
+        """The drawn parameters, by name (those that are set)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name not in ("n", "kind", "start") and getattr(self, f.name) is not None}
+
+    def as_dict(self):
+        """The form the schedule's digest is taken of (the campaign's first lines print it)."""
+        return dict(self.params(), kind=self.kind, start=self.start, n=self.n)
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultKind:
+    """A row of the fault table: how often the kind is drawn, what it draws (from the schedule's
+    random.Random, in this order), and the resources it holds while it runs."""
+    name: str
+    weight: int
+    draw: object        # rng -> dict of Fault's parameters
+    resources: object   # Fault -> list of resource names
+
+
+def _serve(f):
+    return ["serve%d" % f.serve]
+
+
+def _links(f):
+    return ["link_a", "link_b"] if f.link == "both" else ["link_" + f.link]
+
+
+def _receiver(rng):
+    return dict(sub=rng.choice(SUBSCRIPTIONS), duration=round(rng.uniform(1.0, 12.0), 2))
+
+
+def _skew(rng):
+    skew = rng.randint(20, 250) if rng.random() < 0.75 else rng.randint(330, 600)
+    return dict(serve=rng.randrange(2), skew=skew * rng.choice((-1, 1)),
+                duration=round(rng.uniform(4.0, 15.0), 2))
+
+
+def _cut(rng):
+    return dict(how=rng.choice(("stall", "refuse")), duration=round(rng.uniform(2, 15), 2))
+
+
+_PG = lambda f: ["pg", "link_repl"]  # noqa: E731 - a table's cell
+
+# The fault table: every kind the campaign can schedule. The world (world.py) implements each
+# by name in World.fault_actions, which the Executor checks against this table before it runs.
+KINDS = [
+    FaultKind("serve_kill", 14,
+              lambda rng: dict(serve=rng.randrange(2), down=round(rng.uniform(0.1, 3.0), 2)),
+              _serve),
+    FaultKind("serve_stop", 10,
+              lambda rng: dict(serve=rng.randrange(2), duration=round(rng.uniform(0.5, 6.0), 2)),
+              _serve),
+    FaultKind("serve_skew", 5, _skew, _serve),
+    FaultKind("pg_restart", 6, lambda rng: dict(down=round(rng.uniform(0.2, 4.0), 2)), _PG),
+    FaultKind("failover", 5, lambda rng: {}, _PG),
+    FaultKind("failover_in_stall", 2, lambda rng: dict(stall=round(rng.uniform(1.0, 4.0), 2)),
+              _PG),
+    FaultKind("replica_cut", 5, _cut, lambda f: ["link_upstream"]),
+    FaultKind("repl_stall", 4, lambda rng: dict(duration=round(rng.uniform(1.0, 13.0), 2)),
+              lambda f: ["link_repl"]),
+    FaultKind("proxy_cut", 8, lambda rng: dict(link=rng.choice(("a", "b", "both"))), _links),
+    FaultKind("proxy_stall", 7,
+              lambda rng: dict(link=rng.choice(("a", "b")),
+                               duration=round(rng.uniform(0.5, 8.0), 2)),
+              _links),
+    FaultKind("proxy_slow", 5,
+              lambda rng: dict(link=rng.choice(("a", "b")),
+                               delay=round(rng.uniform(0.01, 0.3), 3),
+                               duration=round(rng.uniform(2.0, 10.0), 2)),
+              _links),
+    FaultKind("proxy_refuse", 4,
+              lambda rng: dict(link=rng.choice(("a", "b")),
+                               duration=round(rng.uniform(1.0, 8.0), 2)),
+              _links),
+    FaultKind("read_cut", 4, _cut, lambda f: ["link_read"]),
+    FaultKind("receiver_down", 5, _receiver, lambda f: ["sub_" + f.sub]),
+    FaultKind("receiver_slow", 3, _receiver, lambda f: ["sub_" + f.sub]),
+    FaultKind("receiver_500", 5, _receiver, lambda f: ["sub_" + f.sub]),
+    FaultKind("receiver_429", 4, _receiver, lambda f: ["sub_" + f.sub]),
+    FaultKind("receiver_410", 3, _receiver, lambda f: ["sub_" + f.sub]),
+]
+BY_NAME = {k.name: k for k in KINDS}
+# Every resource a fault can hold: a lock each (Executor).
+RESOURCES = ("serve0", "serve1", "pg", "link_repl", "link_upstream", "link_read", "link_a",
+             "link_b", "sub_all", "sub_payments")
+
+
 def _pick(rng):
-    total = sum(w for _, w in KINDS)
+    total = sum(k.weight for k in KINDS)
     x = rng.uniform(0, total)
-    for kind, w in KINDS:
-        x -= w
+    for k in KINDS:
+        x -= k.weight
         if x <= 0:
-            return kind
-    return KINDS[-1][0]
+            return k
+    return KINDS[-1]
 
 
 def make_schedule(seed, seconds):
+    """The faults of a run of `seconds`, from the seed alone, ordered by start."""
     rng = random.Random(seed)
     n = max(3, int(seconds / 3.5))
-    faults = []
+    drawn = []
     last = max(3.0, seconds - 4.0)
-    for i in range(n):
+    for _ in range(n):
         kind = _pick(rng)
         start = round(rng.uniform(2.0, last), 2)
-        f = {"kind": kind, "start": start}
-        if kind == "serve_kill":
-            f.update(serve=rng.randrange(2), down=round(rng.uniform(0.1, 3.0), 2))
-        elif kind == "serve_stop":
-            f.update(serve=rng.randrange(2), duration=round(rng.uniform(0.5, 6.0), 2))
-        elif kind == "serve_skew":
-            skew = rng.randint(20, 250) if rng.random() < 0.75 else rng.randint(330, 600)
-            f.update(serve=rng.randrange(2), skew=skew * rng.choice((-1, 1)),
-                     duration=round(rng.uniform(4.0, 15.0), 2))
-        elif kind == "pg_restart":
-            f.update(down=round(rng.uniform(0.2, 4.0), 2))
-        elif kind == "failover":
-            pass
-        elif kind == "failover_in_stall":
-            f.update(stall=round(rng.uniform(1.0, 4.0), 2))
-        elif kind in ("replica_cut", "read_cut"):
-            f.update(how=rng.choice(("stall", "refuse")), duration=round(rng.uniform(2, 15), 2))
-        elif kind == "repl_stall":
-            f.update(duration=round(rng.uniform(1.0, 13.0), 2))
-        elif kind == "proxy_cut":
-            f.update(link=rng.choice(("a", "b", "both")))
-        elif kind == "proxy_stall":
-            f.update(link=rng.choice(("a", "b")), duration=round(rng.uniform(0.5, 8.0), 2))
-        elif kind == "proxy_slow":
-            f.update(link=rng.choice(("a", "b")), delay=round(rng.uniform(0.01, 0.3), 3),
-                     duration=round(rng.uniform(2.0, 10.0), 2))
-        elif kind == "proxy_refuse":
-            f.update(link=rng.choice(("a", "b")), duration=round(rng.uniform(1.0, 8.0), 2))
-        elif kind.startswith("receiver_"):
-            f.update(sub=rng.choice(SUBSCRIPTIONS), duration=round(rng.uniform(1.0, 12.0), 2))
-        faults.append(f)
-    faults.sort(key=lambda f: (f["start"], f["kind"]))
-    for i, f in enumerate(faults):
-        f["n"] = i
-    return faults
+        drawn.append((start, kind.name, kind.draw(rng)))
+    drawn.sort(key=lambda d: (d[0], d[1]))
+    return [Fault(n=i, kind=name, start=start, **params)
+            for i, (start, name, params) in enumerate(drawn)]
+
+
+def digest(schedule):
+    """What the campaign prints of a schedule: equal digests, equal schedules."""
+    return hashlib.sha256(json.dumps([f.as_dict() for f in schedule], sort_keys=True)
+                          .encode()).hexdigest()[:16]
 
 
 def describe(f):
-    rest = " ".join("%s=%s" % (k, f[k]) for k in sorted(f) if k not in ("kind", "start", "n"))
-    return "#%-3d t=%6.2fs %-18s %s" % (f["n"], f["start"], f["kind"], rest)
+    params = f.params()
+    rest = " ".join("%s=%s" % (k, params[k]) for k in sorted(params))
+    return "#%-3d t=%6.2fs %-18s %s" % (f.n, f.start, f.kind, rest)
 
 
 class Executor:
-    def __init__(self, world, schedule, log):
-        self.world = world
+    """Runs the schedule: each fault at its time in a thread of its own, holding its resources'
+    locks; `actions` maps every kind of the table to the function that applies it, and
+    `on_error(fault, error)` hears of a fault that could not be applied."""
+
+    def __init__(self, actions, schedule, log, on_error):
+        missing = sorted(set(BY_NAME) - set(actions))
+        unknown = sorted(set(actions) - set(BY_NAME))
+        if missing or unknown:
+            raise ValueError("fault actions: missing %s, not in the table %s" % (missing, unknown))
+        self.actions = actions
+        self.on_error = on_error
         self.schedule = schedule
         self.log = log
         self.locks = {}
@@ -96,27 +180,8 @@ class Executor:
     def _lock(self, name):
         return self.locks.setdefault(name, threading.Lock())
 
-    def _resources(self, f):
-        kind = f["kind"]
-        if kind.startswith("serve_"):
-            return ["serve%d" % f["serve"]]
-        if kind in ("pg_restart", "failover", "failover_in_stall"):
-            return ["pg", "link_repl"]
-        if kind == "repl_stall":
-            return ["link_repl"]
-        if kind == "replica_cut":
-            return ["link_upstream"]
-        if kind == "read_cut":
-            return ["link_read"]
-        if kind.startswith("proxy_"):
-            return ["link_a", "link_b"] if f["link"] == "both" else ["link_" + f["link"]]
-        if kind.startswith("receiver_"):
-            return ["sub_" + f["sub"]]
-        return []
-
     def start(self, t0, end):
-        for name in ("serve0", "serve1", "pg", "link_repl", "link_upstream", "link_read",
-                     "link_a", "link_b", "sub_all", "sub_payments"):
+        for name in RESOURCES:
             self._lock(name)
         # The dispatcher: one thread waits for each fault's time (in order), then hands it on.
         t = threading.Thread(target=self._dispatch, args=(t0, end), name="faults", daemon=True)
@@ -125,10 +190,10 @@ class Executor:
 
     def _dispatch(self, t0, end):
         for f in self.schedule:
-            delay = t0 + f["start"] - time.monotonic()
+            delay = t0 + f.start - time.monotonic()
             if delay > 0:
                 time.sleep(delay)       # the schedule's clock
-            t = threading.Thread(target=self._run, args=(f, end), name="fault-%d" % f["n"],
+            t = threading.Thread(target=self._run, args=(f, end), name="fault-%d" % f.n,
                                  daemon=True)
             t.start()
             self.threads.append(t)
@@ -141,7 +206,7 @@ class Executor:
         return all(not t.is_alive() for t in self.threads)
 
     def _run(self, f, end):
-        names = sorted(self._resources(f))
+        names = sorted(BY_NAME[f.kind].resources(f))
         held = []
         try:
             for name in names:
@@ -155,12 +220,12 @@ class Executor:
             started = time.monotonic()
             self.log("fault %s: begins" % describe(f))
             try:
-                getattr(self.world, "fault_" + f["kind"])(f)
-                self.log("fault #%d %s: ends after %.2fs" % (f["n"], f["kind"],
+                self.actions[f.kind](f)
+                self.log("fault #%d %s: ends after %.2fs" % (f.n, f.kind,
                                                               time.monotonic() - started))
-            except Exception as error:
-                self.log("fault #%d %s: FAILED to apply: %r" % (f["n"], f["kind"], error))
-                self.world.note_fault_error(f, error)
+            except Exception as error:  # noqa: BLE001 - reported: the run fails (campaign)
+                self.log("fault #%d %s: FAILED to apply: %r" % (f.n, f.kind, error))
+                self.on_error(f, error)
             with self.count_lock:
                 self.ran += 1
         finally:

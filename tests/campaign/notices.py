@@ -311,5 +311,5 @@ def outcome_of(path, status, body):
                 if status in (200, 201) and path == "/v1/orders":
                     return "appended" if status == 201 else "duplicate"
     except ValueError:
-        pass
+        pass  # Not JSON: the format names no outcome.
     return None

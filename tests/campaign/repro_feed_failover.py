@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from campaign import Campaign, http_call  # noqa: E402
+from world import World, http_call  # noqa: E402
 from cluster import wait_until  # noqa: E402
 
 
@@ -36,7 +36,7 @@ def main():
     args = parser.parse_args()
     ns = argparse.Namespace(seed=0, seconds=5, bin=args.bin, keep=args.keep,
                             tmp=os.environ.get("TMPDIR", "/tmp"), verbose=True, tolerate=[])
-    c = Campaign(ns)
+    c = World(ns)
     c.final_problems = []
     import workload
     c.history = workload.History(os.path.join(c.logs, "history.jsonl"))

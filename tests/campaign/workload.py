@@ -583,7 +583,7 @@ class Workload:
                     if isinstance(answer, dict) and isinstance(answer.get("seq"), int):
                         entry["answer_seq"] = answer["seq"]
                 except ValueError:
-                    pass
+                    pass  # Not JSON: no seq to keep; checker.check_answers judges the answer.
             if klass != "ok" or status is None:
                 entry["answer"] = body[:300].decode("utf-8", "replace")
             self.history.add(entry)
