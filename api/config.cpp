@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "api/channels/platform_config.hpp"
-#include "ledger/conninfo.hpp"
+#include "ledger/pg/conninfo.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {

@@ -13,7 +13,7 @@
 #include "api/http/connection_slots.hpp"
 #include "api/http/peer_limits.hpp"
 #include "api/subscriptions/subscription_config.hpp"
-#include "ledger/committer_limits.hpp"
+#include "ledger/write/committer_limits.hpp"
 
 namespace payledger::api {
 

@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 
 namespace payledger::api {
 

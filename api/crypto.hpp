@@ -6,7 +6,7 @@
 namespace payledger::api {
 
 // HMAC-SHA256(key, message) by OpenSSL: the raw 32 bytes, and their lower-case hex
-// (ledger/bytes.hpp has the hex and SHA-256 itself).
+// (ledger/base/bytes.hpp has the hex and SHA-256 itself).
 [[nodiscard]] std::string HmacSha256(std::string_view key, std::string_view message);
 [[nodiscard]] std::string HmacSha256Hex(std::string_view key, std::string_view message);
 

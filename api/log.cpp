@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <mutex>
 
-#include "ledger/clock.hpp"
+#include "ledger/base/clock.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "ledger/log.hpp"
+#include "ledger/base/log.hpp"
 
 namespace payledger::api {
 
@@ -11,7 +11,7 @@ namespace payledger::api {
 void LogJson(const char* level, const std::string& fields_json) noexcept;
 
 // Where a background component sends its log lines: a level and a JSON object text, as LogJson
-// takes them (ledger/log.hpp).
+// takes them (ledger/base/log.hpp).
 using Log = ledger::Log;
 
 }  // namespace payledger::api

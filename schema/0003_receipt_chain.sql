@@ -3,7 +3,7 @@
 -- under the writer lock for every new receipt; this migration chains the receipts a ledger
 -- already holds, set-based: a running aggregate over the lines in id order.
 --
--- A receipt's line (ledger/chain.hpp, byte for byte):
+-- A receipt's line (ledger/integrity/chain.hpp, byte for byte):
 --   id \t source \t received_at \t outcome \t seq \t out_trade_no \t body_sha256 \t event \n
 -- with null as the empty string, times RFC 3339 UTC with six fractional digits, and event
 -- empty unless the outcome is appended, then

@@ -2,7 +2,7 @@
 --
 -- 0001 made them foreign keys, checked at commit row by row: one query per receipt (its
 -- event) and one per event (its receipt). The writer's session plans every query for its own
--- parameters (plan_cache_mode = force_custom_plan, ledger/database.cpp: a generic plan made
+-- parameters (plan_cache_mode = force_custom_plan, ledger/pg/database.cpp: a generic plan made
 -- while the tables were small could be a sequential scan, and stayed), and the checks' queries
 -- too. Under bench/load that was about 50 checks per batch, 1.3 ms of the writer's 9.5 ms
 -- cycle, 1.0 ms of it planning (pg_stat_statements, track = all).

@@ -1,7 +1,7 @@
 -- A batch in one round trip, planned from the committer's memory of the ledger
 -- (docs/write-path.md#the-writer-cache).
 --
--- The writer's first round trip (ledger/writer.cpp) takes the writer lock and reads the
+-- The writer's first round trip (ledger/write/writer.cpp) takes the writer lock and reads the
 -- sequences, the chain's head and the events of the orders the batch names. A committer that
 -- wrote the ledger's last batch itself already knows all of that, if nobody wrote since
 -- (ledger::WriterCache). It then sends BEGIN, this function, its write and COMMIT in one

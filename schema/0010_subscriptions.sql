@@ -1,5 +1,5 @@
 -- Subscriptions: the ledger's events pushed to the merchant's own systems over HTTP
--- (ledger/subscriptions.hpp). One cursor per subscription, and an append-only record of every
+-- (ledger/subscriptions/subscriptions.hpp). One cursor per subscription, and an append-only record of every
 -- cursor move an admin makes and of every disable and enable.
 
 -- The state of each subscription, mutable like `orders`. `after` is the cursor: the last seq
@@ -20,7 +20,7 @@ CREATE TABLE subscriptions (
 
 -- Why a subscription's cursor moved other than by a delivery, or why it stopped: auditors read
 -- this to tell why an event was not delivered. Ids are taken under an advisory lock of their
--- own held until commit (ledger/database.hpp kSubscriptionChangesLockKey), so id order is
+-- own held until commit (ledger/pg/database.hpp kSubscriptionChangesLockKey), so id order is
 -- commit order and a reader paging by `id > after` never skips a row, as for ledger_events.
 -- A disable or an enable does not move the cursor: `from` and `to` are both the cursor then.
 -- The key to subscriptions keeps a subscription that has a history from being deleted.

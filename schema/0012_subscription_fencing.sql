@@ -1,4 +1,4 @@
--- Fencing the subscriptions' leases (ledger/subscriptions.hpp, docs/subscriptions.md#inside-serve).
+-- Fencing the subscriptions' leases (ledger/subscriptions/subscriptions.hpp, docs/subscriptions.md#inside-serve).
 --
 -- A process delivers a subscription while it holds the subscription's advisory lock on a
 -- session of its own. When that session dies (a network partition, a killed backend), another

@@ -2,7 +2,7 @@
 
 #include "api/channels/alipay_form.hpp"
 #include "api/channels/platform_crypto.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {

@@ -1,6 +1,6 @@
 #include "api/channels/alipay_form.hpp"
 
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 
 namespace payledger::api {
 namespace {

@@ -132,7 +132,7 @@ bool IsSuccess(const ledger::DeliveryResult& result) {
 Response ErrorAnswer(const ledger::DeliveryResult& result) {
     if (result.failure) {
         // Not a decided outcome: `unavailable`, with the classification's words, never the
-        // driver's (ledger/failures.hpp).
+        // driver's (ledger/pg/failures.hpp).
         return ErrorResponse(StatusOf(*result.failure), projections::Outcome::kUnavailable,
                              IsInternalError(result) ? "internal error" : result.message);
     }

@@ -8,7 +8,7 @@
 
 #include "api/channels/refusal.hpp"
 #include "api/http/http.hpp"
-#include "ledger/writer.hpp"
+#include "ledger/write/writer.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::api {

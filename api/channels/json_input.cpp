@@ -3,7 +3,7 @@
 #include <set>
 #include <vector>
 
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/event.hpp"
 #include "projections/validate.hpp"
 

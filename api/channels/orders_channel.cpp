@@ -5,7 +5,7 @@
 #include "api/channels/json_input.hpp"
 #include "api/http/json_output.hpp"
 #include "api/query/platform_protocol.hpp"
-#include "ledger/order_json.hpp"
+#include "ledger/read/order_json.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "api/channels/refusal.hpp"
-#include "ledger/writer.hpp"
+#include "ledger/write/writer.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::api {

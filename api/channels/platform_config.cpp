@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "api/subscriptions/webhook_url.hpp"
-#include "ledger/checkpoint.hpp"
+#include "ledger/integrity/checkpoint.hpp"
 
 namespace payledger::api {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "api/crypto.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 
 namespace payledger::api {
 namespace {

@@ -3,7 +3,7 @@
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
 #include "api/crypto.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {

@@ -4,7 +4,7 @@
 #include "api/channels/platform_channel.hpp"
 #include "api/channels/platform_crypto.hpp"
 #include "api/http/json_output.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {

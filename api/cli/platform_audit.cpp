@@ -12,8 +12,8 @@
 #include "api/channels/json_input.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
 #include "api/query/platform_protocol.hpp"
-#include "ledger/bytes.hpp"
-#include "ledger/platform_receipts.hpp"
+#include "ledger/base/bytes.hpp"
+#include "ledger/integrity/platform_receipts.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "api/channels/platform_crypto.hpp"
 #include "api/config.hpp"
-#include "ledger/audit.hpp"
+#include "ledger/integrity/audit.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::api {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ledger/verify.hpp"
+#include "ledger/integrity/verify.hpp"
 
 namespace payledger::api {
 

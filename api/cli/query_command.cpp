@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "api/query/query_scheduler.hpp"
-#include "ledger/committer.hpp"
+#include "ledger/write/committer.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {

@@ -9,8 +9,8 @@
 #include "api/channels/wechat_v3_channel.hpp"
 #include "api/cli/simulate.hpp"
 #include "api/http/json_output.hpp"
-#include "ledger/bytes.hpp"
-#include "ledger/clock.hpp"
+#include "ledger/base/bytes.hpp"
+#include "ledger/base/clock.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {

@@ -30,9 +30,9 @@
 #include "api/http/request_framing.hpp"
 #include "api/log.hpp"
 #include "api/query/platform_protocol.hpp"
-#include "ledger/bytes.hpp"
-#include "ledger/clock.hpp"
-#include "ledger/reads.hpp"
+#include "ledger/base/bytes.hpp"
+#include "ledger/base/clock.hpp"
+#include "ledger/read/reads.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {

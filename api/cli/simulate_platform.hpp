@@ -5,8 +5,8 @@
 
 #include "api/config.hpp"
 #include "api/http/http.hpp"
-#include "ledger/committer.hpp"
-#include "ledger/connection_pool.hpp"
+#include "ledger/pg/connection_pool.hpp"
+#include "ledger/write/committer.hpp"
 
 namespace CLI {
 class App;

@@ -1,6 +1,6 @@
 #include "api/http/json_output.hpp"
 
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {

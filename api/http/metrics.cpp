@@ -3,9 +3,9 @@
 #include <limits>
 
 #include "api/http/prometheus.hpp"
-#include "ledger/committer.hpp"
-#include "ledger/connection_pool.hpp"
-#include "ledger/read_router.hpp"
+#include "ledger/pg/connection_pool.hpp"
+#include "ledger/read/read_router.hpp"
+#include "ledger/write/committer.hpp"
 
 namespace payledger::api {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "api/http/request_framing.hpp"
 #include "api/log.hpp"
-#include "ledger/clock.hpp"
+#include "ledger/base/clock.hpp"
 
 namespace payledger::api {
 namespace {

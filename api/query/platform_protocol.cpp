@@ -14,7 +14,7 @@
 #include "api/crypto.hpp"
 #include "api/http/json_output.hpp"
 #include "api/subscriptions/webhook_url.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 

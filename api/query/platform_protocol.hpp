@@ -11,7 +11,7 @@
 #include "api/channels/platform_channel.hpp"
 #include "api/config.hpp"
 #include "api/subscriptions/webhook_client.hpp"
-#include "ledger/writer.hpp"
+#include "ledger/write/writer.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::api {

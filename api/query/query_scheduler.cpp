@@ -9,7 +9,7 @@
 #include "api/http/json_output.hpp"
 #include "api/http/prometheus.hpp"
 #include "api/subscriptions/webhook_url.hpp"
-#include "ledger/clock.hpp"
+#include "ledger/base/clock.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::api {

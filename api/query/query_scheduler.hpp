@@ -19,9 +19,9 @@
 #include "api/query/platform_protocol.hpp"
 #include "api/query/query_schedule.hpp"
 #include "api/subscriptions/webhook_client.hpp"
-#include "ledger/committer.hpp"
-#include "ledger/database.hpp"
-#include "ledger/order_queries.hpp"
+#include "ledger/pg/database.hpp"
+#include "ledger/query/order_queries.hpp"
+#include "ledger/write/committer.hpp"
 
 namespace payledger::api {
 

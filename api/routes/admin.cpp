@@ -8,10 +8,10 @@
 #include "api/log.hpp"
 #include "api/routes/app.hpp"
 #include "api/routes/route_helpers.hpp"
-#include "ledger/checkpoint.hpp"
-#include "ledger/database.hpp"
-#include "ledger/migrate.hpp"
-#include "ledger/verify.hpp"
+#include "ledger/integrity/checkpoint.hpp"
+#include "ledger/integrity/verify.hpp"
+#include "ledger/pg/database.hpp"
+#include "ledger/pg/migrate.hpp"
 
 namespace payledger::api {
 namespace {
@@ -44,7 +44,7 @@ json ProjectionJson(const ledger::ProjectionCheck& check) {
 // synchronous_standby_names (empty: commits wait for no standby, as after a failover manager
 // dropped to asynchronous), and how many standbys are synchronous now, null when the role may
 // not see it (pg_stat_replication's details need pg_read_all_stats; its rows, one per
-// standby, do not). The privileges are ledger::kServicePrivileges (ledger/migrate.hpp), what
+// standby, do not). The privileges are ledger::kServicePrivileges (ledger/pg/migrate.hpp), what
 // `migrate --grant` grants; a table that does not exist counts as lacking its privileges.
 const std::string& ReadySql() {
     static const std::string sql = [] {

@@ -17,10 +17,10 @@
 #include "api/http/peer_limits.hpp"
 #include "api/query/query_scheduler.hpp"
 #include "api/subscriptions/deliverer.hpp"
-#include "ledger/committer.hpp"
-#include "ledger/connection_pool.hpp"
-#include "ledger/feed_notifier.hpp"
-#include "ledger/read_router.hpp"
+#include "ledger/pg/connection_pool.hpp"
+#include "ledger/read/feed_notifier.hpp"
+#include "ledger/read/read_router.hpp"
+#include "ledger/write/committer.hpp"
 
 namespace payledger::api {
 

@@ -6,8 +6,8 @@
 #include "api/http/json_output.hpp"
 #include "api/routes/app.hpp"
 #include "api/routes/route_helpers.hpp"
-#include "ledger/database.hpp"
-#include "ledger/reads.hpp"
+#include "ledger/pg/database.hpp"
+#include "ledger/read/reads.hpp"
 
 namespace payledger::api {
 namespace {

@@ -1,7 +1,7 @@
 // GET /v1/orders/{out_trade_no}[/events|/receipts] and /v1/accounts/{account_id}/balances
 // (docs/api.md#the-http-api). Database failures are not caught here: App::Handle classifies them
 // once.
-#include "ledger/reads.hpp"
+#include "ledger/read/reads.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -9,7 +9,7 @@
 #include "api/http/json_output.hpp"
 #include "api/routes/app.hpp"
 #include "api/routes/route_helpers.hpp"
-#include "ledger/order_json.hpp"
+#include "ledger/read/order_json.hpp"
 
 namespace payledger::api {
 namespace {

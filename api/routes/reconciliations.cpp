@@ -5,7 +5,7 @@
 
 #include "api/http/json_output.hpp"
 #include "api/routes/route_helpers.hpp"
-#include "ledger/reads.hpp"
+#include "ledger/read/reads.hpp"
 #include "ledger/reconcile/store.hpp"
 #include "projections/validate.hpp"
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "api/http/http.hpp"
-#include "ledger/read_router.hpp"
+#include "ledger/read/read_router.hpp"
 
 namespace payledger::api {
 

@@ -9,7 +9,7 @@
 
 #include "api/http/json_output.hpp"
 #include "api/log.hpp"
-#include "ledger/reads.hpp"
+#include "ledger/read/reads.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 

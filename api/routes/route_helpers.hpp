@@ -11,8 +11,8 @@
 
 #include "api/http/http.hpp"
 #include "api/http/metrics.hpp"
-#include "ledger/failures.hpp"
-#include "ledger/read_router.hpp"
+#include "ledger/pg/failures.hpp"
+#include "ledger/read/read_router.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::api {

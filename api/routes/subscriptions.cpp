@@ -8,8 +8,8 @@
 #include "api/routes/admin_input.hpp"
 #include "api/routes/route_helpers.hpp"
 #include "api/subscriptions/webhook_url.hpp"
-#include "ledger/clock.hpp"
-#include "ledger/subscriptions.hpp"
+#include "ledger/base/clock.hpp"
+#include "ledger/subscriptions/subscriptions.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 

@@ -4,7 +4,7 @@
 
 #include "api/http/http.hpp"
 #include "api/subscriptions/deliverer.hpp"
-#include "ledger/connection_pool.hpp"
+#include "ledger/pg/connection_pool.hpp"
 
 namespace payledger::api {
 

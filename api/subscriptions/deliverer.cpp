@@ -11,8 +11,8 @@
 #include "api/subscriptions/webhook_client.hpp"
 #include "api/subscriptions/webhook_signature.hpp"
 #include "api/subscriptions/webhook_url.hpp"
-#include "ledger/clock.hpp"
-#include "ledger/durability.hpp"
+#include "ledger/base/clock.hpp"
+#include "ledger/read/durability.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 

@@ -19,10 +19,10 @@
 #include "api/subscriptions/subscription_config.hpp"
 #include "api/subscriptions/subscription_gauges.hpp"
 #include "api/subscriptions/webhook_client.hpp"
-#include "ledger/clock.hpp"
-#include "ledger/database.hpp"
-#include "ledger/feed_notifier.hpp"
-#include "ledger/subscriptions.hpp"
+#include "ledger/base/clock.hpp"
+#include "ledger/pg/database.hpp"
+#include "ledger/read/feed_notifier.hpp"
+#include "ledger/subscriptions/subscriptions.hpp"
 
 namespace payledger::api {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "api/subscriptions/webhook_client.hpp"
-#include "ledger/subscriptions.hpp"
+#include "ledger/subscriptions/subscriptions.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::api {

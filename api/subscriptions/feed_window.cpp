@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "api/http/json_output.hpp"
-#include "ledger/durability.hpp"
-#include "ledger/reads.hpp"
+#include "ledger/read/durability.hpp"
+#include "ledger/read/reads.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::api {

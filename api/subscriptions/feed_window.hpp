@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "api/log.hpp"
-#include "ledger/database.hpp"
-#include "ledger/feed_notifier.hpp"
-#include "ledger/subscriptions.hpp"
+#include "ledger/pg/database.hpp"
+#include "ledger/read/feed_notifier.hpp"
+#include "ledger/subscriptions/subscriptions.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::api {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "api/subscriptions/webhook_signature.hpp"
-#include "ledger/subscription_start.hpp"
+#include "ledger/subscriptions/subscription_start.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::api {

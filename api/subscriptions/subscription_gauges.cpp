@@ -5,8 +5,8 @@
 
 #include "api/http/json_output.hpp"
 #include "api/subscriptions/deliverer.hpp"  // EventFilterOf.
-#include "ledger/clock.hpp"
-#include "ledger/subscriptions.hpp"
+#include "ledger/base/clock.hpp"
+#include "ledger/subscriptions/subscriptions.hpp"
 
 namespace payledger::api {
 

@@ -14,7 +14,7 @@
 
 #include "api/log.hpp"
 #include "api/subscriptions/subscription_config.hpp"
-#include "ledger/database.hpp"
+#include "ledger/pg/database.hpp"
 
 namespace payledger::api {
 

@@ -23,7 +23,7 @@
 #include "api/http/json_output.hpp"
 #include "api/http/request_framing.hpp"
 #include "api/subscriptions/webhook_url.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "api/crypto.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::api {

@@ -13,7 +13,7 @@ bench_die() {
 # bench_build TARGET...: configures $BENCH_BUILD_DIR as Release (no tests) and builds the
 # targets; cmake rebuilds only what changed. PAYLEDGER_BENCH_JOBS limits parallel jobs.
 # -Wrestrict stays a warning: g++ 12 at -O3 reports a false positive inside libstdc++'s
-# std::string operator+ (GCC bug 105329) in ledger/database.cpp; every other warning is an
+# std::string operator+ (GCC bug 105329) in ledger/pg/database.cpp; every other warning is an
 # error as in every build.
 # With PAYLEDGER_BENCH_PREBUILT set to a build tree that holds the targets already (the ctest
 # of bench/load/compare.sh: scripts/test's Release tree), nothing is built: that tree is used.

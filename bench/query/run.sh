@@ -322,7 +322,7 @@ activity_sampler() {
 }
 # activity_summary SAMPLES: the samples by session, each session named by what it ran (the
 # claimer records attempts, the committer prefetches and writes its batches
-# (ledger/writer_statements.cpp), the simulator reads the platform's record), then by state,
+# (ledger/write/writer_statements.cpp), the simulator reads the platform's record), then by state,
 # wait event and last statement.
 activity_summary() {
     awk -F '|' '

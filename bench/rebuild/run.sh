@@ -201,6 +201,6 @@ row() { printf '| %s | %s | %s | %s |\n' "$@"; }
         "$(bench_fmt 2 "$(bench_median "${C_AUDIT[@]}")") s, $RSS_AUDIT MiB" \
         "audit/B3 = **$(bench_fmt 2 "$RATIO_AUDIT")**, ≤ 1.5: $(bench_yes "$RATIO_AUDIT <= 1.5")"
     echo
-    echo "\`payledger rebuild\` ends with a full verify (ledger/rebuild.cpp): rebuild − verify" \
+    echo "\`payledger rebuild\` ends with a full verify (ledger/integrity/rebuild.cpp): rebuild − verify" \
         "= $(bench_fmt 2 "$(bench_calc "$REBUILD - $VERIFY")") s for the build and the swap."
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/write: three costs of the writer's statement, measured apart. What a
 # plain INSERT saves over INSERT ... ON CONFLICT DO NOTHING for the rows the writer's plan knows
-# are new (ledger/writer.cpp, kWriteSql): the events of a batch, and the orders that register;
+# are new (ledger/write/writer.cpp, kWriteSql): the events of a batch, and the orders that register;
 # the key check of schema/0001 (a regular expression with a bounded repetition) against that
 # of schema/0006; and a batch's receipts and events from JSON rows against typed arrays (what
 # the writer binds in binary since). See bench/README.md.

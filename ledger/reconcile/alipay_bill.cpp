@@ -4,7 +4,7 @@
 #include <optional>
 #include <vector>
 
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 

@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "ledger/bytes.hpp"
-#include "ledger/clock.hpp"
-#include "ledger/committer.hpp"
+#include "ledger/base/bytes.hpp"
+#include "ledger/base/clock.hpp"
 #include "ledger/reconcile/session.hpp"
+#include "ledger/write/committer.hpp"
 #include "projections/assert.hpp"
 #include "projections/reconcile.hpp"
 

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "ledger/bytes.hpp"
-#include "ledger/database.hpp"
+#include "ledger/base/bytes.hpp"
+#include "ledger/pg/database.hpp"
 #include "ledger/reconcile/alipay_bill.hpp"
 #include "ledger/reconcile/apply.hpp"
 #include "ledger/reconcile/bill_input.hpp"

@@ -4,7 +4,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "ledger/database.hpp"
+#include "ledger/pg/database.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::ledger::reconcile {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "ledger/database.hpp"
+#include "ledger/pg/database.hpp"
 #include "projections/event.hpp"
 
 // What the parts of one `reconcile` run share (reconciliation.cpp, apply.cpp, record.cpp):

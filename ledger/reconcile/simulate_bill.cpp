@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "ledger/database.hpp"
+#include "ledger/pg/database.hpp"
 #include "ledger/reconcile/alipay_bill.hpp"
 #include "ledger/reconcile/bill_input.hpp"
 #include "ledger/reconcile/reconciliation.hpp"

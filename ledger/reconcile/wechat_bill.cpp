@@ -5,7 +5,7 @@
 #include <map>
 #include <optional>
 
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
 

@@ -115,7 +115,7 @@ TEST(ParseConfig, InvalidDatabaseUrlNamesTheField) {
 
 TEST(ParseConfig, SeveralHostsWithoutTargetSessionAttrsAskForReadWrite) {
     // payledger asks for the primary itself (docs/availability.md#failover); the full rules:
-    // tests/ledger/conninfo_test.cpp.
+    // tests/ledger/pg/conninfo_test.cpp.
     const Config config = ParseConfig(R"({"database_url": "postgresql://h1,h2/payledger"})",
                                       std::nullopt, std::nullopt);
     EXPECT_EQ(config.database_url, "postgresql://h1,h2/payledger?target_session_attrs=read-write");

@@ -15,7 +15,7 @@
 #include "api/channels/alipay_channel.hpp"
 #include "api/channels/alipay_form.hpp"
 #include "api/channels/platform_crypto.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "tests/api/channels/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 

@@ -17,7 +17,7 @@
 #include "api/channels/channel.hpp"
 #include "api/channels/platform_channel.hpp"
 #include "api/http/http.hpp"
-#include "ledger/storable_text.hpp"
+#include "ledger/pg/storable_text.hpp"
 #include "projections/validate.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
@@ -84,7 +84,7 @@ inline api::Incoming BodyOnly(std::string_view body, const char* content_type) {
 }
 
 // PostgreSQL text cannot hold a NUL byte, and jsonb refuses "\u0000". The writer stores every
-// text through ledger/storable_text.hpp (StorableText, JsonWithoutNul), so what must hold is
+// text through ledger/pg/storable_text.hpp (StorableText, JsonWithoutNul), so what must hold is
 // that the text is storable after them. Invalid UTF-8 is fine: StorableText replaces it.
 inline bool Storable(std::string_view text) {
     return ledger::WithoutNul(std::string(text)).find('\0') == std::string::npos;

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "api/channels/json_input.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/event.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 #include "tests/fuzz/fuzz_json_keys.hpp"

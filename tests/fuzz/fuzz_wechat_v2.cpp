@@ -18,7 +18,7 @@
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v2_channel.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "tests/api/channels/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 

@@ -16,7 +16,7 @@
 #include "api/channels/json_input.hpp"
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "tests/api/channels/platform_fixtures.hpp"
 #include "tests/fuzz/fuzz_channel.hpp"
 #include "tests/fuzz/fuzz_json_keys.hpp"

@@ -1,4 +1,4 @@
-// The durability barrier for readers (ledger/durability.hpp) waits for the synchronous
+// The durability barrier for readers (ledger/read/durability.hpp) waits for the synchronous
 // standby whenever the primary shows a commit that the standby has not confirmed. On a cluster
 // of the test's own (support/own_cluster.hpp) whose synchronous standby is stopped, such a
 // commit is made visible twice over, as in production: by a cancelled wait (the commit stays,
@@ -18,8 +18,8 @@
 #include <string>
 #include <thread>
 
-#include "ledger/database.hpp"
-#include "ledger/durability.hpp"
+#include "ledger/pg/database.hpp"
+#include "ledger/read/durability.hpp"
 #include "support/own_cluster.hpp"
 #include "support/polling.hpp"
 #include "support/test_database.hpp"

@@ -29,9 +29,9 @@
 #include <sstream>
 #include <thread>
 
-#include "ledger/database.hpp"
-#include "ledger/migrate.hpp"
-#include "ledger/read_router.hpp"
+#include "ledger/pg/database.hpp"
+#include "ledger/pg/migrate.hpp"
+#include "ledger/read/read_router.hpp"
 #include "support/own_cluster.hpp"
 #include "support/polling.hpp"
 #include "support/serve_process.hpp"

@@ -22,11 +22,11 @@
 #include <thread>
 #include <vector>
 
-#include "ledger/binary_params.hpp"
-#include "ledger/committer.hpp"
-#include "ledger/database.hpp"
-#include "ledger/failures.hpp"
-#include "ledger/migrate.hpp"
+#include "ledger/pg/binary_params.hpp"
+#include "ledger/pg/database.hpp"
+#include "ledger/pg/failures.hpp"
+#include "ledger/pg/migrate.hpp"
+#include "ledger/write/committer.hpp"
 #include "support/deliveries.hpp"
 #include "support/own_cluster.hpp"
 #include "support/polling.hpp"

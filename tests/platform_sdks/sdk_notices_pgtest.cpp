@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "api/channels/platform_crypto.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "support/http_client.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"

@@ -23,7 +23,7 @@
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
 #include "api/query/platform_protocol.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "tests/platform_sdks/node_script.hpp"
 
 namespace payledger::api {

@@ -1,7 +1,8 @@
 // Tests of projections/event_filter.hpp: which events a subscription's filter lets through, as a
 // table of (filter, event type, account, expected), and the filter a subscription's config makes
 // (every type is no type filter; no accounts is every account). The SQL twin is held equal to
-// Matches by tests/ledger/subscriptions_pgtest.cpp and tests/subscriptions/feed_window_pgtest.cpp.
+// Matches by tests/ledger/subscriptions/subscriptions_pgtest.cpp and
+// tests/subscriptions/feed_window_pgtest.cpp.
 
 #include "projections/event_filter.hpp"
 

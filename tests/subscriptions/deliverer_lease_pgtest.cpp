@@ -18,9 +18,9 @@
 
 #include "api/subscriptions/deliverer.hpp"
 #include "api/subscriptions/webhook_signature.hpp"
-#include "ledger/feed_notifier.hpp"
-#include "ledger/subscriptions.hpp"
-#include "ledger/writer.hpp"
+#include "ledger/read/feed_notifier.hpp"
+#include "ledger/subscriptions/subscriptions.hpp"
+#include "ledger/write/writer.hpp"
 #include "projections/assert.hpp"
 #include "subscriptions/webhook_receiver.hpp"
 #include "support/deliveries.hpp"

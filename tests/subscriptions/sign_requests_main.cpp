@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "api/subscriptions/webhook_signature.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "api/config.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 
 namespace payledger::api {
 namespace {

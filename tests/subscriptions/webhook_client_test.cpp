@@ -20,7 +20,7 @@
 #include <fstream>
 #include <string>
 
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "tests/subscriptions/webhook_receiver.hpp"
 
 namespace payledger::api {

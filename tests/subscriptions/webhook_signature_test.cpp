@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::api {

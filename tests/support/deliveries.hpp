@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-#include "ledger/writer.hpp"
+#include "ledger/write/writer.hpp"
 #include "projections/event.hpp"
 
 namespace payledger::testing {

@@ -8,9 +8,9 @@
 #include <set>
 
 #include "api/channels/generic_channel.hpp"
-#include "ledger/database.hpp"
-#include "ledger/verify.hpp"
-#include "ledger/writer.hpp"
+#include "ledger/integrity/verify.hpp"
+#include "ledger/pg/database.hpp"
+#include "ledger/write/writer.hpp"
 #include "support/http_client.hpp"
 #include "support/test_service.hpp"
 

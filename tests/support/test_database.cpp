@@ -8,8 +8,8 @@
 #include <random>
 #include <thread>
 
-#include "ledger/database.hpp"
-#include "ledger/migrate.hpp"
+#include "ledger/pg/database.hpp"
+#include "ledger/pg/migrate.hpp"
 
 namespace payledger::testing {
 namespace {

@@ -4,7 +4,7 @@
 #include <pqxx/pqxx>
 #include <string>
 
-#include "ledger/database.hpp"
+#include "ledger/pg/database.hpp"
 
 namespace payledger::testing {
 

@@ -8,8 +8,8 @@
 #include "api/http/metrics.hpp"
 #include "api/http/server.hpp"
 #include "api/routes/app.hpp"
-#include "ledger/committer.hpp"
-#include "ledger/connection_pool.hpp"
+#include "ledger/pg/connection_pool.hpp"
+#include "ledger/write/committer.hpp"
 #include "support/http_client.hpp"
 
 namespace payledger::testing {

@@ -18,7 +18,7 @@
 
 #include "api/config.hpp"
 #include "api/http/http.hpp"
-#include "ledger/writer.hpp"
+#include "ledger/write/writer.hpp"
 #include "projections/event.hpp"
 #include "projections/validate.hpp"
 

@@ -3,7 +3,7 @@
 // nlohmann's signed/unsigned/float kinds are the real ones); ParseJsonObject refuses invalid
 // UTF-8, non-objects, truncated text, nesting past kJsonDepthMax and a key repeated
 // in any object at any depth, while equal keys in different objects are fine. (The UTF-8
-// check itself is ledger/bytes.hpp's, tested in tests/ledger/bytes_test.cpp.)
+// check itself is ledger/base/bytes.hpp's, tested in tests/ledger/base/bytes_test.cpp.)
 
 #include "api/channels/json_input.hpp"
 

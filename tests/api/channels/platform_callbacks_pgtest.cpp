@@ -15,7 +15,7 @@
 #include "api/channels/alipay_form.hpp"
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
 #include "tests/api/channels/platform_fixtures.hpp"

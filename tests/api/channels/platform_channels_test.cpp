@@ -23,7 +23,7 @@
 #include "api/channels/wechat_v2_channel.hpp"
 #include "api/channels/wechat_v2_xml.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/decide.hpp"
 #include "projections/validate.hpp"
 #include "tests/api/channels/platform_fixtures.hpp"

@@ -2,8 +2,9 @@
 // against the published and independently computed vectors of docs/platforms.md#test-vectors: the
 // WeChat Pay v2 MD5 and HMAC-SHA256 signatures, the v2 refund req_info under AES-256-ECB, the v3
 // AES-256-GCM resources. Key parsing, RSA-SHA256 and the ciphers' refusals are tables (base64 is
-// tests/ledger/bytes_test.cpp's); RSA keys are generated in the test (EVP_PKEY_Q_keygen), never
-// stored. An encrypted key file is refused without OpenSSL asking for a passphrase (stdin a pipe).
+// tests/ledger/base/bytes_test.cpp's); RSA keys are generated in the test (EVP_PKEY_Q_keygen),
+// never stored. An encrypted key file is refused without OpenSSL asking for a passphrase (stdin a
+// pipe).
 
 #include "api/channels/platform_crypto.hpp"
 
@@ -19,7 +20,7 @@
 #include <vector>
 
 #include "api/channels/wechat_v2_xml.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 
 namespace payledger::api {
 namespace {

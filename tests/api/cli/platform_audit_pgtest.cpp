@@ -27,8 +27,8 @@
 #include "api/channels/platform_crypto.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
 #include "api/cli/platform_audit.hpp"
-#include "ledger/checkpoint.hpp"
-#include "ledger/writer.hpp"
+#include "ledger/integrity/checkpoint.hpp"
+#include "ledger/write/writer.hpp"
 #include "projections/validate.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"
@@ -44,7 +44,7 @@ using testing::HttpClient;
 using testing::TestDatabase;
 using testing::TestService;
 
-// RFC 8032's first test key (tests/ledger/checkpoint_test.cpp).
+// RFC 8032's first test key (tests/ledger/integrity/checkpoint_test.cpp).
 constexpr const char* kSigningKeyPem =
     "-----BEGIN PRIVATE KEY-----\n"
     "MC4CAQAwBQYDK2VwBCIEIJ1hsZ3v/VpguoRK9JLsLMREScVpezJpGXA7rAMcrn9g\n"

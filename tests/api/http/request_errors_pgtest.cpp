@@ -16,8 +16,8 @@
 
 #include "api/http/metrics.hpp"
 #include "api/routes/app.hpp"
-#include "ledger/committer.hpp"
-#include "ledger/connection_pool.hpp"
+#include "ledger/pg/connection_pool.hpp"
+#include "ledger/write/committer.hpp"
 #include "projections/assert.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"

@@ -16,7 +16,7 @@
 #include "api/channels/wechat_v2_xml.hpp"
 #include "api/channels/wechat_v3_channel.hpp"
 #include "api/http/json_output.hpp"
-#include "ledger/bytes.hpp"
+#include "ledger/base/bytes.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {

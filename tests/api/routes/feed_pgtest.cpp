@@ -13,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
-#include "ledger/database.hpp"
-#include "ledger/writer.hpp"
+#include "ledger/pg/database.hpp"
+#include "ledger/write/writer.hpp"
 #include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"

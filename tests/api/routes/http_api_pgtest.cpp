@@ -14,8 +14,8 @@
 #include <utility>
 
 #include "api/http/json_output.hpp"
-#include "ledger/bytes.hpp"
-#include "ledger/checkpoint.hpp"
+#include "ledger/base/bytes.hpp"
+#include "ledger/integrity/checkpoint.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
 
@@ -477,7 +477,7 @@ TEST(HttpApiNoDatabaseTest, EveryChannelAnswers503WhileTheDatabaseIsDown) {
 namespace payledger::api {
 namespace {
 
-// RFC 8032's first test key (tests/ledger/checkpoint_test.cpp).
+// RFC 8032's first test key (tests/ledger/integrity/checkpoint_test.cpp).
 constexpr const char* kCheckpointKeyPem =
     "-----BEGIN PRIVATE KEY-----\n"
     "MC4CAQAwBQYDK2VwBCIEIJ1hsZ3v/VpguoRK9JLsLMREScVpezJpGXA7rAMcrn9g\n"

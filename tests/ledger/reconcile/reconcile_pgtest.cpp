@@ -14,12 +14,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "ledger/bytes.hpp"
-#include "ledger/reads.hpp"
+#include "ledger/base/bytes.hpp"
+#include "ledger/integrity/verify.hpp"
+#include "ledger/read/reads.hpp"
 #include "ledger/reconcile/reconciliation.hpp"
 #include "ledger/reconcile/simulate_bill.hpp"
-#include "ledger/verify.hpp"
-#include "ledger/writer.hpp"
+#include "ledger/write/writer.hpp"
 #include "projections/validate.hpp"
 #include "support/http_client.hpp"
 #include "support/test_database.hpp"
