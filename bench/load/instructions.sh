@@ -101,8 +101,10 @@ JSON
     bench_pg_down
     rm -rf "$BENCH_PG_DATA"
     local create_ir pay_ir
-    create_ir="$(dump_ir "$(ls "$out".*create* | head -1)")"
-    pay_ir="$(dump_ir "$(ls "$out".*pay* | head -1)")"
+    # Callgrind numbers its dumps (callgrind.out.1, .2); each names its trigger inside.
+    create_ir="$(dump_ir "$(grep -l '^desc: Trigger: dump create$' "$out".*)")"
+    pay_ir="$(dump_ir "$(grep -l '^desc: Trigger: dump pay$' "$out".*)")"
+    [ -n "$create_ir" ] && [ -n "$pay_ir" ] || bench_die "no callgrind dump of $label's phases"
     read -r hit read wal <<<"$pg"
     local callbacks=$((2 * ORDERS))
     printf '| %s | %s | %s | %s | %s | %s |\n' "$label" \
