@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/channels/channel.hpp"  // IsInternalError.
 #include "api/http/json_output.hpp"
 
 namespace payledger::api {

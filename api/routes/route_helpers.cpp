@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 
+#include "api/channels/channel.hpp"  // StatusOf.
 #include "api/http/json_output.hpp"
 #include "api/log.hpp"
 #include "ledger/read/reads.hpp"
