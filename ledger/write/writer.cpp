@@ -84,12 +84,13 @@ void RenderForWrite(Delivery& delivery) {
 
 namespace {
 
-// What PlanWrite decided: the plan, the write's parameters (WriteParams) and the chain's head
-// after the batch.
+// What PlanWrite decided: the plan, the write's parameters (WriteParams), the chain's head
+// after the batch, and the bodies its receipts certainly stored (WriterCache::Remember).
 struct PlannedWrite {
     projections::BatchPlan plan{};
     std::vector<std::string> params{};
     ChainValue head{};
+    std::vector<Sha256Digest> stored_bodies{};
 };
 
 // What the plan reads of each delivery; it points into `deliveries`.
@@ -108,8 +109,9 @@ std::vector<projections::PlanInput> PlanInputs(std::span<const Delivery> deliver
 // What the receipts of one batch share (AddReceipt).
 struct ReceiptScratch {
     // The batch's distinct bodies, each sent once, by key (the write's rb: one statement must
-    // not insert one key twice).
+    // not insert one key twice), and those receipt_bodies is known to hold, not sent at all.
     std::set<Sha256Digest> bodies_sent{};
+    const WriterCache::Digests* bodies_stored = nullptr;
     // Each duplicate's rank among the batch's duplicates of its event (the write's rx).
     std::map<std::int64_t, std::int64_t> duplicates_of{};  // seq -> this batch's so far.
     std::string line{};                                    // NextChain's scratch.
@@ -142,7 +144,8 @@ ChainValue AddReceipt(WriteParams& params, ReceiptScratch& scratch, const Delive
     params[kReceiptHeaders].Bytes(rendered.headers);
     const std::string_view digest = DigestBytes(rendered.body_digest);
     params[kReceiptBodySha256].Bytes(digest);
-    if (scratch.bodies_sent.insert(rendered.body_digest).second) {
+    if (scratch.bodies_stored->count(rendered.body_digest) == 0 &&
+        scratch.bodies_sent.insert(rendered.body_digest).second) {
         params[kBodySha256].Bytes(digest);
         params[kBody].Bytes(received.body);
     }
@@ -224,15 +227,16 @@ OrderCounts AddOrders(WriteParams& params, const std::vector<projections::OrderW
 }
 
 // Plans `deliveries` against `state` (the stored events of every order they name, the next
-// ids) and `chain` (the head before the batch), and renders the write's parameters. Pure.
+// ids) and `chain` (the head before the batch), and renders the write's parameters, without the
+// bodies in `bodies_stored` (receipt_bodies holds them). Pure.
 PlannedWrite PlanWrite(std::span<const Delivery> deliveries, projections::LedgerState state,
-                       ChainValue chain) {
+                       ChainValue chain, const WriterCache::Digests& bodies_stored) {
     using enum WriteColumn;
     PlannedWrite planned_write{
         .plan = projections::PlanBatch(std::move(state), PlanInputs(deliveries))};
     const projections::BatchPlan& plan = planned_write.plan;
     WriteParams params;
-    ReceiptScratch scratch;
+    ReceiptScratch scratch{.bodies_stored = &bodies_stored};
     std::size_t appended = 0;
     for (std::size_t i = 0; i < deliveries.size(); ++i) {
         const Delivery& delivery = deliveries[i];
@@ -244,6 +248,10 @@ PlannedWrite PlanWrite(std::span<const Delivery> deliveries, projections::Ledger
         if (planned.outcome == Outcome::kAppended) event = &plan.events.at(appended++);
         chain = AddReceipt(params, scratch, delivery, rendered, planned, event, chain);
         if (event != nullptr) AddEvent(params, *event, delivery, rendered);
+        // Every receipt but a duplicate keeps its body (the write's rx).
+        if (planned.outcome != Outcome::kDuplicate) {
+            planned_write.stored_bodies.push_back(rendered.body_digest);
+        }
     }
     PAYLEDGER_ASSERT(appended == plan.events.size());
     const OrderCounts orders = AddOrders(params, plan.orders);
@@ -278,6 +286,17 @@ std::vector<DeliveryResult> ResultsOf(projections::BatchPlan& plan) {
                            .receipt_id = planned.receipt_id});
     }
     return results;
+}
+
+// The keys of the batch's bodies, in order.
+std::vector<Sha256Digest> BodyDigests(std::span<const Delivery> deliveries) {
+    std::vector<Sha256Digest> digests;
+    digests.reserve(deliveries.size());
+    for (const Delivery& delivery : deliveries) {
+        digests.push_back(delivery.rendered ? delivery.rendered->body_digest
+                                            : Sha256(delivery.receipt.body));
+    }
+    return digests;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -333,7 +352,9 @@ std::optional<std::vector<DeliveryResult>> WriteFromCache(pqxx::connection& conn
     std::optional<projections::LedgerState> state = cache.StateFor(keys, head);
     if (!state) return std::nullopt;
     const Clock::time_point started = Clock::now();
-    PlannedWrite planned = PlanWrite(deliveries, *state, head);
+    // Known while the ledger is the cache's, which the write's first statement checks.
+    PlannedWrite planned = PlanWrite(deliveries, *state, head,
+                                     cache.StoredBodies(BodyDigests(deliveries), *state, head));
     std::vector<PipelineStatement> statements;
     statements.push_back({.sql = "BEGIN"});
     statements.push_back(
@@ -373,7 +394,7 @@ std::optional<std::vector<DeliveryResult>> WriteFromCache(pqxx::connection& conn
         stats->plan = write_begins - started;
         stats->write = Clock::now() - write_begins;
     }
-    RememberCommitted(cache, keys, *state, planned.plan, planned.head);
+    RememberCommitted(cache, keys, *state, planned.plan, planned.head, planned.stored_bodies);
     return ResultsOf(planned.plan);
 }
 
@@ -437,9 +458,16 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
         TransactionBlock block{connection};
         StoredState stored = LockAndRead(block, keys);  // BEGIN, the lock, the read.
         const Clock::time_point read_done = Clock::now();
-        PlannedWrite planned = cache != nullptr  // The cache learns from the state after.
-                                   ? PlanWrite(deliveries, stored.state, stored.head)
-                                   : PlanWrite(deliveries, std::move(stored.state), stored.head);
+        if (cache != nullptr) cache->ForgetUnlessAt(stored.state, stored.head);
+        // Bodies known stored when the ledger read under the lock is the one the cache knows.
+        const WriterCache::Digests bodies_stored =
+            cache != nullptr
+                ? cache->StoredBodies(BodyDigests(deliveries), stored.state, stored.head)
+                : WriterCache::Digests{};
+        PlannedWrite planned =
+            cache != nullptr  // The cache learns from the state after.
+                ? PlanWrite(deliveries, stored.state, stored.head, bodies_stored)
+                : PlanWrite(deliveries, std::move(stored.state), stored.head, bodies_stored);
         const Clock::time_point write_begins = Clock::now();
         WriteAndCommit(block, std::move(planned.params));  // The write and COMMIT.
         if (stats != nullptr) {
@@ -450,7 +478,8 @@ std::vector<DeliveryResult> WriteBatch(pqxx::connection& connection,
                       .write = Clock::now() - write_begins};
         }
         if (cache != nullptr) {
-            RememberCommitted(*cache, keys, stored.state, planned.plan, planned.head);
+            RememberCommitted(*cache, keys, stored.state, planned.plan, planned.head,
+                              planned.stored_bodies);
         }
         return ResultsOf(planned.plan);  // The answers, only now that the batch is committed.
     } catch (...) {

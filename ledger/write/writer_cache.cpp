@@ -1,6 +1,7 @@
 #include "ledger/write/writer_cache.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "ledger/pg/storable_text.hpp"
 
@@ -29,6 +30,12 @@ Event AsStored(Event event) {
 
 }  // namespace
 
+std::size_t WriterCache::DigestHash::operator()(const Sha256Digest& digest) const noexcept {
+    std::size_t hash = 0;
+    std::memcpy(&hash, digest.data(), sizeof hash);
+    return hash;
+}
+
 WriterCache::WriterCache(std::size_t orders_max)
     : generation_max_(std::max<std::size_t>(1, orders_max / 2)) {}
 
@@ -42,6 +49,8 @@ void WriterCache::ClearLocked() {
     history_.clear();
     Drop(newer_);
     Drop(older_);
+    newer_bodies_.clear();
+    older_bodies_.clear();
 }
 
 bool WriterCache::valid() const {
@@ -98,7 +107,8 @@ void WriterCache::Insert(const std::string& key, std::vector<Event> events) {
 
 void WriterCache::Remember(const projections::LedgerState& before, std::int64_t next_seq_after,
                            std::int64_t next_receipt_id_after, const ChainValue& head,
-                           std::map<std::string, std::vector<Event>> events) {
+                           std::map<std::string, std::vector<Event>> events,
+                           const std::vector<Sha256Digest>& stored_bodies) {
     std::lock_guard lock{mutex_};
     const bool continued =
         valid_ && before.next_seq == next_seq_ && before.next_receipt_id == next_receipt_id_;
@@ -119,6 +129,39 @@ void WriterCache::Remember(const projections::LedgerState& before, std::int64_t 
     next_receipt_id_ = next_receipt_id_after;
     head_ = head;
     for (auto& [key, stored] : events) Insert(key, std::move(stored));
+    for (const Sha256Digest& digest : stored_bodies) {
+        if (older_bodies_.count(digest) != 0) continue;
+        newer_bodies_.insert(digest);
+        if (newer_bodies_.size() >= generation_max_) {
+            older_bodies_ = std::move(newer_bodies_);
+            newer_bodies_ = Digests{};
+        }
+    }
+}
+
+void WriterCache::ForgetUnlessAt(const projections::LedgerState& state, const ChainValue& head) {
+    std::lock_guard lock{mutex_};
+    if (valid_ && (state.next_seq != next_seq_ || state.next_receipt_id != next_receipt_id_ ||
+                   head != head_)) {
+        ClearLocked();
+    }
+}
+
+WriterCache::Digests WriterCache::StoredBodies(const std::vector<Sha256Digest>& digests,
+                                               const projections::LedgerState& state,
+                                               const ChainValue& head) const {
+    std::lock_guard lock{mutex_};
+    Digests known;
+    if (!valid_ || state.next_seq != next_seq_ || state.next_receipt_id != next_receipt_id_ ||
+        head != head_) {
+        return known;
+    }
+    for (const Sha256Digest& digest : digests) {
+        if (newer_bodies_.count(digest) != 0 || older_bodies_.count(digest) != 0) {
+            known.insert(digest);
+        }
+    }
+    return known;
 }
 
 std::vector<std::string> WriterCache::Unknown(const std::vector<std::string>& keys) const {
@@ -162,7 +205,8 @@ std::size_t WriterCache::Learn(const ChainValue& snapshot_head,
 
 void RememberCommitted(WriterCache& cache, const std::set<std::string>& keys,
                        const projections::LedgerState& state, const projections::BatchPlan& plan,
-                       const ChainValue& head) noexcept {
+                       const ChainValue& head,
+                       const std::vector<Sha256Digest>& stored_bodies) noexcept {
     try {
         std::map<std::string, std::vector<Event>> events;
         for (const std::string& key : keys) {
@@ -175,7 +219,7 @@ void RememberCommitted(WriterCache& cache, const std::set<std::string>& keys,
             events.at(event.out_trade_no).push_back(AsStored(event));
         }
         cache.Remember(state, plan.last_seq > 0 ? plan.last_seq + 1 : state.next_seq,
-                       plan.last_receipt_id + 1, head, std::move(events));
+                       plan.last_receipt_id + 1, head, std::move(events), stored_bodies);
     } catch (...) {
         cache.Clear();
     }

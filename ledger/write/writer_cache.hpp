@@ -8,9 +8,11 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "ledger/base/bytes.hpp"       // Sha256Digest.
 #include "ledger/integrity/chain.hpp"  // ChainValue.
 #include "projections/event.hpp"
 #include "projections/plan.hpp"  // LedgerState.
@@ -33,11 +35,19 @@ namespace payledger::ledger {
 // writer (Learn, the Committer's prefetch: docs/write-path.md#the-writer-cache), so that a batch
 // whose orders were registered long ago, or by another process, is planned without a read of
 // its own under the lock.
+// It also knows which bodies receipt_bodies holds because its own batches stored them
+// (StoredBodies): a retried notice is most often the same bytes as the one that appended, and
+// its batch then sends no body for the database to look up (docs/write-path.md#the-writer-cache).
 // Thread-safe (one mutex; the writer takes it a few times a batch), but written by one writer
 // only: one per writing connection, like the connection.
 class WriterCache {
 public:
     using Generation = std::unordered_map<std::string, std::vector<projections::Event>>;
+    // A SHA-256 is uniform: its first 8 bytes are its hash.
+    struct DigestHash {
+        std::size_t operator()(const Sha256Digest& digest) const noexcept;
+    };
+    using Digests = std::unordered_set<Sha256Digest, DigestHash>;
 
     explicit WriterCache(std::size_t orders_max);
 
@@ -56,9 +66,28 @@ public:
     // ledger as it left it, the next ids `after`, the chain's `head`, and the events of every
     // order it named (an empty vector for one without). When `before` is not where the cache
     // left the ledger, another writer wrote in between: what else the cache held is forgotten.
+    // `stored_bodies`: the keys of the bodies the batch's receipts certainly stored (or found
+    // stored), those of every receipt but a duplicate.
     void Remember(const projections::LedgerState& before, std::int64_t next_seq_after,
                   std::int64_t next_receipt_id_after, const ChainValue& head,
-                  std::map<std::string, std::vector<projections::Event>> events);
+                  std::map<std::string, std::vector<projections::Event>> events,
+                  const std::vector<Sha256Digest>& stored_bodies = {});
+
+    // Forgets everything unless the ledger read under the writer lock (its next ids `state`,
+    // its chain's `head`) is the one the cache knows: other ids mean another writer's batches
+    // (Remember would forget then too), the same ids with another head a ledger that lost
+    // batches this cache remembers (a failover to a standby without them).
+    void ForgetUnlessAt(const projections::LedgerState& state, const ChainValue& head);
+
+    // Of `digests`, the bodies receipt_bodies holds because this writer's committed batches
+    // stored them, when the ledger is still the one the cache knows (its next ids and chain's
+    // head are `state`'s and `head`): every receipt this writer committed is then in it, since
+    // the head is the chain over all of them, and receipt_bodies is append-only. Empty
+    // otherwise. A body named here is not sent again: a wrong answer would leave a receipt
+    // naming bytes nobody stored, so the cache forgets them whenever it forgets the ledger.
+    [[nodiscard]] Digests StoredBodies(const std::vector<Sha256Digest>& digests,
+                                       const projections::LedgerState& state,
+                                       const ChainValue& head) const;
 
     // Of `keys`, those the cache does not know (what a prefetch should read).
     [[nodiscard]] std::vector<std::string> Unknown(const std::vector<std::string>& keys) const;
@@ -98,14 +127,19 @@ private:
     Generation newer_;
     Generation older_;
     std::vector<Generation> dropped_;  // TakeDropped().
+    // StoredBodies(): two generations of at most generation_max_ keys each, as the orders.
+    Digests newer_bodies_;
+    Digests older_bodies_;
 };
 
 // Tells `cache` what a committed batch, `plan` planned on `state` with the chain's `head` after
 // it, left: the events of each order named in `keys` as the database stores them, and the next
 // ids. After the COMMIT, so a failure here (out of memory) must not fail the committed batch:
 // it only makes the cache forget.
+// `stored_bodies` as Remember's.
 void RememberCommitted(WriterCache& cache, const std::set<std::string>& keys,
                        const projections::LedgerState& state, const projections::BatchPlan& plan,
-                       const ChainValue& head) noexcept;
+                       const ChainValue& head,
+                       const std::vector<Sha256Digest>& stored_bodies = {}) noexcept;
 
 }  // namespace payledger::ledger

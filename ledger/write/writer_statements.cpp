@@ -99,8 +99,9 @@ constexpr const char* kBeginFromCacheSql =
 // invariant error as a wrong count. ON CONFLICT DO NOTHING, which only turned that into a
 // wrong count, cost a speculative insertion per row (an arbiter index probe, and a WAL record
 // that confirms the row): bench/write/run.sh measures about 5 us per event and per new
-// order, 15-25 % of their inserts. Balances stay an upsert: their rows may exist, and so may
-// a receipt's body (receipt_bodies, keyed by its SHA-256: stored by an earlier batch).
+// order, 15-25 % of their inserts. Balances stay an upsert: their rows may exist. A receipt's
+// body may exist too (receipt_bodies, keyed by its SHA-256: stored by an earlier batch), and is
+// inserted only where it does not (rb).
 // Each part's rows come as one array per column, bound in binary (ledger/pg/binary_params.hpp):
 // no JSON to parse and no literal to scan, only headers and data become jsonb (and an order's
 // anomalies, a text array literal each, text[]). bench/write/run.sh measures it against the
@@ -139,13 +140,16 @@ WITH rx AS (
     RETURNING 1
 ), rb AS (
     -- The batch's distinct bodies ({ref bodies.body_sha256} their keys, {ref bodies.body} their bytes), each stored once: not
-    -- again when a receipt before kept the same bytes, and not at all when none of its
-    -- receipts here keeps it. Not counted: how many are new is not the plan's to know.
+    -- again when receipt_bodies holds the bytes (the writer sends none it knows stored), and
+    -- not at all when none of its receipts here keeps them. Not counted: how many are new is not
+    -- the plan's to know. A plain INSERT behind NOT EXISTS, not ON CONFLICT DO NOTHING, whose
+    -- speculative insertion writes a second WAL record per row: every writer holds the lock, so
+    -- nothing can come in between, and what did would fail the statement (a unique violation).
     INSERT INTO receipt_bodies (body_sha256, body)
     SELECT u.body_sha256, u.body
     FROM {unnest bodies AS u}
     WHERE EXISTS (SELECT FROM rx WHERE rx.body_sha256 = u.body_sha256 AND rx.body_stored)
-    ON CONFLICT (body_sha256) DO NOTHING
+      AND NOT EXISTS (SELECT FROM receipt_bodies AS s WHERE s.body_sha256 = u.body_sha256)
 ), e AS (
     INSERT INTO ledger_events
         (seq, out_trade_no, event_type, source, account_id, amount, currency, transaction_id,

@@ -3,8 +3,9 @@
 // 100 duplicate receipts a further duplicate is a receipt without a body, so replaying one
 // genuine notice, padded or not, adds rows but never bodies. Also: the boundary exactly (the
 // 100th duplicate kept, the 101st not, in one batch or two); the receipt object of one kept
-// without its body, through HTTP; and receipt pages whose bodies are read a bounded amount at
-// a time.
+// without its body, through HTTP; receipt pages whose bodies are read a bounded amount at
+// a time; and the writer's cache, which sends no body it knows stored, never naming bytes a
+// ledger taken back no longer has.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -207,6 +208,55 @@ TEST_F(ReceiptBodiesPgTest, TheHundredthDuplicateIsKeptAndTheNextIsNotInOneBatch
                        std::to_string(results[i].receipt_id)),
             ledger::Sha256Hex(second[i].receipt.body) + (i == 1 || i == 3 ? " false" : " true"))
             << i;
+    }
+}
+
+// The writer's cache vouches for the bodies its own batches stored (WriterCache::StoredBodies),
+// and its batches then send no body for them; but only while the ledger is the one it knows.
+// Here the batch that stored two bodies is taken back, as a failover to a standby without it
+// would, except that the sequences stay where they were: the next batch reads (its order is
+// unknown to the cache) a ledger with the cache's next ids but another chain's head, and it,
+// and the batch after it through the cache, must store each body again, never name bytes nobody
+// has.
+TEST_F(ReceiptBodiesPgTest, BodiesAreStoredAgainWhenTheBatchThatStoredThemWasTakenBack) {
+    ASSERT_EQ(Write({NewOrder("T-1")})[0].outcome, Outcome::kAppended);  // Not through the cache.
+    ledger::WriterCache cache{1000};
+    const std::string notice = Notice("T-1");
+    const std::string forged = "forged T-1";
+    const std::vector<DeliveryResult> refused =
+        Write({Refused("T-1", notice), Refused("T-1", forged)}, &cache);
+    ASSERT_EQ(refused[0].outcome, Outcome::kBadSignature);
+    const auto key = [](const std::string& body) {
+        return "sha256(convert_to('" + body + "', 'UTF8'))";
+    };
+    const auto stored = [&](const std::string& body) {
+        return Count("FROM receipt_bodies WHERE body_sha256 = " + key(body));
+    };
+    ASSERT_EQ(stored(notice), "1");
+    ASSERT_EQ(stored(forged), "1");
+    ASSERT_EQ(db_.Scalar("SET LOCAL session_replication_role = replica; "
+                         "DELETE FROM receipt_bodies WHERE body_sha256 IN (" +
+                         key(notice) + ", " + key(forged) +
+                         "); DELETE FROM callback_receipts WHERE id >= " +
+                         std::to_string(refused[0].receipt_id) + "; SELECT 'taken back'"),
+              "taken back");
+
+    ASSERT_EQ(Write({PaymentWithBody("T-1", notice)}, &cache)[0].outcome, Outcome::kAppended);
+    EXPECT_EQ(stored(notice), "1");
+    ASSERT_EQ(Write({Refused("T-1", forged)}, &cache)[0].outcome, Outcome::kBadSignature);
+    EXPECT_EQ(stored(forged), "1");
+    EXPECT_EQ(Count("FROM callback_receipts r WHERE r.body IS NULL AND NOT EXISTS "
+                    "(SELECT FROM receipt_bodies b WHERE b.body_sha256 = r.body_sha256)"),
+              "0");
+
+    // With the ledger the cache knows, a byte-identical duplicate refers to the stored body.
+    ASSERT_EQ(Write({PaymentWithBody("T-1", notice)}, &cache)[0].outcome, Outcome::kDuplicate);
+    pqxx::read_transaction tx{*connection_};
+    const std::vector<Receipt> receipts = ledger::ReadOrderReceipts(tx, "T-1", 0, 10);
+    ASSERT_EQ(receipts.size(), 4u);  // The order's, the payment's, the refusal's, the duplicate's.
+    for (std::size_t i = 1; i < receipts.size(); ++i) {
+        EXPECT_TRUE(receipts[i].body_stored) << i;
+        EXPECT_EQ(receipts[i].body, i == 2 ? forged : notice) << i;
     }
 }
 

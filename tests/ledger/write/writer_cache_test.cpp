@@ -2,7 +2,9 @@
 // two generations, what it drops and hands over, what it forgets on Clear or when another writer's
 // batch came in between, and the form in which RememberCommitted keeps a batch's events), and
 // what it learns from a prefetch (Learn: only a snapshot of the ledger it knows, or of the one
-// before its last batch without the orders that batch named). That
+// before its last batch without the orders that batch named), and which stored bodies it vouches
+// for (StoredBodies: only those its own batches stored, only while the ledger is the one it
+// knows, at most its bound). That
 // a batch planned from it decides as one planned from a read is proved against PostgreSQL in
 // writer_cache_pgtest.cpp.
 #include "ledger/write/writer_cache.hpp"
@@ -281,6 +283,59 @@ TEST(WriterCacheTest, UnknownNamesTheOrdersItDoesNotKnow) {
     remembering.Order(1);
     EXPECT_EQ(cache.Unknown({"ORD-1", "ORD-2", "ORD-3"}),
               (std::vector<std::string>{"ORD-2", "ORD-3"}));
+}
+
+// A body key whose first byte is `tag`.
+Sha256Digest Digest(unsigned char tag) {
+    Sha256Digest digest{};
+    digest[0] = tag;
+    return digest;
+}
+
+TEST(WriterCacheTest, VouchesOnlyForBodiesItsBatchesStoredWhileTheLedgerIsTheOneItKnows) {
+    WriterCache cache{100};
+    const projections::LedgerState before{.next_seq = 1, .next_receipt_id = 1};
+    const projections::LedgerState after{.next_seq = 2, .next_receipt_id = 3};
+    ChainValue head{};
+    head[0] = 7;
+    std::map<std::string, std::vector<Event>> events;
+    events["ORD-1"];
+    cache.Remember(before, 2, 3, head, std::move(events), {Digest(1), Digest(2)});
+    const std::vector<Sha256Digest> asked{Digest(1), Digest(2), Digest(3)};
+    EXPECT_EQ(cache.StoredBodies(asked, after, head), (WriterCache::Digests{Digest(1), Digest(2)}));
+
+    // Another ledger than the one it knows: other next ids, or another chain's head (a failover
+    // that took its batch back can reach the same ids), vouches for nothing.
+    EXPECT_TRUE(cache.StoredBodies(asked, before, head).empty());
+    EXPECT_TRUE(cache.StoredBodies(asked, {.next_seq = 2, .next_receipt_id = 4}, head).empty());
+    ChainValue other = head;
+    other[1] = 1;
+    EXPECT_TRUE(cache.StoredBodies(asked, after, other).empty());
+
+    // Another writer's batch came in between: forgotten, and only the new batch's are known.
+    cache.Remember({.next_seq = 5, .next_receipt_id = 9}, 5, 10, head, {}, {Digest(3)});
+    const projections::LedgerState now{.next_seq = 5, .next_receipt_id = 10};
+    EXPECT_EQ(cache.StoredBodies(asked, now, head), (WriterCache::Digests{Digest(3)}));
+
+    cache.Clear();
+    EXPECT_TRUE(cache.StoredBodies(asked, now, head).empty());
+}
+
+TEST(WriterCacheTest, VouchesForAtMostItsBoundOfBodiesTheNewestFirst) {
+    WriterCache cache{4};  // Two generations of 2.
+    ChainValue head{};
+    for (int i = 1; i <= 10; ++i) {
+        cache.Remember({.next_seq = 1, .next_receipt_id = i}, 1, i + 1, head, {},
+                       {Digest(static_cast<unsigned char>(i))});
+    }
+    std::vector<Sha256Digest> all;
+    for (int i = 1; i <= 10; ++i) all.push_back(Digest(static_cast<unsigned char>(i)));
+    const WriterCache::Digests known =
+        cache.StoredBodies(all, {.next_seq = 1, .next_receipt_id = 11}, head);
+    EXPECT_LE(known.size(), 4u);
+    EXPECT_GE(known.size(), 2u);
+    EXPECT_EQ(known.count(Digest(10)), 1u);
+    EXPECT_EQ(known.count(Digest(1)), 0u);
 }
 
 }  // namespace

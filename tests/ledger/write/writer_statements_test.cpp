@@ -53,13 +53,16 @@ WITH rx AS (
     RETURNING 1
 ), rb AS (
     -- The batch's distinct bodies ($48 their keys, $49 their bytes), each stored once: not
-    -- again when a receipt before kept the same bytes, and not at all when none of its
-    -- receipts here keeps it. Not counted: how many are new is not the plan's to know.
+    -- again when receipt_bodies holds the bytes (the writer sends none it knows stored), and
+    -- not at all when none of its receipts here keeps them. Not counted: how many are new is not
+    -- the plan's to know. A plain INSERT behind NOT EXISTS, not ON CONFLICT DO NOTHING, whose
+    -- speculative insertion writes a second WAL record per row: every writer holds the lock, so
+    -- nothing can come in between, and what did would fail the statement (a unique violation).
     INSERT INTO receipt_bodies (body_sha256, body)
     SELECT u.body_sha256, u.body
     FROM unnest($48::bytea[], $49::bytea[]) AS u(body_sha256, body)
     WHERE EXISTS (SELECT FROM rx WHERE rx.body_sha256 = u.body_sha256 AND rx.body_stored)
-    ON CONFLICT (body_sha256) DO NOTHING
+      AND NOT EXISTS (SELECT FROM receipt_bodies AS s WHERE s.body_sha256 = u.body_sha256)
 ), e AS (
     INSERT INTO ledger_events
         (seq, out_trade_no, event_type, source, account_id, amount, currency, transaction_id,
