@@ -6,11 +6,13 @@
 # buffers and WAL the statements touched, from pg_stat_statements, per callback.
 #
 #   bench/load/instructions.sh [--bin PAYLEDGER]... [--orders 2000] [--connections 8]
-#                              [-- RUN_SH_STYLE_NOTHING]
+#                              [--analyze]
 #   --bin PAYLEDGER  a payledger binary to measure (repeatable; default: the working tree's,
 #                    built as bench/load/run.sh builds it); the load generator is the tree's
 #   --orders N       orders registered through POST /v1/orders, then their signed generic
 #                    callback twice each, shuffled (50 % duplicates)
+#   --analyze        ANALYZE between the two, as bench/load/run.sh's phase (b) does: the plans
+#                    PostgreSQL makes with statistics instead of without
 #
 # For each binary, on a fresh throwaway PostgreSQL: serve starts under callgrind (instrumentation
 # off until the workload), the orders are registered, then the callbacks; the counts of each
@@ -24,11 +26,13 @@ source "$PAYLEDGER_ROOT/bench/lib/bench.sh"
 BINS=()
 ORDERS=2000
 CONNECTIONS=8
+ANALYZE=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) BINS+=("$2"); shift 2 ;;
         --orders) ORDERS="$2"; shift 2 ;;
         --connections) CONNECTIONS="$2"; shift 2 ;;
+        --analyze) ANALYZE=1; shift ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
     esac
@@ -88,6 +92,7 @@ JSON
     callgrind_control -i on "$SERVER_PID" >/dev/null
     "$LOADGEN" --label create --mode create --orders "$ORDERS" "${args[@]}" >/dev/null
     callgrind_control -d create "$SERVER_PID" >/dev/null
+    [ -z "$ANALYZE" ] || bench_psql payledger -c ANALYZE >/dev/null
     bench_psql payledger -c "SELECT pg_stat_statements_reset()" >/dev/null
     "$LOADGEN" --label pay --mode pay --expect either --copies 2 --orders "$ORDERS" \
         "${args[@]}" >/dev/null
@@ -118,7 +123,7 @@ JSON
 echo
 echo "### bench/load/instructions.sh"
 echo
-echo "\`bench/load/instructions.sh --orders $ORDERS --connections $CONNECTIONS\` — $(bench_machine)"
+echo "\`bench/load/instructions.sh --orders $ORDERS --connections $CONNECTIONS${ANALYZE:+ --analyze}\` — $(bench_machine)"
 echo
 echo "| binary | serve Ir per order registered | serve Ir per callback | PostgreSQL buffers hit per callback | read | WAL bytes per callback |"
 echo "| --- | --- | --- | --- | --- | --- |"
