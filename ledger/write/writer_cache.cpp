@@ -139,12 +139,14 @@ void WriterCache::Remember(const projections::LedgerState& before, std::int64_t 
     }
 }
 
+bool WriterCache::KnowsLocked(const projections::LedgerState& state, const ChainValue& head) const {
+    return valid_ && state.next_seq == next_seq_ && state.next_receipt_id == next_receipt_id_ &&
+           head == head_;
+}
+
 void WriterCache::ForgetUnlessAt(const projections::LedgerState& state, const ChainValue& head) {
     std::lock_guard lock{mutex_};
-    if (valid_ && (state.next_seq != next_seq_ || state.next_receipt_id != next_receipt_id_ ||
-                   head != head_)) {
-        ClearLocked();
-    }
+    if (valid_ && !KnowsLocked(state, head)) ClearLocked();
 }
 
 WriterCache::Digests WriterCache::StoredBodies(const std::vector<Sha256Digest>& digests,
@@ -152,10 +154,7 @@ WriterCache::Digests WriterCache::StoredBodies(const std::vector<Sha256Digest>& 
                                                const ChainValue& head) const {
     std::lock_guard lock{mutex_};
     Digests known;
-    if (!valid_ || state.next_seq != next_seq_ || state.next_receipt_id != next_receipt_id_ ||
-        head != head_) {
-        return known;
-    }
+    if (!KnowsLocked(state, head)) return known;
     for (const Sha256Digest& digest : digests) {
         if (newer_bodies_.count(digest) != 0 || older_bodies_.count(digest) != 0) {
             known.insert(digest);

@@ -107,6 +107,9 @@ private:
     void Drop(Generation& generation);  // Caller holds mutex_.
     void Insert(const std::string& key, std::vector<projections::Event> events);  // Likewise.
     void ClearLocked();                                                           // Likewise.
+    // Whether the ledger with next ids `state` and chain's `head` is the one the cache knows.
+    [[nodiscard]] bool KnowsLocked(const projections::LedgerState& state,
+                                   const ChainValue& head) const;  // Likewise.
     static constexpr std::size_t kDroppedMax = 2;
 
     const std::size_t generation_max_;
