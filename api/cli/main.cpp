@@ -26,6 +26,7 @@
 #include "api/log.hpp"
 #include "api/query/query_scheduler.hpp"
 #include "api/routes/app.hpp"
+#include "api/routes/route_table.hpp"
 #include "api/subscriptions/deliverer.hpp"
 #include "ledger/integrity/audit.hpp"
 #include "ledger/integrity/rebuild.hpp"
@@ -183,7 +184,8 @@ int Serve(const api::Config& config) {
                         .worker_threads = std::max<std::size_t>(8, 2 * cores),
                         .connections = config.limits,  // Its ConnectionLimits.
                         .trusted_proxies = config.trusted_proxies,
-                        .reserved_for = config.reserved_for}};
+                        .reserved_for = config.reserved_for,
+                        .probe_paths = api::ProbePaths()}};
     server.Start();  // From here on SIGTERM and SIGINT end ServeUntilSignal.
     api::LogJson("info", "{\"msg\":\"listening\",\"address\":\"" + config.listen_host + ":" +
                              std::to_string(server.port()) +

@@ -124,7 +124,8 @@ private:
         keep_alive_ = incoming.request.keep_alive();
         version_ = incoming.request.version();
         server_.RequestStarted();
-        net::post(server_.workers_,
+        const bool probe = server_.IsProbe(incoming.request.target());
+        net::post(probe ? server_.probes_.get_executor() : server_.workers_.get_executor(),
                   [self = shared_from_this(), incoming = std::move(incoming)]() mutable {
                       self->server_.handler_(std::move(incoming), [self](Response response) {
                           net::post(self->stream_.get_executor(),
@@ -330,6 +331,12 @@ bool Server::IsReserved(const net::ip::address& address) const {
                        [&](const Cidr& block) { return block.Contains(address); });
 }
 
+bool Server::IsProbe(std::string_view target) const {
+    const std::string_view path = target.substr(0, target.find('?'));
+    return std::find(options_.probe_paths.begin(), options_.probe_paths.end(), path) !=
+           options_.probe_paths.end();
+}
+
 void Server::Evict(ConnectionSlots::Id id) {
     std::shared_ptr<Session> victim;
     {
@@ -377,6 +384,7 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
     for (std::thread& thread : threads_) thread.join();
     threads_.clear();
     workers_.join();
+    probes_.join();
 }
 
 void Server::ServeUntilSignal(std::chrono::milliseconds grace,

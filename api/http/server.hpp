@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -46,6 +47,11 @@ public:
         std::vector<Cidr> trusted_proxies{};
         // limits.reserved_for: blocks whose connections always get a slot (ConnectionSlots).
         std::vector<Cidr> reserved_for{};
+        // Paths (the target before any query) handled on a thread of their own instead of the
+        // worker pool: an orchestrator's readiness probe never queues behind the application's
+        // requests (hundreds of /metrics scrapes, a burst of callbacks). One thread, so what is
+        // handled there must bound its own time (App::Ready: one connection, a wait of 2 s).
+        std::vector<std::string> probe_paths{};
     };
 
     Server(Handler handler, Options options);
@@ -72,6 +78,8 @@ private:
     void RequestFinished();
     [[nodiscard]] bool IsTrustedProxy(const net::ip::address& address) const;
     [[nodiscard]] bool IsReserved(const net::ip::address& address) const;
+    // Whether a request for `target` is handled on probes_ (Options::probe_paths).
+    [[nodiscard]] bool IsProbe(std::string_view target) const;
     // Closes the connection `id` whose slot ConnectionSlots gave to a new one.
     void Evict(ConnectionSlots::Id id);
 
@@ -85,6 +93,7 @@ private:
     net::io_context io_{};
     std::optional<net::signal_set> signals_{};  // Made by Start, before it listens.
     net::thread_pool workers_;
+    net::thread_pool probes_{1};  // Options::probe_paths.
     net::ip::tcp::acceptor acceptor_;
     std::vector<std::thread> threads_;
     unsigned short port_ = 0;

@@ -121,10 +121,18 @@ Response App::HandleAuditCheckpoint() {
     return MakeResponse(http::status::ok, "application/json", ledger::CheckpointJson(checkpoint));
 }
 
-Response App::Ready() {
+Response App::Ready(std::chrono::steady_clock::time_point started) {
     if (!ready_.load(std::memory_order_acquire)) {  // Still waiting or migrating.
         return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
                              "the database is unreachable");
+    }
+    // Serve handles the checks one at a time on a thread of their own (main.cpp, the server's
+    // probe_paths): one that waited behind slow ones as long as the connection's own wait
+    // answers at once, so that checks piling up on a database that hangs drain as fast as they
+    // come instead of each waiting its turn.
+    if (std::chrono::steady_clock::now() - started > kReadinessWaitMax) {
+        return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
+                             "the database is answering too slowly");
     }
     try {
         // A connection of its own: readiness never waits behind the reads' pool.

@@ -272,7 +272,7 @@ void App::Handle(Incoming incoming, Respond respond) {
             case Operation::kHealthz:
                 return timed(JsonResponse(http::status::ok, {{"status", "ok"}}));
             case Operation::kReadyz:
-                return timed(Ready());
+                return timed(Ready(started));
             case Operation::kMetrics:
                 return timed(MetricsResponse());
             case Operation::kOpenApi:

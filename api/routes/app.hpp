@@ -81,7 +81,8 @@ private:
     void HandleEventExport(Incoming incoming, Respond respond);
     Response HandleAdminVerify();
     Response HandleAuditCheckpoint();
-    Response Ready();
+    // GET /readyz; `started`: when serve read the request.
+    Response Ready(std::chrono::steady_clock::time_point started);
     // GET /metrics: the process's metrics, the feed's waiters and the subscriptions'.
     Response MetricsResponse();
     // nullopt when the bearer token holds `role` (or admin, for auditor endpoints).

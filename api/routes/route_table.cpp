@@ -74,6 +74,14 @@ std::vector<std::string> PathSegments(std::string_view path) {
     }
 }
 
+std::vector<std::string> ProbePaths() {
+    std::vector<std::string> paths;
+    for (const Route& route : kRoutes) {
+        if (route.operation == Operation::kReadyz) paths.emplace_back(route.path);
+    }
+    return paths;
+}
+
 RouteMatch MatchRoute(const std::vector<std::string>& segments, verb method) {
     RouteMatch match;
     std::string_view matched_path;

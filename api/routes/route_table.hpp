@@ -62,6 +62,10 @@ struct Route {
 // would also match it: /console/ before /console/{file}).
 [[nodiscard]] std::span<const Route> Routes();
 
+// The paths serve handles on a thread of its own, never behind the worker pool's requests
+// (Server::Options::probe_paths): GET /readyz's, whose answer an orchestrator times.
+[[nodiscard]] std::vector<std::string> ProbePaths();
+
 // The path's segments as the router sees them: "/v1/orders/A" is {"v1", "orders", "A"}, "/" is
 // {}, "/console/" is {"console", ""}.
 [[nodiscard]] std::vector<std::string> PathSegments(std::string_view path);

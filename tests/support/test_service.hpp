@@ -8,6 +8,7 @@
 #include "api/http/metrics.hpp"
 #include "api/http/server.hpp"
 #include "api/routes/app.hpp"
+#include "api/routes/route_table.hpp"
 #include "ledger/pg/connection_pool.hpp"
 #include "ledger/write/committer.hpp"
 #include "support/http_client.hpp"
@@ -33,7 +34,11 @@ public:
                 api::Server::Options server = DefaultServerOptions());
 
     [[nodiscard]] static api::Server::Options DefaultServerOptions() {
-        return {.host = "127.0.0.1", .port = 0, .io_threads = 2, .worker_threads = 8};
+        return {.host = "127.0.0.1",
+                .port = 0,
+                .io_threads = 2,
+                .worker_threads = 8,
+                .probe_paths = api::ProbePaths()};
     }
     ~TestService();
 

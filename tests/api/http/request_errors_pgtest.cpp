@@ -4,21 +4,27 @@
 // std::terminate. The throw is injected where a test reaches without a seam, in the Respond the
 // server hands in: on the committer's thread after the commit, and on the worker itself (a stopped
 // committer answers at once, inside Handle). The same App and workers then go on answering.
+// Last, the server's probe lane: a probe answered while every worker is held.
 #include <gtest/gtest.h>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <vector>
 
 #include "api/http/metrics.hpp"
+#include "api/http/server.hpp"
 #include "api/routes/app.hpp"
+#include "api/routes/route_table.hpp"
 #include "ledger/pg/connection_pool.hpp"
 #include "ledger/write/committer.hpp"
 #include "projections/assert.hpp"
+#include "support/http_client.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
 
@@ -151,6 +157,74 @@ TEST_F(RequestErrorsPgTest, ARespondThatThrowsOnTheWorkerIsCalledOnceAndServingG
     ASSERT_EQ(throwing.all().size(), 1u);  // No 500 after the 503 that was being sent.
     EXPECT_EQ(throwing.all()[0].result(), http::status::service_unavailable);
     EXPECT_EQ(db_.Scalar("SELECT count(*) FROM callback_receipts"), "0");
+}
+
+// A readiness check that waited behind slow ones longer than its connection's own wait (2 s)
+// answers 503 at once, without the database, so that checks piling up behind a database that
+// hangs drain as fast as they come; one that did not wait is answered from the database.
+TEST_F(RequestErrorsPgTest, AReadinessCheckThatWaitedTooLongAnswers503AtOnce) {
+    Incoming late = MakeIncoming(http::verb::get, "/readyz", "");
+    late.started -= std::chrono::seconds{3};
+    const Response stale = Answer(std::move(late));
+    EXPECT_EQ(stale.result(), http::status::service_unavailable);
+    EXPECT_NE(stale.body().find("answering too slowly"), std::string::npos) << stale.body();
+    const Response fresh = Answer(MakeIncoming(http::verb::get, "/readyz", ""));
+    EXPECT_EQ(fresh.result(), http::status::ok) << fresh.body();
+}
+
+// The server's probe lane: with every worker held by a request that has not finished (and one
+// more waiting behind them), a request for a probe path is still answered, by the probe lane's
+// own thread (Server::Options::probe_paths, which serve and TestService set to /readyz). On
+// the worker pool it would wait behind all of them.
+TEST(ServerProbeLaneTest, AProbeIsAnsweredWhileEveryWorkerIsBusy) {
+    std::mutex mutex;
+    std::condition_variable changed;
+    int busy = 0;
+    bool released = false;
+    Server server{[&](Incoming incoming, Respond respond) {
+                      if (incoming.request.target() == "/slow") {
+                          std::unique_lock lock{mutex};
+                          ++busy;
+                          changed.notify_all();
+                          changed.wait(lock, [&] { return released; });
+                      }
+                      respond(MakeResponse(http::status::ok, "text/plain", "answered"));
+                  },
+                  {.host = "127.0.0.1",
+                   .port = 0,
+                   .io_threads = 1,
+                   .worker_threads = 2,
+                   .probe_paths = ProbePaths()}};
+    server.Start();
+    const auto release = [&] {
+        std::lock_guard lock{mutex};
+        released = true;
+        changed.notify_all();
+    };
+    std::vector<std::future<int>> slow;
+    for (int i = 0; i < 3; ++i) {
+        slow.push_back(std::async(std::launch::async, [port = server.port()] {
+            testing::HttpClient client{port};
+            return client.Get("/slow").status;
+        }));
+    }
+    bool workers_busy = false;
+    {
+        std::unique_lock lock{mutex};
+        workers_busy = changed.wait_for(lock, std::chrono::seconds{30}, [&] { return busy == 2; });
+    }
+    if (!workers_busy) release();
+    ASSERT_TRUE(workers_busy);
+    std::future<testing::HttpResult> probe = std::async(std::launch::async, [port = server.port()] {
+        testing::HttpClient client{port};
+        return client.Get("/readyz?verbose=1");
+    });
+    const bool answered = probe.wait_for(std::chrono::seconds{30}) == std::future_status::ready;
+    release();  // Whatever happened: the workers finish, so that the futures and server can end.
+    ASSERT_TRUE(answered) << "the probe waited behind the busy workers";
+    EXPECT_EQ(probe.get().status, 200);
+    for (std::future<int>& request : slow) EXPECT_EQ(request.get(), 200);
+    server.Shutdown(std::chrono::seconds{10});
 }
 
 }  // namespace
