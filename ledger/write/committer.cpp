@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "ledger/pg/failures.hpp"
+#include "ledger/write/writer_statements.hpp"
 #include "projections/assert.hpp"
 
 namespace payledger::ledger {
@@ -188,6 +189,8 @@ void Committer::PrefetchLoop() {
             if (cache_->Unknown(keys).empty()) continue;  // No round trip for what it knows.
             if (connection == nullptr || IdleSessionEnded(*connection)) {
                 connection = Connect(options_.url, session);
+                pqxx::nontransaction settings{*connection};
+                settings.exec(std::string(kPrefetchSessionSql));
             }
             stats_.prefetch_reads.fetch_add(1);
             stats_.prefetched_orders.fetch_add(PrefetchState(*connection, keys, *cache_));
