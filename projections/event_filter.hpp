@@ -12,7 +12,7 @@ namespace payledger::projections {
 // one of `event_types` and its account one of `accounts`, an empty set not filtering at all. The
 // one definition: the feed window applies Matches in memory, and
 // ledger/subscriptions/subscriptions.cpp reads with the same rule in SQL, its twin, which
-// tests/subscriptions/feed_window_pgtest.cpp and
+// tests/api/subscriptions/feed_window_pgtest.cpp and
 // tests/ledger/subscriptions/subscriptions_pgtest.cpp hold equal to Matches.
 struct EventFilter {
     std::set<EventType> event_types{};

@@ -15,7 +15,7 @@ namespace payledger::api {
 // The decisions of a subscription's thread (SubscriptionDeliverer, deliverer.hpp), apart from
 // its I/O: given what is stored, what the receiver answered and what the clock says, what to
 // do next. Pure: no database, no network, no clock and no randomness of their own, so that each
-// branch is tested alone (tests/subscriptions/delivery_decision_test.cpp). The deliverer reads,
+// branch is tested alone (tests/api/subscriptions/delivery_decision_test.cpp). The deliverer reads,
 // POSTs and stores; these functions decide.
 
 // Before a POST: whether the thread may deliver now, from the stored state.

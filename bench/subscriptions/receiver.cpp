@@ -7,7 +7,7 @@
 //
 // It shares no code with payledger (it is what a merchant would run): Beast, nlohmann_json and
 // CLI11 only. It does not verify the signatures (the project's tests check them with the Node
-// library, tests/subscriptions/verify_signatures.mjs); it checks the order and completeness the
+// library, tests/api/subscriptions/verify_signatures.mjs); it checks the order and completeness the
 // benchmark needs:
 //   - per subscription, seqs arrive strictly ascending; a seq seen before is a redelivery,
 //     counted apart; a new seq at or below the highest seen is out of order;

@@ -2,7 +2,7 @@
 // table of (filter, event type, account, expected), and the filter a subscription's config makes
 // (every type is no type filter; no accounts is every account). The SQL twin is held equal to
 // Matches by tests/ledger/subscriptions/subscriptions_pgtest.cpp and
-// tests/subscriptions/feed_window_pgtest.cpp.
+// tests/api/subscriptions/feed_window_pgtest.cpp.
 
 #include "projections/event_filter.hpp"
 

@@ -32,7 +32,6 @@
 #include "ledger/base/bytes.hpp"
 #include "ledger/integrity/audit.hpp"
 #include "projections/validate.hpp"
-#include "subscriptions/webhook_receiver.hpp"
 #include "support/http_client.hpp"
 #include "support/polling.hpp"
 #include "support/queried_channels.hpp"
@@ -40,6 +39,7 @@
 #include "support/simulator_process.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
+#include "support/webhook_receiver.hpp"
 
 namespace payledger::api {
 namespace {

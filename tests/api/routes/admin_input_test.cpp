@@ -1,5 +1,6 @@
 // Tests of api/routes/admin_input.hpp: the rewind body's cursor, accepted and refused in a table
-// (the admin endpoint's own test, through serve, is in tests/subscriptions/delivery_pgtest.cpp).
+// (the admin endpoint's own test, through serve, is in
+// tests/api/subscriptions/delivery_pgtest.cpp).
 #include "api/routes/admin_input.hpp"
 
 #include <gtest/gtest.h>

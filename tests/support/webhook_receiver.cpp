@@ -1,4 +1,4 @@
-#include "tests/subscriptions/webhook_receiver.hpp"
+#include "tests/support/webhook_receiver.hpp"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -25,11 +25,11 @@
 #include "api/channels/generic_channel.hpp"
 #include "api/subscriptions/webhook_signature.hpp"
 #include "projections/assert.hpp"
-#include "subscriptions/webhook_receiver.hpp"
 #include "support/http_client.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
+#include "support/webhook_receiver.hpp"
 
 namespace payledger::api {
 namespace {

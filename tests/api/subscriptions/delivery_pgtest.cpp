@@ -29,11 +29,11 @@
 #include <vector>
 
 #include "api/channels/generic_channel.hpp"
-#include "subscriptions/webhook_receiver.hpp"
 #include "support/http_client.hpp"
 #include "support/serve_process.hpp"
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
+#include "support/webhook_receiver.hpp"
 
 namespace payledger::api {
 namespace {
@@ -130,13 +130,13 @@ std::vector<std::int64_t> Acknowledged(const std::vector<ReceivedRequest>& reque
     return seqs;
 }
 
-// Checks every request with the npm `standardwebhooks` library (tests/subscriptions/), plus a
+// Checks every request with the npm `standardwebhooks` library (tests/api/subscriptions/), plus a
 // tampered copy that must not verify. Skipped when the library is not installed, except in CI.
 void VerifyWithTheReferenceLibrary(const std::vector<ReceivedRequest>& requests) {
     const std::string script =
-        std::string(PAYLEDGER_SOURCE_DIR) + "/tests/subscriptions/verify_signatures.mjs";
+        std::string(PAYLEDGER_SOURCE_DIR) + "/tests/api/subscriptions/verify_signatures.mjs";
     if (!std::filesystem::exists(std::string(PAYLEDGER_SOURCE_DIR) +
-                                 "/tests/subscriptions/node_modules/standardwebhooks") &&
+                                 "/tests/api/subscriptions/node_modules/standardwebhooks") &&
         std::getenv("CI") == nullptr) {
         std::printf("standardwebhooks not installed: signatures not checked by it\n");
         return;

@@ -22,9 +22,9 @@
 #include "ledger/subscriptions/subscriptions.hpp"
 #include "ledger/write/writer.hpp"
 #include "projections/assert.hpp"
-#include "subscriptions/webhook_receiver.hpp"
 #include "support/deliveries.hpp"
 #include "support/test_database.hpp"
+#include "support/webhook_receiver.hpp"
 
 namespace payledger::api {
 namespace {

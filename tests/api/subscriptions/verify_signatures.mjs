@@ -1,6 +1,6 @@
 // Verifies webhook requests signed by payledger with the Standard Webhooks reference library
 // (npm `standardwebhooks`, pinned in package.json beside this file; scripts/test installs it
-// with `npm ci --prefix tests/subscriptions`).
+// with `npm ci --prefix tests/api/subscriptions`).
 //
 //   webhook_sign_requests | node verify_signatures.mjs [file]
 //
@@ -17,7 +17,7 @@ let Webhook;
 try {
   ({ Webhook } = (await import("standardwebhooks")).default);
 } catch (error) {
-  console.error("standardwebhooks is not installed (npm ci --prefix tests/subscriptions): " +
+  console.error("standardwebhooks is not installed (npm ci --prefix tests/api/subscriptions): " +
                 error.message);
   process.exit(process.env.CI ? 1 : 77);
 }

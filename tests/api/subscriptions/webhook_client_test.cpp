@@ -1,5 +1,5 @@
 // Tests of api/subscriptions/webhook_client.hpp against real servers on 127.0.0.1 started by
-// each test (subscriptions/webhook_receiver.hpp). WebhookClient's kept connection: reused (plain
+// each test (tests/support/webhook_receiver.hpp). WebhookClient's kept connection: reused (plain
 // and TLS), replaced when the receiver closed it, Connection: close honoured, one per receiver,
 // a timeout never sent again. PostWebhook: the request as sent, the statuses and Retry-After a
 // receiver answers, a large answer, a receiver that never answers and one that never accepts (the
@@ -21,7 +21,7 @@
 #include <string>
 
 #include "ledger/base/bytes.hpp"
-#include "tests/subscriptions/webhook_receiver.hpp"
+#include "tests/support/webhook_receiver.hpp"
 
 namespace payledger::api {
 namespace {
