@@ -297,7 +297,11 @@ void QueryScheduler::ClaimLoop() {
             {
                 std::lock_guard lock{mutex_};
                 // As many as asked for: more may be due, taken as soon as an asker is idle.
-                more_due_ = idle > 0 && due.size() == idle;
+                // With no asker idle nothing was claimed and nothing learnt: the flag stays, so
+                // that the asker that reports its result and then counts itself idle (two steps,
+                // AskLoop) wakes this loop the second time too. Cleared here, it left a lone
+                // asker waiting the whole poll after each query (7 queries/s, every session idle).
+                if (idle > 0) more_due_ = due.size() == idle;
                 const auto claimed = std::chrono::steady_clock::now();
                 for (ledger::DueQuery& query : due) jobs_.push_back({std::move(query), claimed});
             }

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -621,6 +622,43 @@ TEST_F(ScriptedPlatformPgTest, ProbesFailuresAndOtherOrdersNeverStopTheSchedule)
           "payledger_queries_total{channel=\"wechat_v3\",answer=\"failed\"} 3"}) {
         EXPECT_NE(metrics.find(line), std::string::npos) << line << "\n" << metrics;
     }
+}
+
+// One asker (concurrency 1) goes from one due order to the next without waiting for the
+// claimer's poll (1 s): 40 orders due together are asked within seconds. The claimer used to miss
+// the asker's second notification (its result, then its being idle) and sleep the whole poll
+// after each query: 7 queries/s, every session idle (bench/README.md).
+TEST_F(ScriptedPlatformPgTest, ALoneAskerGoesFromOneDueOrderToTheNextWithoutWaitingForThePoll) {
+    PAYLEDGER_REQUIRE_DB(db_);
+    constexpr int kOrders = 40;
+    Script script;
+    for (int i = 0; i < kOrders; ++i) {
+        script.push_back(Signed(404, R"({"code":"ORDER_NOT_EXIST","message":"订单不存在"})"));
+    }
+    Start(std::move(script), {{"first_after_seconds", 3},
+                              {"schedule_seconds", {3600}},
+                              {"timeout_seconds", 5},
+                              {"concurrency", 1}});
+    for (int i = 0; i < kOrders; ++i) {
+        ASSERT_EQ(
+            PlatformQueryPgTest::Register(serve_->port(), "LONE-" + std::to_string(i), "wechat_v3")
+                .status,
+            201);
+    }
+    ASSERT_TRUE(receiver_->WaitForRequests(1, std::chrono::seconds{60}));
+    const auto first = std::chrono::steady_clock::now();
+    ASSERT_TRUE(receiver_->WaitForRequests(kOrders, std::chrono::seconds{60}));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - first).count();
+    std::printf("%d queries by one asker in %.2f s\n", kOrders, seconds);
+    // At the poll's pace the 40 took 5 s or more; each is milliseconds on loopback.
+    EXPECT_LT(seconds, 3.0);
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+            return db_.Scalar("SELECT count(*) FROM order_queries WHERE attempts = 1") ==
+                   std::to_string(kOrders);
+        },
+        std::chrono::seconds{30}));
 }
 
 // A serve stopped (SIGTERM) while it waits on a silent platform exits at once: the ask is
