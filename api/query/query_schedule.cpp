@@ -92,4 +92,24 @@ ScheduleStep NextStep(const ScheduleView& view, const AttemptOutcome& outcome,
     return next;
 }
 
+AskerPace PaceAskers(double callback_share, std::size_t concurrency) {
+    if (callback_share >= kCallbackShareBusy) return {.askers = 1, .rest_factor = kRestFactor};
+    return {.askers = std::max<std::size_t>(concurrency, 1), .rest_factor = 0};
+}
+
+double CallbackShare(const WriteLoadSample& from, const WriteLoadSample& to) {
+    const auto wall =
+        std::chrono::duration_cast<std::chrono::microseconds>(to.at - from.at).count();
+    if (wall <= 0 || to.deliveries <= from.deliveries || to.step_micros < from.step_micros) {
+        return 0.0;
+    }
+    const double deliveries = static_cast<double>(to.deliveries - from.deliveries);
+    const double answers =
+        to.answers > from.answers ? static_cast<double>(to.answers - from.answers) : 0.0;
+    const double callbacks = std::max(deliveries - answers, 0.0);
+    const double busy =
+        static_cast<double>(to.step_micros - from.step_micros) / static_cast<double>(wall);
+    return std::min(busy, 1.0) * (callbacks / deliveries);
+}
+
 }  // namespace payledger::api

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,5 +50,37 @@ struct ScheduleStep {
 // tried again after the next step.
 [[nodiscard]] ScheduleStep NextStep(const ScheduleView& view, const AttemptOutcome& outcome,
                                     projections::TimeMicros now, const QuerySchedule& schedule);
+
+// How hard the askers may ask (docs/query.md#pacing). Queries are background work: a backlog of
+// due orders must not take what the callbacks need. While the write path carries callbacks (the
+// committer spent at least kCallbackShareBusy of the last window writing batches that hold
+// them), the askers yield as PostgreSQL's autovacuum does to its foreground (a cost delay): one
+// asks at a time and, after each ask, none asks again for kRestFactor times that ask's duration
+// (a tenth of one asker's time, whatever the machine's speed). Otherwise all `concurrency` ask.
+inline constexpr double kCallbackShareBusy = 0.2;
+inline constexpr int kRestFactor = 9;
+
+struct AskerPace {
+    std::size_t askers = 1;  // At most this many asking at once.
+    int rest_factor = 0;     // After an ask, no other starts before rest_factor × its duration.
+    [[nodiscard]] bool Paced() const { return rest_factor > 0; }
+};
+
+[[nodiscard]] AskerPace PaceAskers(double callback_share, std::size_t concurrency);
+
+// The committer's counters at one instant, and how many of its deliveries were the scheduler's
+// own answers.
+struct WriteLoadSample {
+    std::chrono::steady_clock::time_point at{};
+    std::uint64_t step_micros = 0;  // Reading, planning and writing committed batches.
+    std::uint64_t deliveries = 0;   // Committed deliveries, all sources.
+    std::uint64_t answers = 0;      // Of which the query scheduler's own answers.
+};
+
+// The share of the time between `from` and `to` the committer spent on callbacks: its busy
+// share, apportioned by the deliveries that were not the scheduler's answers (the askers must not
+// read their own writes as the callbacks' load and slow themselves down). 0 when no time passed
+// or nothing was committed.
+[[nodiscard]] double CallbackShare(const WriteLoadSample& from, const WriteLoadSample& to);
 
 }  // namespace payledger::api

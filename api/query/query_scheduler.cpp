@@ -181,6 +181,7 @@ QueryScheduler::Done QueryScheduler::Attempt(const Job& job, WebhookClient& clie
     Count(*channel, view.next_action, answer.kind);
     const AnswerKind kind = answer.kind;
     std::string words = answer.answer;
+    if (answer.delivery) answers_submitted_.fetch_add(1);
     const std::optional<ledger::DeliveryResult> stored = StoreAnswer(committer_, answer);
     if (stored && stored->outcome == projections::Outcome::kUnavailable) {
         log_("warning", Dump(json{{"msg", "a platform's answer was not stored"},
@@ -235,8 +236,11 @@ void QueryScheduler::AskLoop() {
             jobs_.pop_front();
         }
         Done done;
+        const auto started = std::chrono::steady_clock::now();
         try {
             done = Attempt(job, client);
+            done.ended = std::chrono::steady_clock::now();
+            done.took = done.ended - started;
         } catch (const std::exception& error) {
             // Ours (an invariant), not the platform's: the lease runs out and the order is
             // asked about again, by this process or another.
@@ -260,23 +264,46 @@ void QueryScheduler::ClaimLoop() {
     // mid-attempt lets it run out; the order is then asked about again by another.
     const auto lease = std::chrono::duration_cast<std::chrono::milliseconds>(
         3 * config_.query.timeout + std::chrono::seconds{5});
+    // The write path's load is read over windows of this length: long enough to hold many
+    // batches, short enough that the askers yield within a second of a burst of callbacks and
+    // take their full pace again as soon as it ends.
+    constexpr auto kLoadWindow = std::chrono::milliseconds{500};
     std::unique_ptr<pqxx::connection> connection;
     Clock::time_point counted{};
+    WriteLoadSample load = SampleWriteLoad();
+    AskerPace pace = PaceAskers(0.0, config_.query.concurrency);
+    Clock::time_point resume_at{};  // A paced asker's rest: no claim before it.
     for (;;) {
         std::vector<Done> finished;
         std::size_t idle = 0;
         {
             std::unique_lock lock{mutex_};
             // A timed wait: due orders are found by looking (the next one may be due in a
-            // second); an attempt that ends, or Stop, wakes it early.
-            done_ready_.wait_for(lock, options_.poll, [this] {
-                return stopping_ || !done_.empty() || (more_due_ && idle_ > jobs_.size());
+            // second), and a paced claim waits for the end of the rest; an attempt that ends,
+            // or Stop, wakes it early.
+            Clock::time_point until = Clock::now() + options_.poll;
+            if (pace.Paced() && resume_at > Clock::now()) until = std::min(until, resume_at);
+            done_ready_.wait_until(lock, until, [&] {
+                return stopping_ || !done_.empty() ||
+                       (more_due_ && ClaimableLocked(pace, resume_at, Clock::now()) > 0);
             });
             if (stopping_) return;
             finished.assign(std::make_move_iterator(done_.begin()),
                             std::make_move_iterator(done_.end()));
             done_.clear();
-            idle = idle_ > jobs_.size() ? idle_ - jobs_.size() : 0;
+            const Clock::time_point now = Clock::now();
+            if (now - load.at >= kLoadWindow) {
+                const WriteLoadSample sample = SampleWriteLoad();
+                pace = PaceAskers(CallbackShare(load, sample), config_.query.concurrency);
+                paced_ = pace.Paced();
+                load = sample;
+            }
+            for (const Done& done : finished) {
+                if (done.record.asked && pace.Paced()) {
+                    resume_at = std::max(resume_at, done.ended + pace.rest_factor * done.took);
+                }
+            }
+            idle = ClaimableLocked(pace, resume_at, now);
         }
         try {
             if (connection == nullptr || ledger::IdleSessionEnded(*connection)) {
@@ -321,6 +348,25 @@ void QueryScheduler::ClaimLoop() {
     }
 }
 
+WriteLoadSample QueryScheduler::SampleWriteLoad() const {
+    const ledger::Committer::Stats& stats = committer_.stats();
+    return {.at = std::chrono::steady_clock::now(),
+            .step_micros =
+                stats.read_micros.load() + stats.plan_micros.load() + stats.write_micros.load(),
+            .deliveries = stats.deliveries.load(),
+            .answers = answers_submitted_.load()};
+}
+
+std::size_t QueryScheduler::ClaimableLocked(const AskerPace& pace,
+                                            std::chrono::steady_clock::time_point resume_at,
+                                            std::chrono::steady_clock::time_point now) const {
+    if (now < resume_at && pace.Paced()) return 0;
+    const std::size_t asking = askers_.size() - std::min(idle_, askers_.size());
+    const std::size_t taken = asking + jobs_.size();
+    const std::size_t idle = idle_ > jobs_.size() ? idle_ - jobs_.size() : 0;
+    return pace.askers > taken ? std::min(pace.askers - taken, idle) : 0;
+}
+
 std::string QueryScheduler::MetricsText() const {
     if (channels_.empty()) return {};
     using Type = PrometheusText::Type;
@@ -341,6 +387,10 @@ std::string QueryScheduler::MetricsText() const {
     out.Add("payledger_query_due", Type::kGauge,
             "Orders whose query or close is due now (counted at most once a second).")
         .Sample({}, due_.load());
+    out.Add("payledger_query_paced", Type::kGauge,
+            "Whether the askers yield to the callbacks (1: one at a time, resting nine times as "
+            "long as each ask took; docs/query.md#pacing).")
+        .Sample({}, paced_.load() ? 1 : 0);
     return out.Text();
 }
 

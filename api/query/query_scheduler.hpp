@@ -44,9 +44,11 @@ namespace payledger::api {
 // attempt decided (NextStep, ledger::RecordAttempts); `schedule.concurrency` asker threads each
 // ask the platform on a connection of its own (WebhookClient) and put the answer through the
 // committer. No database transaction or writer lock is held while a platform is asked: a slow or
-// silent platform holds its asker only, never a callback. Thread-safe; Stop() cancels the
-// exchanges in flight (WebhookClient::Cancel) rather than wait out their timeouts: their orders'
-// leases run out, and they are asked about again, as after a process that died mid-attempt.
+// silent platform holds its asker only, never a callback; and while the write path carries
+// callbacks the askers yield to them (PaceAskers, from the committer's counters). Thread-safe;
+// Stop() cancels the exchanges in flight (WebhookClient::Cancel) rather than wait out their
+// timeouts: their orders' leases run out, and they are asked about again, as after a process that
+// died mid-attempt.
 class QueryScheduler {
 public:
     struct Options {
@@ -67,7 +69,7 @@ public:
 
     // The lines of /metrics (no database work: the due gauge is the claimer's last count):
     // payledger_queries_total{channel,answer}, payledger_query_closes_total{channel},
-    // payledger_query_due.
+    // payledger_query_due, payledger_query_paced.
     [[nodiscard]] std::string MetricsText() const;
 
 private:
@@ -78,11 +80,20 @@ private:
     struct Done {
         ledger::DueQuery due{};
         ledger::AttemptRecord record{};
+        std::chrono::steady_clock::duration took{};  // The attempt, answer stored.
+        std::chrono::steady_clock::time_point ended{};
     };
     void ClaimLoop();
     void AskLoop();
     [[nodiscard]] Done Attempt(const Job& job, WebhookClient& client);
     void Count(QueryChannel channel, QueryAction action, AnswerKind kind);
+    [[nodiscard]] WriteLoadSample SampleWriteLoad() const;
+    // How many due orders the claimer may take now (mutex_ held): no more than `pace` lets
+    // ask at once, counting those asking and those claimed not yet taken, none before
+    // `resume_at`, and no more than there are idle askers to take them.
+    [[nodiscard]] std::size_t ClaimableLocked(const AskerPace& pace,
+                                              std::chrono::steady_clock::time_point resume_at,
+                                              std::chrono::steady_clock::time_point now) const;
 
     const Config& config_;
     ledger::Committer& committer_;
@@ -106,6 +117,8 @@ private:
     std::array<std::array<std::atomic<std::uint64_t>, 4>, 3> answers_{};
     std::array<std::atomic<std::uint64_t>, 3> closes_{};
     std::atomic<std::int64_t> due_{0};
+    std::atomic<std::uint64_t> answers_submitted_{0};  // Answers put through the committer.
+    std::atomic<bool> paced_{false};                   // The askers yield to the callbacks.
 };
 
 }  // namespace payledger::api

@@ -6,7 +6,7 @@
 #   bench/query/run.sh [--query-orders 100000] [--paid-percent 10] [--channel wechat_v2]
 #                      [--concurrency 8] [--connections 64] [--seconds 20] [--orders 20000]
 #                      [--loadgen-threads 2] [--drain-seconds 1800] [--activity] [--keep]
-#                      [--pg-setting 'NAME = VALUE']...
+#                      [--statements DIR] [--pg-setting 'NAME = VALUE']...
 #   --channel: wechat_v2 (MD5 signatures), wechat_v3 or alipay (RSA-2048 on both sides: the
 #              simulator's signing runs on this machine too)
 #   --concurrency: the config's query.concurrency (1-64; 8 is its default)
@@ -15,6 +15,10 @@
 #   --activity: samples pg_stat_activity every 0.2 s over the phase with queries and writes what
 #              PostgreSQL's sessions were doing (state, wait event, statement) to activity.txt
 #              in the temporary folder (kept: --keep is implied)
+#   --statements DIR: loads pg_stat_statements (nested statements too) and writes
+#              DIR/with.statements.txt: what PostgreSQL ran, in both databases, from the due
+#              instant to the end of the phase with queries and callbacks (the 40 statements that
+#              took the most time, by database)
 #
 # One PostgreSQL, two databases: `payledger`, the merchant's ledger that `payledger serve`
 # writes, and `payledger_platform`, the platform's own record that `payledger simulate-platform`
@@ -62,6 +66,7 @@ LOADGEN_THREADS=2
 DRAIN_SECONDS=1800
 ACTIVITY=""
 KEEP=""
+STATEMENTS_DIR=""
 PG_SETTINGS=()  # --pg-setting: lines for postgresql.conf, as bench/load's.
 ACCOUNTS=1000
 # The phase with queries starts this long after its orders were made due: room for the
@@ -82,6 +87,7 @@ while [ $# -gt 0 ]; do
         --drain-seconds) DRAIN_SECONDS="$2"; shift 2 ;;
         --activity) ACTIVITY=1; KEEP=1; shift ;;
         --keep) KEEP=1; shift ;;
+        --statements) STATEMENTS_DIR="$2"; shift 2 ;;
         --pg-setting) PG_SETTINGS+=("$2"); shift 2 ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         *) bench_die "unknown argument: $1 (see --help)" ;;
@@ -140,10 +146,17 @@ bench_build payledger payledger_loadgen
 BENCH_BIN="$BENCH_BUILD_DIR"
 LOADGEN="$BENCH_BIN/payledger_loadgen"
 
+if [ -n "$STATEMENTS_DIR" ]; then
+    mkdir -p "$STATEMENTS_DIR"
+    STATEMENTS_DIR="$(cd "$STATEMENTS_DIR" && pwd)"
+    PG_SETTINGS+=("shared_preload_libraries = 'pg_stat_statements'" \
+        "pg_stat_statements.track = all" "pg_stat_statements.track_planning = on")
+fi
 bench_pg_up "${PG_SETTINGS[@]}"
 bench_log "PostgreSQL on $BENCH_PG_DATA port $BENCH_PG_PORT"
 bench_createdb payledger
 bench_createdb payledger_platform
+[ -z "$STATEMENTS_DIR" ] || bench_psql payledger -c "CREATE EXTENSION pg_stat_statements" >/dev/null
 
 # --- the orders to ask about, in both ledgers ----------------------------------------------
 bench_log "seeding $QUERY_ORDERS orders with channel $CHANNEL; $PAID of them paid on the platform"
@@ -372,7 +385,19 @@ if [ -n "$ACTIVITY" ]; then
     SAMPLER_PID=$!
 fi
 sleep "$(bench_calc "$DUE_AT - $(bench_now)")"
+[ -z "$STATEMENTS_DIR" ] || bench_psql payledger -c "SELECT pg_stat_statements_reset()" >/dev/null
 mixed with "$ORDERS"
+if [ -n "$STATEMENTS_DIR" ]; then
+    bench_psql payledger -P pager=off -c "SELECT d.datname AS db, calls,
+        round(total_exec_time::numeric, 1) AS exec_ms,
+        round((total_exec_time / calls)::numeric, 3) AS ms_per_call,
+        round(total_plan_time::numeric, 1) AS plan_ms, rows, shared_blks_hit AS hit,
+        shared_blks_read AS read, shared_blks_dirtied AS dirtied, wal_bytes,
+        left(regexp_replace(query, '\s+', ' ', 'g'), 140) AS query
+        FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+        WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT 40" >"$STATEMENTS_DIR/with.statements.txt"
+    bench_log "with: statements in $STATEMENTS_DIR/with.statements.txt"
+fi
 read -r LEFT_AT_END _ < <(not_asked)
 # Until every order is answered, by the counter (a scrape does no database work: polling
 # not_asked scans order_queries, 39 ms a time at 20 000 orders on the busy machine of the first

@@ -8,10 +8,13 @@
 #include <openssl/x509v3.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -53,9 +56,20 @@ net::awaitable<void> ServeReceiverRequests(Stream& stream, WebhookReceiver& rece
                 std::string(field.value());
         }
         receiver.Record(received);
+        // Whichever way this request ends (answered, never, the connection gone), it is no
+        // longer waiting for the receiver once this scope is left.
+        const struct AnswerDone {
+            WebhookReceiver& receiver;
+            ~AnswerDone() { receiver.Answered(); }
+        } answer_done{receiver};
         const ReceiverAnswer answer = receiver.AnswerFor(received);
         if (answer.never_answer) continue;  // Wait for more, which never comes, or the close.
         if (answer.close_without_answer) co_return;
+        if (answer.delay.count() > 0) {
+            net::steady_timer timer{co_await net::this_coro::executor, answer.delay};
+            const auto [timer_error] = co_await timer.async_wait(kReceiverAsTuple);
+            if (timer_error) co_return;
+        }
         if (answer.endless_chunk_extension) {
             const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;";
             const std::string filler(16 * 1024, 'a');
@@ -238,8 +252,24 @@ void WebhookReceiver::Record(ReceivedRequest request) {
     {
         const std::lock_guard lock{mutex_};
         requests_.push_back(std::move(request));
+        in_flight_max_ = std::max(in_flight_max_, ++in_flight_);
     }
     arrived_.notify_all();
+}
+
+void WebhookReceiver::Answered() {
+    const std::lock_guard lock{mutex_};
+    --in_flight_;
+}
+
+std::size_t WebhookReceiver::InFlightMax() const {
+    const std::lock_guard lock{mutex_};
+    return in_flight_max_;
+}
+
+void WebhookReceiver::ResetInFlightMax() {
+    const std::lock_guard lock{mutex_};
+    in_flight_max_ = in_flight_;
 }
 
 std::vector<ReceivedRequest> WebhookReceiver::Requests() const {

@@ -46,6 +46,9 @@ struct ReceiverAnswer {
     // Bytes written right after the answer, in the same TCP segment (TCP_CORK) but, over TLS, in
     // a record of their own: a second answer nobody asked for.
     std::string stale_after_answer{};
+    // Answer this long after the request arrived (a timer: the receiver's thread serves the
+    // other connections meanwhile), as a platform across a network does.
+    std::chrono::milliseconds delay{0};
 };
 
 // A PEM certificate chain and its private key, for a TLS receiver.
@@ -71,6 +74,11 @@ public:
     [[nodiscard]] bool WaitForRequests(std::size_t count, std::chrono::milliseconds timeout) const;
     // How many connections were accepted (also those that never sent a whole request).
     [[nodiscard]] std::size_t connections() const { return connections_.load(); }
+    // The most requests that were waiting for their answers at once (arrived, and neither
+    // answered nor left unanswered on purpose) since the receiver started or the last reset.
+    // Thread-safe.
+    [[nodiscard]] std::size_t InFlightMax() const;
+    void ResetInFlightMax();
 
     // Called by the connections (not for tests).
     void Record(ReceivedRequest request);
@@ -78,16 +86,21 @@ public:
         return answer_(request);
     }
     void CountConnection() { connections_.fetch_add(1); }
+    void Answered();  // A recorded request's answer was written (or never will be).
 
 private:
     Answer answer_;
-    boost::asio::io_context io_{1};
-    boost::asio::ip::tcp::acceptor acceptor_{io_};
-    unsigned short port_ = 0;
     std::atomic<std::size_t> connections_{0};
     mutable std::mutex mutex_{};
     mutable std::condition_variable arrived_{};
     std::vector<ReceivedRequest> requests_{};
+    std::size_t in_flight_ = 0;      // Guarded by mutex_.
+    std::size_t in_flight_max_ = 0;  // Guarded by mutex_.
+    // After the members above: destroying io_ destroys the connections' unfinished coroutines,
+    // which count their requests answered (Answered) on the way out.
+    boost::asio::io_context io_{1};
+    boost::asio::ip::tcp::acceptor acceptor_{io_};
+    unsigned short port_ = 0;
     std::thread thread_{};
 };
 

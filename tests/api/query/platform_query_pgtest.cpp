@@ -34,6 +34,7 @@
 #include "ledger/integrity/audit.hpp"
 #include "projections/validate.hpp"
 #include "support/http_client.hpp"
+#include "support/payment_storm.hpp"
 #include "support/polling.hpp"
 #include "support/queried_channels.hpp"
 #include "support/serve_process.hpp"
@@ -507,6 +508,16 @@ protected:
         if (!dir_.empty()) std::filesystem::remove_all(dir_);
     }
 
+    // Registers <prefix>0 … <prefix><count - 1> with the queried channel.
+    void RegisterQueried(const std::string& prefix, int count) {
+        for (int i = 0; i < count; ++i) {
+            ASSERT_EQ(PlatformQueryPgTest::Register(serve_->port(), prefix + std::to_string(i),
+                                                    "wechat_v3")
+                          .status,
+                      201);
+        }
+    }
+
     // An answer as WeChat Pay signs it (`probe`: with a signature probe instead).
     testing::ReceiverAnswer Signed(int status, const std::string& body, bool probe = false) const {
         const std::string timestamp =
@@ -639,12 +650,7 @@ TEST_F(ScriptedPlatformPgTest, ALoneAskerGoesFromOneDueOrderToTheNextWithoutWait
                               {"schedule_seconds", {3600}},
                               {"timeout_seconds", 5},
                               {"concurrency", 1}});
-    for (int i = 0; i < kOrders; ++i) {
-        ASSERT_EQ(
-            PlatformQueryPgTest::Register(serve_->port(), "LONE-" + std::to_string(i), "wechat_v3")
-                .status,
-            201);
-    }
+    ASSERT_NO_FATAL_FAILURE(RegisterQueried("LONE-", kOrders));
     ASSERT_TRUE(receiver_->WaitForRequests(1, std::chrono::seconds{60}));
     const auto first = std::chrono::steady_clock::now();
     ASSERT_TRUE(receiver_->WaitForRequests(kOrders, std::chrono::seconds{60}));
@@ -659,6 +665,67 @@ TEST_F(ScriptedPlatformPgTest, ALoneAskerGoesFromOneDueOrderToTheNextWithoutWait
                    std::to_string(kOrders);
         },
         std::chrono::seconds{30}));
+}
+
+// While callbacks keep the write path busy the askers yield to them (docs/query.md#pacing): one
+// asks at a time and rests between asks, so a backlog of due orders takes little from the
+// callbacks; once the callbacks end, all `concurrency` ask again. The platform answers each
+// request 20 ms after it arrived (a network's round trip), so that askers asking together are
+// seen together. Without the pacing the eight askers had eight requests in flight during the
+// storm and asked about hundreds of orders in it.
+TEST_F(ScriptedPlatformPgTest, AskersYieldToCallbacksAndTakeTheirPaceBackAfterThem) {
+    PAYLEDGER_REQUIRE_DB(db_);
+    constexpr int kQueried = 300;
+    constexpr int kStormOrders = 30'000;
+    constexpr std::int64_t kAmount = 100;
+    testing::ReceiverAnswer not_there =
+        Signed(404, R"({"code":"ORDER_NOT_EXIST","message":"订单不存在"})");
+    not_there.delay = std::chrono::milliseconds{20};
+    Start(Script(kQueried, not_there), {{"first_after_seconds", 3600},
+                                        {"schedule_seconds", {3600}},
+                                        {"timeout_seconds", 5},
+                                        {"concurrency", 8}});
+    ASSERT_NO_FATAL_FAILURE(RegisterQueried("PACE-", kQueried));
+    testing::CreateOrders(db_.url(), kStormOrders, kAmount);
+    const auto paced = [&] {
+        HttpClient client{serve_->port()};
+        return client.Get("/metrics").body.find("\npayledger_query_paced 1\n") != std::string::npos;
+    };
+    // The registrations were writes too (each its own batch): the askers yielded to them, and
+    // take their pace back half a second after them.
+    ASSERT_TRUE(testing::Eventually([&] { return !paced(); }, std::chrono::seconds{10}));
+    std::size_t asked_in_storm = 0;
+    {
+        testing::PaymentStorm storm{serve_->port(), kStormOrders, kAmount};
+        ASSERT_TRUE(testing::Eventually(paced, std::chrono::seconds{30}))
+            << "the askers did not yield to " << storm.acknowledged() << " callbacks";
+        // Every order due now, while the callbacks go on; measured until nine tenths of them
+        // are acknowledged (the storm's tail is thin, and the askers may speed up in it).
+        ASSERT_EQ(db_.Scalar("WITH due AS (UPDATE order_queries SET next_at = now() RETURNING 1) "
+                             "SELECT count(*) FROM due"),
+                  std::to_string(kQueried));
+        receiver_->ResetInFlightMax();
+        const std::size_t before = receiver_->Requests().size();
+        testing::AwaitCount(storm, kStormOrders * 9 / 10);
+        asked_in_storm = receiver_->Requests().size() - before;
+        EXPECT_EQ(receiver_->InFlightMax(), 1U) << "askers asked together beside the callbacks";
+        EXPECT_LT(asked_in_storm, static_cast<std::size_t>(kQueried / 2));
+        storm.Join();
+        EXPECT_TRUE(storm.AllAcknowledged());
+    }
+    std::printf("%zu of %d orders asked beside the callbacks\n", asked_in_storm, kQueried);
+    // After the storm: the whole pace again. Paced, the rest would take a fifth of a second each
+    // (20 ms and nine times as long at rest): a minute; at eight at once, about a second.
+    receiver_->ResetInFlightMax();
+    const auto after = std::chrono::steady_clock::now();
+    ASSERT_TRUE(receiver_->WaitForRequests(kQueried, std::chrono::seconds{60}));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - after).count();
+    std::printf("the other %zu in %.2f s after the callbacks\n", kQueried - asked_in_storm,
+                seconds);
+    EXPECT_GT(receiver_->InFlightMax(), 1U);
+    EXPECT_LT(seconds, 20.0);
+    EXPECT_TRUE(testing::Eventually([&] { return !paced(); }, std::chrono::seconds{10}));
 }
 
 // A serve stopped (SIGTERM) while it waits on a silent platform exits at once: the ask is

@@ -2,7 +2,7 @@
 // (a final answer the ledger took ends it, one it could not commit is asked again at once; a
 // query is followed by the next step, never past the expiry; at the expiry the close; a close
 // refused because paid is followed at once by a query and never a second close; a failed close
-// again after a step; the schedule's end), with the clock an argument.
+// again after a step; the schedule's end), with the clock an argument; and the askers' pace.
 #include "api/query/query_schedule.hpp"
 
 #include <gtest/gtest.h>
@@ -115,6 +115,61 @@ TEST(QueryScheduleTest, EveryBranchAsTheTableSays) {
         EXPECT_EQ(got.next_at, c.expected.next_at) << c.what;
         EXPECT_EQ(got.close_refused, c.expected.close_refused) << c.what;
         EXPECT_EQ(got.closed, c.expected.closed) << c.what;
+    }
+}
+
+// The askers' pace (docs/query.md#pacing): all of them while the callbacks leave the committer
+// idle more than four fifths of the time, one resting nine times its ask beyond that.
+TEST(QueryScheduleTest, TheAskersYieldWhenTheCallbacksKeepTheCommitterAFifthBusy) {
+    struct Case {
+        double share;
+        std::size_t concurrency;
+        AskerPace expected;
+    };
+    const std::vector<Case> cases = {
+        {0.0, 8, {.askers = 8, .rest_factor = 0}}, {0.19, 8, {.askers = 8, .rest_factor = 0}},
+        {0.2, 8, {.askers = 1, .rest_factor = 9}}, {1.0, 8, {.askers = 1, .rest_factor = 9}},
+        {0.0, 1, {.askers = 1, .rest_factor = 0}}, {0.5, 1, {.askers = 1, .rest_factor = 9}},
+    };
+    for (const Case& c : cases) {
+        const AskerPace got = PaceAskers(c.share, c.concurrency);
+        EXPECT_EQ(got.askers, c.expected.askers) << c.share << " " << c.concurrency;
+        EXPECT_EQ(got.rest_factor, c.expected.rest_factor) << c.share << " " << c.concurrency;
+        EXPECT_EQ(got.Paced(), c.expected.rest_factor > 0);
+    }
+}
+
+// The callbacks' share of the committer's time: its busy share, apportioned by the deliveries
+// that were not the askers' own answers.
+TEST(QueryScheduleTest, TheCallbacksShareLeavesOutTheAskersOwnAnswers) {
+    using std::chrono::milliseconds;
+    const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours{1};
+    const WriteLoadSample from{.at = t0, .step_micros = 1'000, .deliveries = 50, .answers = 10};
+    struct Case {
+        const char* what;
+        WriteLoadSample to;
+        double expected;
+    };
+    const std::vector<Case> cases = {
+        {"callbacks only, busy half the window",
+         {.at = t0 + milliseconds{500}, .step_micros = 251'000, .deliveries = 150, .answers = 10},
+         0.5},
+        {"the askers' answers only: no load for them",
+         {.at = t0 + milliseconds{500}, .step_micros = 401'000, .deliveries = 60, .answers = 20},
+         0.0},
+        {"three quarters callbacks, busy the whole window",
+         {.at = t0 + milliseconds{500}, .step_micros = 501'000, .deliveries = 90, .answers = 20},
+         0.75},
+        {"more step time than wall time (a batch's steps span windows): at most all of it",
+         {.at = t0 + milliseconds{500}, .step_micros = 2'001'000, .deliveries = 150, .answers = 10},
+         1.0},
+        {"nothing committed",
+         {.at = t0 + milliseconds{500}, .step_micros = 1'000, .deliveries = 50, .answers = 10},
+         0.0},
+        {"no time passed", {.at = t0, .step_micros = 9'000, .deliveries = 70, .answers = 10}, 0.0},
+    };
+    for (const Case& c : cases) {
+        EXPECT_DOUBLE_EQ(CallbackShare(from, c.to), c.expected) << c.what;
     }
 }
 
