@@ -92,8 +92,10 @@ ScheduleStep NextStep(const ScheduleView& view, const AttemptOutcome& outcome,
     return next;
 }
 
-AskerPace PaceAskers(double callback_share, std::size_t concurrency) {
-    if (callback_share >= kCallbackShareBusy) return {.askers = 1, .rest_factor = kRestFactor};
+AskerPace PaceAskers(double callback_share, std::size_t queued, std::size_t concurrency) {
+    if (callback_share >= kCallbackShareBusy || queued > concurrency) {
+        return {.askers = 1, .rest_factor = kRestFactor};
+    }
     return {.askers = std::max<std::size_t>(concurrency, 1), .rest_factor = 0};
 }
 

@@ -54,9 +54,11 @@ struct ScheduleStep {
 // How hard the askers may ask (docs/query.md#pacing). Queries are background work: a backlog of
 // due orders must not take what the callbacks need. While the write path carries callbacks (the
 // committer spent at least kCallbackShareBusy of the last window writing batches that hold
-// them), the askers yield as PostgreSQL's autovacuum does to its foreground (a cost delay): one
-// asks at a time and, after each ask, none asks again for kRestFactor times that ask's duration
-// (a tenth of one asker's time, whatever the machine's speed). Otherwise all `concurrency` ask.
+// them, or more deliveries wait in its queue now than the askers could have put there: a burst
+// has begun), the askers yield as PostgreSQL's autovacuum does to its foreground (a cost
+// delay): one asks at a time and, after each ask, none asks again for kRestFactor times that
+// ask's duration (a tenth of one asker's time, whatever the machine's speed). Otherwise all
+// `concurrency` ask.
 inline constexpr double kCallbackShareBusy = 0.2;
 inline constexpr int kRestFactor = 9;
 
@@ -66,7 +68,8 @@ struct AskerPace {
     [[nodiscard]] bool Paced() const { return rest_factor > 0; }
 };
 
-[[nodiscard]] AskerPace PaceAskers(double callback_share, std::size_t concurrency);
+[[nodiscard]] AskerPace PaceAskers(double callback_share, std::size_t queued,
+                                   std::size_t concurrency);
 
 // The committer's counters at one instant, and how many of its deliveries were the scheduler's
 // own answers.

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 namespace payledger::api {
@@ -119,23 +120,28 @@ TEST(QueryScheduleTest, EveryBranchAsTheTableSays) {
 }
 
 // The askers' pace (docs/query.md#pacing): all of them while the callbacks leave the committer
-// idle more than four fifths of the time, one resting nine times its ask beyond that.
-TEST(QueryScheduleTest, TheAskersYieldWhenTheCallbacksKeepTheCommitterAFifthBusy) {
+// idle more than four fifths of the time and no more deliveries wait for it than the askers could
+// have queued; one, resting nine times its ask, beyond either.
+TEST(QueryScheduleTest, TheAskersYieldWhenTheCallbacksKeepTheCommitterBusy) {
     struct Case {
         double share;
+        std::size_t queued;
         std::size_t concurrency;
         AskerPace expected;
     };
     const std::vector<Case> cases = {
-        {0.0, 8, {.askers = 8, .rest_factor = 0}}, {0.19, 8, {.askers = 8, .rest_factor = 0}},
-        {0.2, 8, {.askers = 1, .rest_factor = 9}}, {1.0, 8, {.askers = 1, .rest_factor = 9}},
-        {0.0, 1, {.askers = 1, .rest_factor = 0}}, {0.5, 1, {.askers = 1, .rest_factor = 9}},
+        {0.0, 0, 8, {.askers = 8, .rest_factor = 0}}, {0.19, 8, 8, {.askers = 8, .rest_factor = 0}},
+        {0.2, 0, 8, {.askers = 1, .rest_factor = 9}}, {1.0, 0, 8, {.askers = 1, .rest_factor = 9}},
+        {0.0, 9, 8, {.askers = 1, .rest_factor = 9}}, {0.0, 0, 1, {.askers = 1, .rest_factor = 0}},
+        {0.5, 0, 1, {.askers = 1, .rest_factor = 9}}, {0.0, 2, 1, {.askers = 1, .rest_factor = 9}},
     };
     for (const Case& c : cases) {
-        const AskerPace got = PaceAskers(c.share, c.concurrency);
-        EXPECT_EQ(got.askers, c.expected.askers) << c.share << " " << c.concurrency;
-        EXPECT_EQ(got.rest_factor, c.expected.rest_factor) << c.share << " " << c.concurrency;
-        EXPECT_EQ(got.Paced(), c.expected.rest_factor > 0);
+        const AskerPace got = PaceAskers(c.share, c.queued, c.concurrency);
+        const std::string what = std::to_string(c.share) + " " + std::to_string(c.queued) + " " +
+                                 std::to_string(c.concurrency);
+        EXPECT_EQ(got.askers, c.expected.askers) << what;
+        EXPECT_EQ(got.rest_factor, c.expected.rest_factor) << what;
+        EXPECT_EQ(got.Paced(), c.expected.rest_factor > 0) << what;
     }
 }
 
