@@ -57,10 +57,10 @@ struct ScheduleStep {
 // them, or more deliveries wait in its queue now than the askers could have put there: a burst
 // has begun), the askers yield as PostgreSQL's autovacuum does to its foreground (a cost
 // delay): one asks at a time and, after each ask, none asks again for kRestFactor times that
-// ask's duration (a tenth of one asker's time, whatever the machine's speed). Otherwise all
+// ask's duration (a twentieth of one asker's time, whatever the machine's speed). Otherwise all
 // `concurrency` ask.
 inline constexpr double kCallbackShareBusy = 0.2;
-inline constexpr int kRestFactor = 9;
+inline constexpr int kRestFactor = 19;
 
 struct AskerPace {
     std::size_t askers = 1;  // At most this many asking at once.

@@ -394,9 +394,10 @@ std::string QueryScheduler::MetricsText() const {
             "Orders whose query or close is due now (counted at most once a second; every ten "
             "while the askers yield).")
         .Sample({}, due_.load());
-    out.Add("payledger_query_paced", Type::kGauge,
-            "Whether the askers yield to the callbacks (1: one at a time, resting nine times as "
-            "long as each ask took; docs/query.md#pacing).")
+    out.Add(
+           "payledger_query_paced", Type::kGauge,
+           "Whether the askers yield to the callbacks (1: one at a time, resting nineteen times as "
+           "long as each ask took; docs/query.md#pacing).")
         .Sample({}, paced_.load() ? 1 : 0);
     return out.Text();
 }

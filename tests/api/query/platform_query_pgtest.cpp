@@ -715,7 +715,7 @@ TEST_F(ScriptedPlatformPgTest, AskersYieldToCallbacksAndTakeTheirPaceBackAfterTh
     }
     std::printf("%zu of %d orders asked beside the callbacks\n", asked_in_storm, kQueried);
     // After the storm: the whole pace again. Paced, the rest would take a fifth of a second each
-    // (20 ms and nine times as long at rest): a minute; at eight at once, about a second.
+    // (20 ms, and nineteen times as long at rest): two minutes; at eight at once, about a second.
     receiver_->ResetInFlightMax();
     const auto after = std::chrono::steady_clock::now();
     ASSERT_TRUE(receiver_->WaitForRequests(kQueried, std::chrono::seconds{60}));

@@ -121,7 +121,7 @@ TEST(QueryScheduleTest, EveryBranchAsTheTableSays) {
 
 // The askers' pace (docs/query.md#pacing): all of them while the callbacks leave the committer
 // idle more than four fifths of the time and no more deliveries wait for it than the askers could
-// have queued; one, resting nine times its ask, beyond either.
+// have queued; one, resting nineteen times its ask, beyond either.
 TEST(QueryScheduleTest, TheAskersYieldWhenTheCallbacksKeepTheCommitterBusy) {
     struct Case {
         double share;
@@ -130,10 +130,14 @@ TEST(QueryScheduleTest, TheAskersYieldWhenTheCallbacksKeepTheCommitterBusy) {
         AskerPace expected;
     };
     const std::vector<Case> cases = {
-        {0.0, 0, 8, {.askers = 8, .rest_factor = 0}}, {0.19, 8, 8, {.askers = 8, .rest_factor = 0}},
-        {0.2, 0, 8, {.askers = 1, .rest_factor = 9}}, {1.0, 0, 8, {.askers = 1, .rest_factor = 9}},
-        {0.0, 9, 8, {.askers = 1, .rest_factor = 9}}, {0.0, 0, 1, {.askers = 1, .rest_factor = 0}},
-        {0.5, 0, 1, {.askers = 1, .rest_factor = 9}}, {0.0, 2, 1, {.askers = 1, .rest_factor = 9}},
+        {0.0, 0, 8, {.askers = 8, .rest_factor = 0}},
+        {0.19, 8, 8, {.askers = 8, .rest_factor = 0}},
+        {0.2, 0, 8, {.askers = 1, .rest_factor = 19}},
+        {1.0, 0, 8, {.askers = 1, .rest_factor = 19}},
+        {0.0, 9, 8, {.askers = 1, .rest_factor = 19}},
+        {0.0, 0, 1, {.askers = 1, .rest_factor = 0}},
+        {0.5, 0, 1, {.askers = 1, .rest_factor = 19}},
+        {0.0, 2, 1, {.askers = 1, .rest_factor = 19}},
     };
     for (const Case& c : cases) {
         const AskerPace got = PaceAskers(c.share, c.queued, c.concurrency);
