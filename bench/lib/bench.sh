@@ -61,6 +61,24 @@ bench_pg_down() {
     return 0
 }
 
+# What bench_pg_up needs for --statements: pg_stat_statements loaded, nested statements (the
+# triggers' queries) and planning counted, I/O timed.
+BENCH_STATEMENTS_SETTINGS=("shared_preload_libraries = 'pg_stat_statements'"
+    "pg_stat_statements.track = all" "pg_stat_statements.track_planning = on"
+    "track_io_timing = on")
+# bench_statements_report: the 40 statements that took the most time since the last
+# pg_stat_statements_reset(), in every database of the cluster, as a psql table on stdout.
+bench_statements_report() {
+    bench_psql payledger -P pager=off -c "SELECT d.datname AS db, calls,
+        round(total_exec_time::numeric, 1) AS exec_ms,
+        round((total_exec_time / calls)::numeric, 3) AS ms_per_call, plans,
+        round(total_plan_time::numeric, 1) AS plan_ms, rows, shared_blks_hit AS hit,
+        shared_blks_read AS read, shared_blks_dirtied AS dirtied, wal_fpi, wal_bytes,
+        left(regexp_replace(query, '\s+', ' ', 'g'), 140) AS query
+        FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+        WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT 40"
+}
+
 # bench_psql DB ARGS...: psql on the bench cluster as postgres, no psqlrc, stop on error.
 bench_psql() {
     local db="$1"

@@ -144,9 +144,7 @@ fi
 if [ -n "$STATEMENTS_DIR" ]; then
     mkdir -p "$STATEMENTS_DIR"
     STATEMENTS_DIR="$(cd "$STATEMENTS_DIR" && pwd)"
-    PG_SETTINGS+=("shared_preload_libraries = 'pg_stat_statements'" \
-        "pg_stat_statements.track = all" "pg_stat_statements.track_planning = on" \
-        "track_io_timing = on")
+    PG_SETTINGS+=("${BENCH_STATEMENTS_SETTINGS[@]}")
 fi
 bench_build payledger payledger_loadgen
 BENCH_BIN="$BENCH_BUILD_DIR"
@@ -303,13 +301,7 @@ statements_begin() {
 }
 statements_end() {
     [ -n "$STATEMENTS_DIR" ] || return 0
-    bench_psql payledger -P pager=off -c "SELECT calls, round(total_exec_time::numeric, 1)
-        AS exec_ms, round((total_exec_time / calls)::numeric, 3) AS ms_per_call, plans,
-        round(total_plan_time::numeric, 1) AS plan_ms, rows, shared_blks_hit AS hit,
-        shared_blks_read AS read, shared_blks_dirtied AS dirtied, wal_fpi, wal_bytes,
-        left(regexp_replace(query, '\s+', ' ', 'g'), 140) AS query
-        FROM pg_stat_statements WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT 40" \
-        >"$STATEMENTS_DIR/$1.statements.txt"
+    bench_statements_report >"$STATEMENTS_DIR/$1.statements.txt"
     table_counters >"$BENCH_TMP/tables_$1.after"
     echo "$1: the tables' counters over the phase (after - before)" >"$STATEMENTS_DIR/$1.tables.txt"
     {

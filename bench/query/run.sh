@@ -150,8 +150,7 @@ LOADGEN="$BENCH_BIN/payledger_loadgen"
 if [ -n "$STATEMENTS_DIR" ]; then
     mkdir -p "$STATEMENTS_DIR"
     STATEMENTS_DIR="$(cd "$STATEMENTS_DIR" && pwd)"
-    PG_SETTINGS+=("shared_preload_libraries = 'pg_stat_statements'" \
-        "pg_stat_statements.track = all" "pg_stat_statements.track_planning = on")
+    PG_SETTINGS+=("${BENCH_STATEMENTS_SETTINGS[@]}")
 fi
 bench_pg_up "${PG_SETTINGS[@]}"
 bench_log "PostgreSQL on $BENCH_PG_DATA port $BENCH_PG_PORT"
@@ -400,14 +399,7 @@ sleep "$(bench_calc "$DUE_AT - $(bench_now)")"
 [ -z "$STATEMENTS_DIR" ] || bench_psql payledger -c "SELECT pg_stat_statements_reset()" >/dev/null
 mixed with "$ORDERS"
 if [ -n "$STATEMENTS_DIR" ]; then
-    bench_psql payledger -P pager=off -c "SELECT d.datname AS db, calls,
-        round(total_exec_time::numeric, 1) AS exec_ms,
-        round((total_exec_time / calls)::numeric, 3) AS ms_per_call,
-        round(total_plan_time::numeric, 1) AS plan_ms, rows, shared_blks_hit AS hit,
-        shared_blks_read AS read, shared_blks_dirtied AS dirtied, wal_bytes,
-        left(regexp_replace(query, '\s+', ' ', 'g'), 140) AS query
-        FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-        WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT 40" >"$STATEMENTS_DIR/with.statements.txt"
+    bench_statements_report >"$STATEMENTS_DIR/with.statements.txt"
     bench_log "with: statements in $STATEMENTS_DIR/with.statements.txt"
 fi
 read -r LEFT_AT_END _ < <(not_asked)
