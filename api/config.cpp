@@ -324,6 +324,9 @@ Config ParseConfig(const std::string& text, const std::optional<std::string>& da
                        std::size_t{1} << 40, kWriteQueueBytesMin);
         config.limits.writer_cache_orders =
             ParseLimit(*limits, "writer_cache_orders", defaults.writer_cache_orders, 10'000'000, 0);
+        config.limits.read_seconds = std::chrono::seconds{ParseLimit(
+            *limits, "read_seconds", static_cast<std::size_t>(kReadSecondsDefault.count()),
+            static_cast<std::size_t>(kReadSecondsMax.count()))};
     }
     if (const auto proxies = root.find("trusted_proxies"); proxies != root.end()) {
         config.trusted_proxies = ParseCidrs(*proxies, "trusted_proxies");

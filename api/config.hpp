@@ -98,6 +98,10 @@ struct AlipayConfig {
 
 // `limits` (docs/security.md#peers-and-limits).
 // The connection limits and their defaults are ConnectionLimits' (api/http/connection_slots.hpp).
+// `limits.read_seconds`: [15], from 1 s to an hour.
+inline constexpr std::chrono::seconds kReadSecondsDefault{15};
+inline constexpr std::chrono::seconds kReadSecondsMax{60 * 60};
+
 struct Limits : ConnectionLimits {
     std::size_t unverified_per_peer_per_minute = 120;  // The `rate_limited` outcome.
     // The bodies of unverified deliveries stored per minute, from all peers together.
@@ -109,6 +113,9 @@ struct Limits : ConnectionLimits {
     // it all knows in one round trip (docs/write-path.md#the-writer-cache); 0 reads every batch's
     // state. About 600 bytes an order, at most about 2 KiB.
     std::size_t writer_cache_orders = ledger::kWriterCacheOrdersDefault;
+    // How long a connection may take to send a whole request, and stay idle between requests
+    // (keep-alive): a client trickling its header a byte at a time is cut off after it.
+    std::chrono::seconds read_seconds = kReadSecondsDefault;
 };
 
 // limits.write_queue_bytes_max is at least this: room for several full requests.

@@ -182,6 +182,7 @@ int Serve(const api::Config& config) {
                         .port = config.listen_port,
                         .io_threads = cores,
                         .worker_threads = std::max<std::size_t>(8, 2 * cores),
+                        .read_timeout = config.limits.read_seconds,
                         .connections = config.limits,  // Its ConnectionLimits.
                         .trusted_proxies = config.trusted_proxies,
                         .reserved_for = config.reserved_for,

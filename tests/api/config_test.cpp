@@ -270,11 +270,13 @@ TEST(ParseConfig, ReadsLimitsAndScopedMerchantTokens) {
     EXPECT_EQ(defaults.limits.connections_per_peer, 256u);
     EXPECT_EQ(defaults.limits.write_queue_bytes_max, 64u * 1024 * 1024);
     EXPECT_EQ(defaults.limits.writer_cache_orders, 50'000u);
+    EXPECT_EQ(defaults.limits.read_seconds, std::chrono::seconds{15});
 
     const Config config = ParseConfig(
         R"({"database_url": "postgresql://x/y",
             "limits": {"unverified_per_peer_per_minute": 7, "connections_per_peer": 3,
-                       "write_queue_bytes_max": 2097152, "writer_cache_orders": 0},
+                       "write_queue_bytes_max": 2097152, "writer_cache_orders": 0,
+                       "read_seconds": 600},
             "tokens": {"merchant": ["plain-merchant-token-01",
                                     {"token": "scoped-merchant-token-1",
                                      "accounts": ["shop-1", "shop-2"]}]}})",
@@ -283,6 +285,7 @@ TEST(ParseConfig, ReadsLimitsAndScopedMerchantTokens) {
     EXPECT_EQ(config.limits.connections_per_peer, 3u);
     EXPECT_EQ(config.limits.write_queue_bytes_max, 2097152u);
     EXPECT_EQ(config.limits.writer_cache_orders, 0u);  // 0: every batch reads.
+    EXPECT_EQ(config.limits.read_seconds, std::chrono::seconds{600});
     ASSERT_EQ(config.merchant_tokens.size(), 2u);
     EXPECT_EQ(config.merchant_tokens[0], (MerchantToken{.token = "plain-merchant-token-01"}));
     EXPECT_EQ(config.merchant_tokens[1],
@@ -326,6 +329,9 @@ TEST(ParseConfig, InvalidLimitsAndScopedTokensNameTheField) {
                  "limits.write_queue_bytes_max: must be an integer from 1048576");
     expect_error("{" + url + R"(, "limits": {"writer_cache_orders": 10000001}})",
                  "limits.writer_cache_orders");
+    expect_error("{" + url + R"(, "limits": {"read_seconds": 0}})",
+                 "limits.read_seconds: must be an integer from 1 to 3600");
+    expect_error("{" + url + R"(, "limits": {"read_seconds": 3601}})", "limits.read_seconds");
     expect_error("{" + url + R"(, "limits": {"unverified_per_peer_per_minute": -1}})",
                  "limits.unverified_per_peer_per_minute");
     expect_error("{" + url + R"(, "limits": {"unverified_per_peer_per_minute": 1.5}})",

@@ -340,11 +340,21 @@ TEST(HostilePeersPgTest, SixteenPeersHoldingEverySlotDoNotKeepASeventeenthOut) {
                              ? 256
                              : static_cast<int>((files.rlim_cur - 512) / (2 * kPeers));
     ASSERT_GE(per_peer, 16) << "too few open files allowed: " << files.rlim_cur;
-    ServeProcess server{
-        db.url(),
-        {{"limits", {{"connections_max", kPeers * per_peer}, {"connections_per_peer", per_peer}}}}};
-    HttpClient merchant{server.port()};
-    ASSERT_EQ(CreateOrder(merchant, "FAIR-1").status, 201);
+    // Nothing is closed for idling during the test (limits.read_seconds): what closes a holder's
+    // connection is the limits alone, so the holders fill every slot and then hold still.
+    ServeProcess server{db.url(),
+                        {{"limits",
+                          {{"connections_max", kPeers * per_peer},
+                           {"connections_per_peer", per_peer},
+                           {"read_seconds", 3600}}}}};
+    {
+        // Its connection closed before the holders start: kept open, it would hold the one slot
+        // the holders lack, and they would evict each other for as long as it idled (15 s by
+        // default; CI under a sanitizer once took longer than that to fill the slots, and the
+        // holders never held still).
+        HttpClient merchant{server.port()};
+        ASSERT_EQ(CreateOrder(merchant, "FAIR-1").status, 201);
+    }
 
     std::vector<std::string> sources;
     for (int i = 0; i < kPeers; ++i) sources.push_back("127.0." + std::to_string(i + 1) + ".1");
@@ -403,6 +413,23 @@ TEST(HostilePeersPgTest, SixteenPeersHoldingEverySlotDoNotKeepASeventeenthOut) {
     for (const int fd : held) {
         if (fd >= 0) close(fd);
     }
+}
+
+// limits.read_seconds bounds how long a connection may idle (docs/security.md#peers-and-limits):
+// with 1 s, a connection that sends nothing is open after half a second and closed within 5 s;
+// one that sends a request in time is answered.
+TEST(HostilePeersPgTest, AConnectionIdleLongerThanReadSecondsIsClosed) {
+    TestDatabase db;
+    PAYLEDGER_REQUIRE_DB(db);
+    ServeProcess server{db.url(), {{"limits", {{"read_seconds", 1}}}}};
+    const int idle = OpenFrom("127.0.0.1", server.port());
+    ASSERT_GE(idle, 0);
+    EXPECT_FALSE(ClosedWithin(idle, std::chrono::milliseconds{500}));
+    EXPECT_TRUE(ClosedWithin(idle, std::chrono::milliseconds{5'000}))
+        << "an idle connection outlived limits.read_seconds";
+    close(idle);
+    HttpClient client{server.port()};
+    EXPECT_EQ(client.Get("/healthz").status, 200);
 }
 
 // limits.unverified_bytes_per_minute: the bytes of unverified deliveries stored per minute from
