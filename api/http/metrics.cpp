@@ -1,5 +1,6 @@
 #include "api/http/metrics.hpp"
 
+#include <chrono>
 #include <limits>
 
 #include "api/http/prometheus.hpp"
@@ -131,6 +132,12 @@ std::string Metrics::Render(const ledger::ConnectionPool& pool, const ledger::Co
     out.Add("payledger_commit_prefetched_orders_total", Type::kCounter,
             "Orders the committer's memory learned from those reads.")
         .Sample({}, writes.prefetched_orders.load());
+    out.Add("payledger_write_in_progress_seconds", Type::kGauge,
+            "How long the committer's transaction in progress has taken so far; 0 while none "
+            "is. Seconds mean commits wait (for a synchronous standby, a lock).")
+        .Sample({}, std::chrono::duration<double>(
+                        committer.WriteInProgressFor(std::chrono::steady_clock::now()))
+                        .count());
     out.Add("payledger_commit_failures_total", Type::kCounter, "Batches answered unavailable.")
         .Sample({}, writes.failures.load());
     out.Add("payledger_answer_failures_total", Type::kCounter,

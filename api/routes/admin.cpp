@@ -1,5 +1,6 @@
 // POST /v1/admin/verify, GET /v1/audit/checkpoint (docs/integrity.md#checkpoints) and GET /readyz
 // (docs/api.md#the-http-api).
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -170,6 +171,17 @@ Response App::Ready(std::chrono::steady_clock::time_point started) {
                             {"synchronous_standbys", nullptr}};
         if (sync.synchronous_standbys) {
             synchronous["synchronous_standbys"] = *sync.synchronous_standbys;
+        }
+        // The database answers, yet writes may not end: a commit waiting for a synchronous
+        // standby that is gone waits for as long as it is, and every callback behind it.
+        const auto writing = std::chrono::duration_cast<std::chrono::seconds>(
+            committer_.WriteInProgressFor(std::chrono::steady_clock::now()));
+        if (writing >= kWriteStalledAfter) {
+            const std::string message =
+                "a write has waited " + std::to_string(writing.count()) +
+                " s for the database (a commit waits for a synchronous standby, or a lock)";
+            LogJson("warning", Dump(json{{"msg", "readiness check failed"}, {"error", message}}));
+            return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable, message);
         }
         return JsonResponse(http::status::ok,
                             {{"status", "ready"}, {"synchronous_replication", synchronous}});

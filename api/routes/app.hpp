@@ -99,6 +99,11 @@ private:
     // GET /readyz's own connection (it needs no token): readiness never waits behind the reads
     // of `pool_`, however many auditors, scrapers or exports hold them.
     static constexpr std::chrono::milliseconds kReadinessWaitMax{2'000};
+    // A transaction of the committer in progress for longer than this makes /readyz 503: a
+    // batch takes milliseconds, and one that has not ended in 5 s is waiting on something that
+    // may never come (a commit waiting for a synchronous standby that is gone, in strict
+    // synchronous mode), with every callback behind it (docs/availability.md#failover).
+    static constexpr std::chrono::seconds kWriteStalledAfter{5};
     ledger::ConnectionPool readiness_;
     // By path after callbacks/ (a route row's channel); std::less<> finds a string_view.
     std::map<std::string, std::unique_ptr<Channel>, std::less<>> channels_;

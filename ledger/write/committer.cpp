@@ -256,6 +256,14 @@ std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t
         connection_ = Connect(options_.url, options_.session);
     }
     BatchStats batch_stats;
+    // Readiness and /metrics watch it: a write that never ends (a commit waiting for a standby
+    // that is gone) would otherwise leave every callback waiting behind it, silently.
+    stats_.write_began_at.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                                std::memory_order_relaxed);
+    struct WriteEnds {
+        std::atomic<std::int64_t>& began_at;
+        ~WriteEnds() { began_at.store(0, std::memory_order_relaxed); }
+    } write_ends{stats_.write_began_at};
     std::vector<DeliveryResult> results =
         WriteBatch(*connection_, std::span(batch.deliveries).subspan(first, count), &batch_stats,
                    cache_.get());
@@ -271,6 +279,14 @@ std::vector<DeliveryResult> Committer::WriteOnce(const Batch& batch, std::size_t
     ++stats_.batches;
     stats_.deliveries += count;
     return results;
+}
+
+std::chrono::steady_clock::duration Committer::WriteInProgressFor(
+    std::chrono::steady_clock::time_point now) const {
+    const std::int64_t began = stats_.write_began_at.load(std::memory_order_relaxed);
+    if (began == 0) return std::chrono::steady_clock::duration::zero();
+    return std::max(std::chrono::steady_clock::duration::zero(),
+                    now.time_since_epoch() - std::chrono::steady_clock::duration{began});
 }
 
 std::vector<DeliveryResult> Committer::WriteWithRetries(const Batch& batch) {

@@ -94,8 +94,14 @@ public:
         std::atomic<std::uint64_t> answer_failures{0};      // `done` calls that threw.
         std::atomic<std::uint64_t> prefetch_reads{0};       // Reads of the prefetch thread.
         std::atomic<std::uint64_t> prefetched_orders{0};    // Orders the cache learned from them.
+        // When the transaction in progress began (steady_clock's count since its epoch); 0
+        // while none is. A commit waiting for a synchronous standby that is gone waits here.
+        std::atomic<std::int64_t> write_began_at{0};
     };
     [[nodiscard]] const Stats& stats() const { return stats_; }
+    // How long the transaction in progress has taken so far at `now`; zero while none is.
+    [[nodiscard]] std::chrono::steady_clock::duration WriteInProgressFor(
+        std::chrono::steady_clock::time_point now) const;
 
 private:
     struct Pending {

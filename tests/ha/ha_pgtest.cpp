@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -401,6 +402,66 @@ TEST(FailoverPgTest, ReadinessAndMetricsSayWhetherCommitsWaitForAStandby) {
     EXPECT_EQ(synchronous(http)["synchronous_standbys"], 0);
     EXPECT_EQ(Metric(http, "payledger_synchronous_replication_configured"), 0.0);
     EXPECT_EQ(Metric(http, "payledger_synchronous_standbys"), 0.0);
+}
+
+// In strict synchronous replication with its standby gone, a commit waits for as long as the
+// standby is away, and every callback behind it; the database still answers a query. /readyz
+// says so once a write has waited kWriteStalledAfter (5 s), and /metrics shows for how long; the
+// waiting callback is acknowledged once the standby is back, and readiness returns.
+TEST(FailoverPgTest, ReadinessIs503WhileACommitWaitsForAStandbyThatIsGone) {
+    OwnCluster cluster{/*synchronous=*/true};
+    Migrate(cluster.PrimaryUrl());
+    ServeProcess server{cluster.PrimaryUrl()};
+    HttpClient http{server.port()};
+    ASSERT_EQ(CreateOrder(http, "W-1").status, 201);
+    EXPECT_EQ(http.Get("/readyz").status, 200);
+    EXPECT_EQ(Metric(http, "payledger_write_in_progress_seconds"), 0.0);
+
+    cluster.StopStandby();
+    const std::string body = testing::GenericPayment("W-1", "TX-W-1", kAmount);
+    auto paid = std::async(std::launch::async, [&] {
+        HttpClient platform{server.port()};
+        return platform.Post(
+            "/v1/callbacks/generic", body,
+            {{"Payledger-Signature",
+              GenericChannel::Sign(testing::kGenericSecret, testing::UnixNow(), body)}});
+    });
+    // However the test ends, the standby is back before `paid` is destroyed (a future of
+    // std::async waits for its callback, whose commit waits for the standby).
+    struct StandbyBack {
+        OwnCluster& cluster;
+        bool started = false;
+        void Start() {
+            if (!started) cluster.StartStandby();
+            started = true;
+        }
+        ~StandbyBack() { Start(); }
+    } standby_back{cluster};
+    HttpResult ready;
+    ASSERT_TRUE(Eventually(
+        [&] {
+            ready = http.Get("/readyz");
+            return ready.status == 503;
+        },
+        std::chrono::seconds{30}))
+        << "readiness stayed " << ready.status << " while the commit waited: " << ready.body;
+    EXPECT_NE(ready.body.find("a write has waited"), std::string::npos) << ready.body;
+    EXPECT_GE(Metric(http, "payledger_write_in_progress_seconds"), 5.0);
+    EXPECT_EQ(paid.wait_for(std::chrono::seconds{0}), std::future_status::timeout)
+        << "the callback was answered while its commit waited for the standby";
+
+    standby_back.Start();
+    const HttpResult answer = paid.get();
+    EXPECT_EQ(answer.status, 200) << answer.body;
+    EXPECT_TRUE(
+        Eventually([&] { return http.Get("/readyz").status == 200; }, std::chrono::seconds{30}));
+    EXPECT_EQ(Metric(http, "payledger_write_in_progress_seconds"), 0.0);
+    auto primary = ledger::Connect(cluster.PrimaryUrl());
+    pqxx::read_transaction tx{*primary};
+    EXPECT_EQ(tx.exec("SELECT count(*) FROM ledger_events WHERE out_trade_no = 'W-1' AND "
+                      "event_type = 'PAYMENT_SUCCEEDED'")[0][0]
+                  .as<int>(),
+              1);
 }
 
 // The feeds used to check that the replica streams the primary's timeline in
