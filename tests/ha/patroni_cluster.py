@@ -42,7 +42,8 @@ primary_start_timeout=) — the timings default to patroni-test.json's:
   replication(leader), describe()
   multihost_url(db, user), url(name, db), psql(sql, node=, db=), create_database(name),
   migrate(binary, db=, grant=, url=)
-  switchover(candidate=), failover(candidate), kill_postgres(name=), kill_patroni(name=),
+  patronictl(*args), switchover(candidate=), failover(candidate), kill_postgres(name=),
+  kill_patroni(name=),
   start_patroni(name), stop_node(name), start_node(name), stop_sync_standby(),
   start_sync_standby(name)
   etcd_leader(), stop_etcd(i=), start_etcd(i), etcd_healthy(i)
@@ -825,6 +826,19 @@ class PatroniCluster:
         return out
 
     # --- Actions ------------------------------------------------------------------------------
+
+    def patronictl(self, *args, timeout=120):
+        """`patronictl -c <a node's patroni.yml> ARGS` (the operator's command: switchover,
+        failover, list...), with this cluster's scope. Returns its output; raises when it
+        exits other than 0."""
+        argv = [PATRONICTL, "-c", next(iter(self.nodes.values())).config] + list(args)
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, cwd="/",
+                              env=dict(os.environ, HOME=self.folder))
+        out = (proc.stdout + proc.stderr).decode(errors="replace")
+        if proc.returncode != 0:
+            raise ClusterError("%s exited %d: %s" % (" ".join(argv), proc.returncode,
+                                                     out.strip()))
+        return out
 
     def switchover(self, candidate=None, timeout=90):
         """A planned switchover through the leader's REST API (POST /switchover; what
