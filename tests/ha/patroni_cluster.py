@@ -47,6 +47,8 @@ primary_start_timeout=) — the timings default to patroni-test.json's:
   start_patroni(name), stop_node(name), start_node(name), stop_sync_standby(),
   start_sync_standby(name)
   etcd_leader(), stop_etcd(i=), start_etcd(i), etcd_healthy(i)
+Functions for the scripts: missing_programs(), require_programs() (exit 77 without them, 1 under
+CI), finish(ok, folder, keep, parent), wait_until(), holds_for().
 cluster.nodes[name] (Node): pg_port, rest_port, sock, data, url(), psql(), run_sql(),
 start_sql(), scalar(), in_recovery(), postmaster_pid(), rest(method, path, body).
 
@@ -102,6 +104,36 @@ def missing_programs():
     needed = [PATRONI, PATRONICTL, ETCD, PSQL, PG_BIN + "/postgres", PG_BIN + "/pg_ctl",
               PG_BIN + "/pg_rewind"]
     return [p for p in needed if not os.access(p, os.X_OK)]
+
+
+SKIP = 77  # ctest's SKIP_RETURN_CODE for the scripts that use this harness
+
+
+def require_programs():
+    """Exits 77 (ctest: skipped) when Patroni, etcd or PostgreSQL 15 is not installed, except
+    under CI (the variable CI set), where that fails (exit 1)."""
+    missing = missing_programs()
+    if not missing:
+        return
+    reason = ("not installed: %s (apt-get install patroni etcd-server postgresql-15)"
+              % ", ".join(missing))
+    if os.environ.get("CI"):
+        print("FAIL: " + reason, file=sys.stderr)
+        sys.exit(1)
+    print("SKIP: " + reason, file=sys.stderr)
+    sys.exit(SKIP)
+
+
+def finish(ok, folder, keep, parent):
+    """The end of a script's run: its folder removed when it passed (unless `keep`), else kept
+    and named unless it lies in the caller's `parent` (PAYLEDGER_TEST_TMPDIR); PASS or FAIL
+    printed. Returns the exit code."""
+    if ok and not keep:
+        shutil.rmtree(folder, ignore_errors=True)
+    elif parent is None:
+        print("kept: %s" % folder, file=sys.stderr)
+    print("PASS" if ok else "FAIL", flush=True)
+    return 0 if ok else 1
 
 
 def wait_until(what, condition, timeout, pace=0.1, state=None):

@@ -40,7 +40,6 @@ import hmac
 import http.client
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -53,20 +52,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import patroni_cluster  # noqa: E402
 from patroni_cluster import ClusterError, PatroniCluster, wait_until  # noqa: E402
 
-SKIP = 77
 MERCHANT_TOKEN = "patroni-load-merchant-token"
 GENERIC_SECRET = "patroni-load-generic-secret-0123456789"
 AMOUNT = 100  # fen, every order
 CLIENTS = 4
 CLIENT_TIMEOUT = 30.0  # s: a request unanswered for longer counts as not answered
-
-
-def skip_or_fail(reason):
-    if os.environ.get("CI"):
-        print("FAIL: " + reason, file=sys.stderr)
-        sys.exit(1)
-    print("SKIP: " + reason, file=sys.stderr)
-    sys.exit(SKIP)
 
 
 def free_port():
@@ -576,10 +566,7 @@ def main():
     parser.add_argument("--bin", required=True, help="the payledger binary")
     parser.add_argument("--keep", action="store_true", help="keep the folder, also on success")
     args = parser.parse_args()
-    missing = patroni_cluster.missing_programs()
-    if missing:
-        skip_or_fail("not installed: %s (apt-get install patroni etcd-server postgresql-15)"
-                     % ", ".join(missing))
+    patroni_cluster.require_programs()
     parent = os.environ.get("PAYLEDGER_TEST_TMPDIR") or None
     folder = tempfile.mkdtemp(prefix="patroni-load-", dir=parent)
     cluster = PatroniCluster(folder)
@@ -611,12 +598,7 @@ def main():
     print(json.dumps({"ok": ok, "ttl": cluster.ttl, "loop_wait": cluster.loop_wait,
                       "total_seconds": round(time.monotonic() - began, 1),
                       "figures": run.figures}))
-    if ok and not args.keep:
-        shutil.rmtree(folder, ignore_errors=True)
-    elif parent is None:
-        print("kept: %s" % folder, file=sys.stderr)
-    print("PASS" if ok else "FAIL", flush=True)
-    return 0 if ok else 1
+    return patroni_cluster.finish(ok, folder, args.keep, parent)
 
 
 if __name__ == "__main__":

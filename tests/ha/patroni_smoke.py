@@ -28,7 +28,6 @@ Exit 77 (ctest: skipped) when Patroni, etcd or PostgreSQL 15 is not installed, e
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -38,15 +37,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import patroni_cluster  # noqa: E402
 from patroni_cluster import ClusterError, PatroniCluster, holds_for, wait_until  # noqa: E402
 
-SKIP = 77
-
-
-def skip_or_fail(reason):
-    if os.environ.get("CI"):
-        print("FAIL: " + reason, file=sys.stderr)
-        sys.exit(1)
-    print("SKIP: " + reason, file=sys.stderr)
-    sys.exit(SKIP)
 
 
 class Smoke:
@@ -267,10 +257,7 @@ def main():
     parser.add_argument("--retry-timeout", type=int, help="likewise")
     args = parser.parse_args()
 
-    missing = patroni_cluster.missing_programs()
-    if missing:
-        skip_or_fail("not installed: %s (apt-get install patroni etcd-server postgresql-15)"
-                     % ", ".join(missing))
+    patroni_cluster.require_programs()
     if args.bin and not os.access(args.bin, os.X_OK):
         print("FAIL: %s is not an executable" % args.bin, file=sys.stderr)
         return 1
@@ -314,12 +301,7 @@ def main():
                       "loop_wait": cluster.loop_wait, "retry_timeout": cluster.retry_timeout,
                       "total_seconds": round(time.monotonic() - began, 1),
                       "timings": [[s, w, round(t, 2)] for s, w, t in smoke.timings]}))
-    if ok and not args.keep:
-        shutil.rmtree(folder, ignore_errors=True)
-    elif parent is None:
-        print("kept: %s" % folder, file=sys.stderr)
-    print("PASS" if ok else "FAIL", flush=True)
-    return 0 if ok else 1
+    return patroni_cluster.finish(ok, folder, args.keep, parent)
 
 
 if __name__ == "__main__":
