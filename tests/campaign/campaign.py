@@ -33,8 +33,10 @@ def run(world):
     """The run: the schedule and the plan said, the world set up, the load, the faults, the
     operator and the follower for the run's seconds, then the world healed and the end's
     waits; every judgment by checker.py. Returns the exit code (0: PASS)."""
-    schedule = faults.make_schedule(world.seed, world.seconds)
-    world.say("campaign seed=%d seconds=%d tmp=%s" % (world.seed, world.seconds, world.tmp))
+    table = faults.TABLES[world.engine]
+    schedule = faults.make_schedule(world.seed, world.seconds, table)
+    world.say("campaign seed=%d seconds=%d engine=%s tmp=%s" % (world.seed, world.seconds,
+                                                               world.engine, world.tmp))
     world.say("workload plan: %d workers, plan digest %s" % (
         world_module.WORKERS, workload.plan_digest(world.seed, world_module.WORKERS)))
     world.say("fault schedule (%d faults, digest %s):" % (len(schedule),
@@ -54,7 +56,7 @@ def run(world):
                              classify=notices.classify, outcome_of=notices.outcome_of,
                              simulator_port=world.simulator_port)
     executor = faults.Executor(world.fault_actions(), schedule, world.log,
-                               world.note_fault_error)
+                               world.note_fault_error, table)
     follower = threading.Thread(target=world.follow, name="follower", daemon=True)
     ops = threading.Thread(target=world.ops_loop, args=(deadline,), name="ops", daemon=True)
     follower.start()
@@ -159,6 +161,10 @@ def run(world):
     for f in schedule:
         kinds[f.kind] = kinds.get(f.kind, 0) + 1
     world.say("faults: " + " ".join("%s=%d" % kv for kv in sorted(kinds.items())))
+    world.say("faults ran: " + " ".join("%s=%d" % kv
+                                        for kv in sorted(executor.ran_kinds.items())))
+    for line in world.engine_summary():
+        world.say(line)
     passed = not report.problems
     if report.tolerated:
         world.say("")
@@ -193,6 +199,9 @@ def main():
     parser.add_argument("--bin", required=True, help="the payledger binary")
     parser.add_argument("--tmp", default=os.environ.get("TMPDIR", "/tmp"))
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--engine", choices=sorted(faults.TABLES), default="promote",
+                        help="what fails the PostgreSQL over: promote (a standby promoted by "
+                        "hand, world.py) or patroni (a Patroni cluster, patroni_world.py)")
     parser.add_argument("--tolerate", action="append", default=[], metavar="CATEGORY",
                         help="report the problems of this category without failing the run "
                         "(a known product bug); repeatable: " + ", ".join(CATEGORIES))
@@ -202,7 +211,12 @@ def main():
             parser.error("--tolerate: one of " + ", ".join(CATEGORIES))
     if args.seconds < 5:
         parser.error("--seconds: at least 5")
-    campaign = world_module.World(args)
+    if args.engine == "patroni":
+        import patroni_world
+        patroni_world.patroni_cluster.require_programs()   # else exit 77: ctest's skip
+        campaign = patroni_world.PatroniWorld(args)
+    else:
+        campaign = world_module.World(args)
     try:
         return run(campaign)
     except BaseException:

@@ -1,4 +1,5 @@
-"""The fault schedule, generated from the seed only (random.Random(seed)), and its executor.
+"""The fault schedule, generated from the seed only (random.Random(seed)) and the engine's
+fault table, and its executor.
 
 Each fault starts at its time and runs in a thread of its own, so faults overlap. Faults on one
 resource take turns (a lock per serve, per proxy link, per subscription; one for PostgreSQL's
@@ -23,11 +24,11 @@ class Fault:
     kind: str
     start: float
     serve: int = None       # serve_*: which of the two serves
-    down: float = None      # serve_kill, pg_restart: seconds down
+    down: float = None      # serve_kill, pg_restart, patroni_kill: seconds down
     duration: float = None  # seconds the fault lasts
     skew: int = None        # serve_skew: seconds the serve's clock is off
     stall: float = None     # failover_in_stall: seconds the standby stalls before the failover
-    how: str = None         # replica_cut, read_cut: "stall" or "refuse"
+    how: str = None         # replica_cut, read_cut, etcd_partition: "stall" or "refuse"
     link: str = None        # proxy_*: "a", "b" (a serve's database link) or "both"
     delay: float = None     # proxy_slow: seconds added to each forwarded chunk
     sub: str = None         # receiver_*: the subscription
@@ -114,30 +115,85 @@ KINDS = [
     FaultKind("receiver_429", 4, _receiver, lambda f: ["sub_" + f.sub]),
     FaultKind("receiver_410", 3, _receiver, lambda f: ["sub_" + f.sub]),
 ]
-BY_NAME = {k.name: k for k in KINDS}
 # Every resource a fault can hold: a lock each (Executor).
 RESOURCES = ("serve0", "serve1", "pg", "link_repl", "link_upstream", "link_read", "link_a",
              "link_b", "sub_all", "sub_payments")
 
+# The Patroni engine's table (campaign.py --engine patroni; patroni_world.py): the serves',
+# proxy links' and receiver's kinds as above; in place of the hand-made promotion's, what happens
+# to a Patroni cluster (tests/ha/patroni_cluster.py). Every failover is Patroni's decision: the
+# campaign only breaks things or asks as an operator would. One "pg" lock: each of these waits
+# until the cluster is healthy again before it ends.
+_CLUSTER = lambda f: ["pg"]  # noqa: E731 - a table's cell
+_SHARED = ("serve_kill", "serve_stop", "serve_skew", "proxy_cut", "proxy_stall", "proxy_slow",
+           "proxy_refuse", "read_cut", "receiver_down", "receiver_slow", "receiver_500",
+           "receiver_429", "receiver_410")
+PATRONI_KINDS = [k for k in KINDS if k.name in _SHARED] + [
+    # patronictl switchover: the leader hands over to the synchronous standby.
+    FaultKind("switchover", 4, lambda rng: {}, _CLUSTER),
+    # patronictl failover to the synchronous standby.
+    FaultKind("failover", 3, lambda rng: {}, _CLUSTER),
+    # kill -9 of the leader's postmaster (primary_start_timeout 0: Patroni fails over).
+    FaultKind("pg_kill", 5, lambda rng: {}, _CLUSTER),
+    # kill -9 of the leader's Patroni, started again `down` seconds later (as systemd would):
+    # meanwhile its PostgreSQL runs on unmanaged, and after the ttl another node leads.
+    FaultKind("patroni_kill", 3, lambda rng: dict(down=round(rng.uniform(1.0, 20.0), 2)),
+              _CLUSTER),
+    # The synchronous standby stopped: in strict mode commits wait, none is acknowledged.
+    FaultKind("standby_stop", 3, lambda rng: dict(duration=round(rng.uniform(1.0, 10.0), 2)),
+              _CLUSTER),
+    # The read replica (tags nofailover, nosync) stopped: reads go to the primary.
+    FaultKind("replica_stop", 2, lambda rng: dict(duration=round(rng.uniform(1.0, 10.0), 2)),
+              _CLUSTER),
+    # etcd stopped: no leader lock, so no primary (Patroni demotes) until it is back.
+    FaultKind("etcd_stop", 2, lambda rng: dict(duration=round(rng.uniform(1.0, 12.0), 2)),
+              _CLUSTER),
+    # The leader's Patroni cut from etcd through its proxy link (stalled or refused): it
+    # demotes itself, and another node takes the lock once its ttl runs out.
+    FaultKind("etcd_partition", 3, lambda rng: dict(how=rng.choice(("stall", "refuse")),
+                                                    duration=round(rng.uniform(2.0, 20.0), 2)),
+              _CLUSTER),
+]
+PATRONI_RESOURCES = ("serve0", "serve1", "pg", "link_read", "link_a", "link_b", "sub_all",
+                     "sub_payments")
 
-def _pick(rng):
-    total = sum(k.weight for k in KINDS)
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """A fault table: its kinds, by name, and every resource they can hold."""
+    kinds: list
+    resources: tuple
+
+    @property
+    def by_name(self):
+        return {k.name: k for k in self.kinds}
+
+
+# The engines (campaign.py --engine): how the campaign's PostgreSQL fails over.
+TABLES = {"promote": Table(KINDS, RESOURCES),
+          "patroni": Table(PATRONI_KINDS, PATRONI_RESOURCES)}
+BY_NAME = TABLES["promote"].by_name
+
+
+def _pick(rng, kinds):
+    total = sum(k.weight for k in kinds)
     x = rng.uniform(0, total)
-    for k in KINDS:
+    for k in kinds:
         x -= k.weight
         if x <= 0:
             return k
-    return KINDS[-1]
+    return kinds[-1]
 
 
-def make_schedule(seed, seconds):
-    """The faults of a run of `seconds`, from the seed alone, ordered by start."""
+def make_schedule(seed, seconds, table=TABLES["promote"]):
+    """The faults of a run of `seconds`, from the seed and the table alone, ordered by
+    start."""
     rng = random.Random(seed)
     n = max(3, int(seconds / 3.5))
     drawn = []
     last = max(3.0, seconds - 4.0)
     for _ in range(n):
-        kind = _pick(rng)
+        kind = _pick(rng, table.kinds)
         start = round(rng.uniform(2.0, last), 2)
         drawn.append((start, kind.name, kind.draw(rng)))
     drawn.sort(key=lambda d: (d[0], d[1]))
@@ -162,9 +218,11 @@ class Executor:
     locks; `actions` maps every kind of the table to the function that applies it, and
     `on_error(fault, error)` hears of a fault that could not be applied."""
 
-    def __init__(self, actions, schedule, log, on_error):
-        missing = sorted(set(BY_NAME) - set(actions))
-        unknown = sorted(set(actions) - set(BY_NAME))
+    def __init__(self, actions, schedule, log, on_error, table=TABLES["promote"]):
+        self.by_name = table.by_name
+        self.resources = table.resources
+        missing = sorted(set(self.by_name) - set(actions))
+        unknown = sorted(set(actions) - set(self.by_name))
         if missing or unknown:
             raise ValueError("fault actions: missing %s, not in the table %s" % (missing, unknown))
         self.actions = actions
@@ -174,6 +232,7 @@ class Executor:
         self.locks = {}
         self.threads = []
         self.ran = 0
+        self.ran_kinds = {}     # kind: how many of its faults ran
         self.skipped = 0
         self.count_lock = threading.Lock()
 
@@ -181,7 +240,7 @@ class Executor:
         return self.locks.setdefault(name, threading.Lock())
 
     def start(self, t0, end):
-        for name in RESOURCES:
+        for name in self.resources:
             self._lock(name)
         # The dispatcher: one thread waits for each fault's time (in order), then hands it on.
         t = threading.Thread(target=self._dispatch, args=(t0, end), name="faults", daemon=True)
@@ -206,7 +265,7 @@ class Executor:
         return all(not t.is_alive() for t in self.threads)
 
     def _run(self, f, end):
-        names = sorted(BY_NAME[f.kind].resources(f))
+        names = sorted(self.by_name[f.kind].resources(f))
         held = []
         try:
             for name in names:
@@ -228,6 +287,7 @@ class Executor:
                 self.on_error(f, error)
             with self.count_lock:
                 self.ran += 1
+                self.ran_kinds[f.kind] = self.ran_kinds.get(f.kind, 0) + 1
         finally:
             for lock in held:
                 lock.release()

@@ -7,7 +7,8 @@ CampaignFaultsSelfTest; no database, Debian's /usr/bin/python3 and its standard 
 A seed names a run: the schedule must be the seed's alone, the same on every machine and after
 every change of the code that draws it (the digests below were taken before the fault table
 replaced the code's if-chain, and still hold). Every kind of the table must hold only known
-resources and have an action in the world (world.py World.fault_actions); faults on one
+resources and have an action in the world (world.py World.fault_actions, and for the Patroni
+engine patroni_world.py's); faults on one
 resource must take turns; a fault that fails must be reported, not swallowed."""
 
 import os
@@ -48,6 +49,26 @@ class Schedule(unittest.TestCase):
             self.assertLessEqual(set(resources), set(faults.RESOURCES), faults.describe(f))
         self.assertEqual(seen, set(faults.BY_NAME))
 
+    def test_the_patroni_engine_has_its_own_table_and_the_same_seed_gives_the_same_run(self):
+        table = faults.TABLES["patroni"]
+        for seed, seconds, count, digest in [(13, 60, 17, "d33396ce531d37f5"),
+                                             # README.md's one-hour run on Patroni.
+                                             (2026, 3600, 1028, "f850b8ac7d8af52e")]:
+            schedule = faults.make_schedule(seed, seconds, table)
+            self.assertEqual(len(schedule), count, seed)
+            self.assertEqual(faults.digest(schedule), digest, seed)
+        seen = set()
+        for f in faults.make_schedule(42, 3600, table):
+            seen.add(f.kind)
+            resources = table.by_name[f.kind].resources(f)
+            self.assertTrue(resources, faults.describe(f))
+            self.assertLessEqual(set(resources), set(table.resources), faults.describe(f))
+        self.assertEqual(seen, set(table.by_name))
+        # The hand-made promotion's kinds are not Patroni's, and Patroni's are not drawn in the
+        # default engine (whose seeds' schedules the test above holds).
+        self.assertNotIn("pg_restart", table.by_name)
+        self.assertNotIn("etcd_partition", faults.BY_NAME)
+
     def test_describe_names_the_kind_and_every_drawn_parameter(self):
         f = faults.Fault(n=3, kind="proxy_slow", start=12.5, link="a", delay=0.05, duration=4.0)
         self.assertEqual(faults.describe(f),
@@ -72,6 +93,14 @@ class Executor(unittest.TestCase):
         import world  # No process starts before World.setup.
         the_world = world.World.__new__(world.World)
         faults.Executor(the_world.fault_actions(), [], print, lambda f, e: None)
+
+    def test_the_patroni_world_has_an_action_for_every_kind_of_its_table(self):
+        import patroni_world  # No process starts before setup.
+        the_world = patroni_world.PatroniWorld.__new__(patroni_world.PatroniWorld)
+        table = faults.TABLES["patroni"]
+        faults.Executor(the_world.fault_actions(), [], print, lambda f, e: None, table)
+        with self.assertRaisesRegex(ValueError, "etcd_partition"):
+            faults.Executor(the_world.fault_actions(), [], print, lambda f, e: None)
 
     def test_faults_on_one_resource_take_turns_and_a_failure_is_reported(self):
         # Two faults on serve0 at once, and one on serve1 that fails.

@@ -194,7 +194,12 @@ class World:
     platform's own), the two serves, the platform simulator, the proxy, the webhook receiver;
     their configuration and start (setup), the faults that break them (fault_actions), what
     observes them while the run goes on (ops_loop, follow) and at its end (heal, await_*,
-    table, read_feed), and their stop (shutdown). campaign.py's run orchestrates it."""
+    table, read_feed), and their stop (shutdown). campaign.py's run orchestrates it. The
+    engine (campaign.py --engine) names the fault table (faults.TABLES); patroni_world.py's
+    PatroniWorld replaces the PostgreSQL parts (start_databases, the faults, heal_databases,
+    stop_databases)."""
+
+    engine = "promote"
 
     def __init__(self, args):
         self.args = args
@@ -246,6 +251,10 @@ class World:
 
     def note_fault_error(self, f, error):
         self.fault_errors.append((f, repr(error)))
+
+    def engine_summary(self):
+        """Lines on the engine's own figures, printed before the counts (none here)."""
+        return []
 
     # --- the configuration ------------------------------------------------------------------
     def write_configs(self):
@@ -341,37 +350,33 @@ class World:
         self.platform_port = free_port(taken)
         self.simulator_port = free_port(taken)
         self.receiver_port = free_port(taken)
-        self.link_port = {k: free_port(taken) for k in ("a", "b", "repl", "upstream", "read")}
         pg = os.path.join(self.tmp, "pg")
         os.makedirs(pg)
         os.chmod(pg, 0o755)
-        a = Node("node_a", os.path.join(pg, "a"), free_port(taken), self.logs,
-                 os.path.join(pg, "sock-a"))
-        b = Node("node_b", os.path.join(pg, "b"), free_port(taken), self.logs,
-                 os.path.join(pg, "sock-b"))
-        r = Node("replica", os.path.join(pg, "r"), free_port(taken), self.logs,
-                 os.path.join(pg, "sock-r"))
-        p = Node("platform", os.path.join(pg, "p"), free_port(taken), self.logs,
-                 os.path.join(pg, "sock-p"))
-        self.nodes = {"node_a": a, "node_b": b}
-        self.replica = r
-        self.platform = p
-        self.log("PostgreSQL: primary node_a, synchronous standby node_b, replica, platform",
-                 echo=True)
-        a.init()
-        a.write_node_conf(sync_names=False)
-        a.start()
-        a.psql("CREATE DATABASE payledger", db="postgres")
-        a.psql("CREATE ROLE payledger_service LOGIN", db="postgres")
+        self.platform = Node("platform", os.path.join(pg, "p"), free_port(taken), self.logs,
+                             os.path.join(pg, "sock-p"))
+        self.start_databases(pg)
+        self.start_processes()
+
+    def start_platform(self):
+        """The platform's own cluster (unfaulted), with the databases of its ledger and of
+        the simulator's record."""
+        p = self.platform
         p.init()
         p.write_node_conf(sync_names=False)
         p.start()
         p.psql("CREATE DATABASE payledger", db="postgres")
         p.psql("CREATE DATABASE simulator", db="postgres")     # the simulator's record
-        migrations = []     # the three at once: the simulator's record must not lengthen setup
-        for url in (a.url(), p.url(), p.url("simulator")):
+
+    def migrate(self, ledger_url):
+        """`migrate` of the ledger the serves use (with --grant payledger_service), of the
+        platform's and of the simulator's record, the three at once: the simulator's record
+        must not lengthen setup."""
+        p = self.platform
+        migrations = []
+        for url in (ledger_url, p.url(), p.url("simulator")):
             env = dict(os.environ, PAYLEDGER_DATABASE_URL=url)
-            args = ["migrate"] + (["--grant", "payledger_service"] if url == a.url() else [])
+            args = ["migrate"] + (["--grant", "payledger_service"] if url == ledger_url else [])
             migrations.append((url, subprocess.Popen([self.binary] + args, env=env,
                                                      stdout=subprocess.PIPE,
                                                      stderr=subprocess.STDOUT)))
@@ -380,6 +385,30 @@ class World:
             if proc.returncode != 0:
                 raise RuntimeError("migrate %s exited %s: %s" % (url, proc.returncode,
                                                                  out.decode()[-500:]))
+
+    def start_databases(self, pg):
+        """The engine's part of setup: the serves' PostgreSQL (here a primary, its synchronous
+        standby and a read replica, promoted by hand), the platform's, and the proxy's links
+        (link_port: a and b to the nodes, read to the replica)."""
+        taken = self.ports
+        self.link_port = {k: free_port(taken) for k in ("a", "b", "repl", "upstream", "read")}
+        a = Node("node_a", os.path.join(pg, "a"), free_port(taken), self.logs,
+                 os.path.join(pg, "sock-a"))
+        b = Node("node_b", os.path.join(pg, "b"), free_port(taken), self.logs,
+                 os.path.join(pg, "sock-b"))
+        r = Node("replica", os.path.join(pg, "r"), free_port(taken), self.logs,
+                 os.path.join(pg, "sock-r"))
+        self.nodes = {"node_a": a, "node_b": b}
+        self.replica = r
+        self.log("PostgreSQL: primary node_a, synchronous standby node_b, replica, platform",
+                 echo=True)
+        a.init()
+        a.write_node_conf(sync_names=False)
+        a.start()
+        a.psql("CREATE DATABASE payledger", db="postgres")
+        a.psql("CREATE ROLE payledger_service LOGIN", db="postgres")
+        self.start_platform()
+        self.migrate(a.url())
         self.primary, self.standby = a, b
         self.proxy = Proxy(os.path.join(self.logs, "proxy.log"))
         self.proxy.add("a", self.link_port["a"], a.socket)
@@ -399,6 +428,10 @@ class World:
         a.reload()
         if not self.await_sync(a, b, 60):
             raise RuntimeError("the standby never streamed synchronously")
+
+    def start_processes(self):
+        """The rest of setup, whatever the engine: the configurations, the receiver, the
+        platform's ledger, the simulator and the two serves, each ready."""
         self.write_configs()
         self.receiver = Receiver(self.receiver_port, self.subs,
                                  os.path.join(self.logs, "receiver.log"))
@@ -765,13 +798,27 @@ class World:
     # --- the end ------------------------------------------------------------------------------
     def heal(self):
         self.log("healing everything", echo=True)
-        for link in ("a", "b", "repl", "upstream", "read"):
+        for link in self.link_port:
             self.proxy.heal(link)
-        self.proxy.retarget("repl", self.primary.socket)
-        self.proxy.retarget("upstream", self.primary.socket)
         self.receiver.up()
         for name in self.subs:
             self.receiver.set_mode(name, "ok")
+        self.heal_databases()
+        for s in self.serves:
+            if s.stopped:
+                s.resume()
+            if not s.alive() or s.skew:
+                s.kill()
+                s.start()
+        for s in self.serves:
+            if not wait_until(lambda: http_call(s.port, "GET", "/readyz")[0] == 200, 60):
+                self.final_problems.append("%s not ready 60 s after healing" % s.name)
+
+    def heal_databases(self):
+        """The engine's part of healing: every node running, the standby synchronous, the
+        replica following the primary."""
+        self.proxy.retarget("repl", self.primary.socket)
+        self.proxy.retarget("upstream", self.primary.socket)
         if not self.primary.running():
             self.primary.start()
         if not self.standby.running():
@@ -782,15 +829,6 @@ class World:
             self.replica.start()
         if not self.replica_streams(30):
             self.rebuild_replica()
-        for s in self.serves:
-            if s.stopped:
-                s.resume()
-            if not s.alive() or s.skew:
-                s.kill()
-                s.start()
-        for s in self.serves:
-            if not wait_until(lambda: http_call(s.port, "GET", "/readyz")[0] == 200, 60):
-                self.final_problems.append("%s not ready 60 s after healing" % s.name)
 
     def await_subscriptions(self):
         for name in self.subs:
@@ -920,11 +958,15 @@ class World:
                 self.log("stopping %s failed: %r" % (s.name, error))
         if self.receiver:
             self.receiver.stop()
-        for node in list(getattr(self, "nodes", {}).values()) + [
-                getattr(self, "replica", None), getattr(self, "platform", None)]:
-            if node is not None:
-                node.stop("fast")
+        self.stop_databases()
         if self.proxy:
             self.proxy.stop()
         if getattr(self, "history", None):
             self.history.close()
+
+    def stop_databases(self):
+        """The engine's part of shutdown: every PostgreSQL it started, whatever its state."""
+        for node in list(getattr(self, "nodes", {}).values()) + [
+                getattr(self, "replica", None), getattr(self, "platform", None)]:
+            if node is not None:
+                node.stop("fast")

@@ -60,12 +60,14 @@ import atexit
 import ctypes
 import json
 import os
+import queue
 import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -182,9 +184,51 @@ except OSError:  # Not Linux/glibc: no parent-death signal, the atexit and __exi
 
 def _die_with_parent():
     """In the child, after it changed user (a change of user clears the setting): SIGTERM
-    when the harness's process dies, however it dies."""
+    when the harness's process dies, however it dies. Only for a child forked by spawn()."""
     if _libc is not None:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+class _Spawner:
+    """The one thread every daemon of the harness is started from. PR_SET_PDEATHSIG fires when
+    the thread that forked the child ends, not the process (prctl(2)): a daemon started from a
+    short-lived thread (a fault of the campaign, tests/campaign/patroni_world.py) would get
+    SIGTERM as soon as that thread returned. This thread lives as long as the process."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._jobs = queue.Queue()
+        self._thread = None
+
+    def run(self, start):
+        """Calls `start` (which forks) on the spawner's thread and returns what it returns."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="spawner", daemon=True)
+                self._thread.start()
+        done = queue.Queue(1)
+        self._jobs.put((start, done))
+        ok, value = done.get()
+        if not ok:
+            raise value
+        return value
+
+    def _loop(self):
+        while True:
+            start, done = self._jobs.get()
+            try:
+                done.put((True, start()))
+            except BaseException as error:  # noqa: BLE001 - raised again in the caller's thread
+                done.put((False, error))
+
+
+_spawner = _Spawner()
+
+
+def spawn(*args, **kwargs):
+    """subprocess.Popen(*args, **kwargs), forked from the spawner's thread (_Spawner): for a
+    child whose preexec_fn is _die_with_parent."""
+    return _spawner.run(lambda: subprocess.Popen(*args, **kwargs))
 
 
 def _as_postgres():
@@ -362,10 +406,10 @@ class _Daemon:
             out.flush()
             # A session of its own: a Ctrl-C to the test's terminal does not reach it, stop()
             # ends it in order. cwd /: postgres may not enter the caller's folder.
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, cwd="/", env=self.env,
-                                         start_new_session=True, preexec_fn=_die_with_parent,
-                                         **(_as_postgres() if self.as_postgres else {}))
+            self.proc = spawn(self.argv, stdin=subprocess.DEVNULL, stdout=out,
+                              stderr=subprocess.STDOUT, cwd="/", env=self.env,
+                              start_new_session=True, preexec_fn=_die_with_parent,
+                              **(_as_postgres() if self.as_postgres else {}))
 
     def signal(self, signum):
         if self.running:
@@ -482,7 +526,10 @@ class PatroniCluster:
     """Three Patroni nodes (node1..node3) and one or three etcd members under `folder`."""
 
     def __init__(self, folder, nodes=3, etcd_members=1, ttl=None, loop_wait=None,
-                 retry_timeout=None, primary_start_timeout=None, log=None):
+                 retry_timeout=None, primary_start_timeout=None, log=None, tags=None):
+        """`tags` ({node name: {tag: value}}) sets Patroni tags of a node, such as a read
+        replica's nofailover and nosync. After construction, `etcd_routes[name]` may name the
+        addresses a node's Patroni reaches etcd by (a fault proxy's, to partition it)."""
         if etcd_members not in (1, 3):
             raise ValueError("etcd_members is 1 or 3")
         with open(TEST_SETTINGS) as f:
@@ -526,6 +573,8 @@ class PatroniCluster:
                 "--heartbeat-interval", "200", "--election-timeout", "2000",
                 "--log-level", "warn", "--logger", "zap"],
                 os.path.join(self.folder, m["name"] + ".log"))
+        self.tags = tags or {}
+        self.etcd_routes = {}
         self.nodes = {}
         for i in range(nodes):
             name = "node%d" % (i + 1)
@@ -568,7 +617,12 @@ class PatroniCluster:
         config["name"] = node.name
         rest = "127.0.0.1:%d" % node.rest_port
         config["restapi"].update(listen=rest, connect_address=rest)
-        config["etcd3"]["hosts"] = self.etcd_hosts()
+        config["etcd3"]["hosts"] = self.etcd_routes.get(node.name) or self.etcd_hosts()
+        if node.name in self.etcd_routes:
+            # The hosts are proxies: without this Patroni asks etcd for its members and
+            # connects to their advertised addresses, around the proxy.
+            config["etcd3"]["use_proxies"] = True
+        config["tags"].update(self.tags.get(node.name, {}))
         dcs = config["bootstrap"]["dcs"]
         dcs.update(ttl=self.ttl, loop_wait=self.loop_wait, retry_timeout=self.retry_timeout,
                    primary_start_timeout=self.primary_start_timeout)

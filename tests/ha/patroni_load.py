@@ -78,9 +78,9 @@ class Serve:
                        "tokens": {"merchant": [MERCHANT_TOKEN]},
                        "generic": {"secret": GENERIC_SECRET}}, f)
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([binary, "serve", "--config", self.config],
-                                         stdout=out, stderr=out,
-                                         preexec_fn=patroni_cluster._die_with_parent)
+            self.proc = patroni_cluster.spawn([binary, "serve", "--config", self.config],
+                                              stdout=out, stderr=out,
+                                              preexec_fn=patroni_cluster._die_with_parent)
         wait_until("payledger serve ready on port %d" % self.port,
                    lambda: self.get("/readyz")[0] == 200, 60, pace=0.1)
 
