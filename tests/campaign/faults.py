@@ -135,8 +135,9 @@ PATRONI_KINDS = [k for k in KINDS if k.name in _SHARED] + [
     FaultKind("failover", 3, lambda rng: {}, _CLUSTER),
     # kill -9 of the leader's postmaster (primary_start_timeout 0: Patroni fails over).
     FaultKind("pg_kill", 5, lambda rng: {}, _CLUSTER),
-    # kill -9 of the leader's Patroni, started again `down` seconds later (as systemd would):
-    # meanwhile its PostgreSQL runs on unmanaged, and after the ttl another node leads.
+    # kill -9 of the leader's Patroni: its PostgreSQL runs on unmanaged, after the ttl another
+    # node leads, and `down` seconds after that the Patroni starts again (systemd's RestartSec
+    # above the ttl, as deploy/patroni/README.md asks).
     FaultKind("patroni_kill", 3, lambda rng: dict(down=round(rng.uniform(1.0, 20.0), 2)),
               _CLUSTER),
     # The synchronous standby stopped: in strict mode commits wait, none is acknowledged.
