@@ -33,20 +33,18 @@ HEAL_SECONDS = 120
 
 class _On:
     """psql and scalar on a node of the cluster, with the campaign's defaults (the ledger's
-    database), as world.py calls them on its nodes. `pick` names the node at each call."""
+    database), as world.py calls them on its nodes. `pick` names the node at each call (it
+    may wait, and raises ClusterError when there is none)."""
 
     def __init__(self, cluster, pick):
         self.cluster, self.pick = cluster, pick
 
-    @property
-    def name(self):
-        return self.pick() or "no leader"
-
     def psql(self, sql, db="payledger", timeout=60, check=True):
-        name = self.pick()
-        if name is None:
+        try:
+            name = self.pick()
+        except patroni_cluster.ClusterError:
             if check:
-                raise patroni_cluster.ClusterError("no leader now: " + self.cluster.describe())
+                raise
             return None
         return self.cluster.node(name).psql(sql, db=db, timeout=timeout, check=check)
 
@@ -61,14 +59,12 @@ class PatroniWorld(World):
     engine = "patroni"
 
     def start_databases(self, pg):
-        patroni_cluster.require_programs()
         taken = self.ports
         self.link_port = {k: free_port(taken) for k in ("a", "b", "read")}
         self.cluster = patroni_cluster.PatroniCluster(
             os.path.join(self.tmp, "patroni"), nodes=3, etcd_members=1,
             tags={READ_REPLICA: {"nofailover": True, "nosync": True}},
-            log=lambda text: self.log("patroni: " + text))
-        self.ports |= self.cluster._ports
+            log=lambda text: self.log("patroni: " + text), ports=self.ports)
         self.proxy = Proxy(os.path.join(self.logs, "proxy.log"))
         etcd = ("127.0.0.1", self.cluster.etcd[0]["client"])
         for name in self.cluster.nodes:
@@ -81,7 +77,7 @@ class PatroniWorld(World):
         seconds = self.cluster.start()
         self.log("patroni: cluster up in %.1f s: %s" % (seconds, self.cluster.describe()),
                  echo=True)
-        leader = self.cluster.leader()
+        leader = self.cluster.wait_healthy(HEAL_SECONDS)
         if leader != "node1":
             # The links are named for their nodes; node3 could never lead, and node1 or node2
             # leads first. Nothing depends on which.
@@ -93,7 +89,8 @@ class PatroniWorld(World):
         for link, name in (("a", "node1"), ("b", "node2"), ("read", READ_REPLICA)):
             self.proxy.add(link, self.link_port[link],
                            ("127.0.0.1", self.cluster.nodes[name].pg_port))
-        self.primary = _On(self.cluster, self.cluster.leader)
+        # The leader as world.py's end reads it: waited for, a moment without one is no error.
+        self.primary = _On(self.cluster, lambda: self.cluster.wait_for_leader(60))
         self.replica = _On(self.cluster, lambda: READ_REPLICA)
         self.standby = None
         self.nodes = {}
@@ -167,32 +164,43 @@ class PatroniWorld(World):
         self._healthy("before kill -9 of the leader's Patroni")
         name = self.cluster.kill_patroni()
         self.log("patroni: the Patroni of %s killed" % name)
-        new = self.cluster.wait_for_leader(timeout=HEAL_SECONDS, exclude=name)
-        self.log("patroni: %s leads; %s's Patroni starts again in %.2f s" % (new, name, f.down))
-        time.sleep(f.down)
-        self.cluster.start_patroni(name)
+        try:
+            new = self.cluster.wait_for_leader(timeout=HEAL_SECONDS, exclude=name)
+            self.log("patroni: %s leads; %s's Patroni starts again in %.2f s"
+                     % (new, name, f.down))
+            time.sleep(f.down)
+        finally:
+            self.cluster.start_patroni(name)
         self._healthy("after kill -9 of %s's Patroni" % name, "patroni_kill")
 
     def fault_standby_stop(self, f):
         self._healthy("before the synchronous standby's stop")
-        name = self.cluster.stop_sync_standby()
-        self.log("patroni: the synchronous standby %s stopped" % name)
-        time.sleep(f.duration)
-        self.cluster.start_node(name)
+        name = self.cluster.sync_standby()
+        try:
+            self.cluster.stop_node(name)
+            self.log("patroni: the synchronous standby %s stopped" % name)
+            time.sleep(f.duration)
+        finally:
+            self._start_patroni_unless_running(name)
         self._healthy("after %s's stop" % name, "standby_stop")
 
     def fault_replica_stop(self, f):
         self._healthy("before the read replica's stop")
-        self.cluster.stop_node(READ_REPLICA)
-        time.sleep(f.duration)
-        self.cluster.start_node(READ_REPLICA)
+        try:
+            self.cluster.stop_node(READ_REPLICA)
+            time.sleep(f.duration)
+        finally:
+            self._start_patroni_unless_running(READ_REPLICA)
         self._healthy("after the read replica's stop", "replica_stop")
 
     def fault_etcd_stop(self, f):
         self._healthy("before etcd's stop")
-        i = self.cluster.stop_etcd(0)
-        time.sleep(f.duration)
-        self.cluster.start_etcd(i)
+        try:
+            self.cluster.stop_etcd(0)
+            time.sleep(f.duration)
+        finally:
+            if not self.cluster.etcd[0]["daemon"].running:
+                self.cluster.start_etcd(0)
         self._healthy("after etcd's stop", "etcd_stop")
 
     def fault_etcd_partition(self, f):
@@ -211,14 +219,17 @@ class PatroniWorld(World):
         self._healthy("after %s's partition from etcd" % leader, "etcd_partition")
 
     # --- the end ------------------------------------------------------------------------------
+    def _start_patroni_unless_running(self, name):
+        if not self.cluster.nodes[name].patroni.running:
+            self.cluster.start_patroni(name)
+
     def heal_databases(self):
-        for i, m in enumerate(self.cluster.etcd):
-            if not m["daemon"].running:
-                self.cluster.start_etcd(i)
-        for name, node in self.cluster.nodes.items():
-            if not node.patroni.running:
-                self.cluster.start_patroni(name)
         try:
+            for i, m in enumerate(self.cluster.etcd):
+                if not m["daemon"].running:
+                    self.cluster.start_etcd(i)
+            for name in self.cluster.nodes:
+                self._start_patroni_unless_running(name)
             self._healthy("healing")
         except patroni_cluster.ClusterError as error:
             self.final_problems.append("the Patroni cluster did not heal: %s" % error)

@@ -9,6 +9,7 @@ its own PostgreSQL port, REST API port and unix socket folder.
 
     with PatroniCluster(folder) as cluster:      # stops everything on the way out
         cluster.start()                          # a leader, two streaming replicas, one sync
+        # PatroniCluster(folder, tags={"node3": {"nosync": True}}): Patroni tags per node
         cluster.create_database("payledger")
         cluster.migrate("/path/to/payledger")
         url = cluster.multihost_url()            # what payledger's database_url would be
@@ -208,7 +209,10 @@ class _Spawner:
                 self._thread.start()
         done = queue.Queue(1)
         self._jobs.put((start, done))
-        ok, value = done.get()
+        try:
+            ok, value = done.get(timeout=60)
+        except queue.Empty:
+            raise ClusterError("no process started within 60 s (the spawner's thread is stuck)")
         if not ok:
             raise value
         return value
@@ -526,10 +530,13 @@ class PatroniCluster:
     """Three Patroni nodes (node1..node3) and one or three etcd members under `folder`."""
 
     def __init__(self, folder, nodes=3, etcd_members=1, ttl=None, loop_wait=None,
-                 retry_timeout=None, primary_start_timeout=None, log=None, tags=None):
+                 retry_timeout=None, primary_start_timeout=None, log=None, tags=None,
+                 ports=None):
         """`tags` ({node name: {tag: value}}) sets Patroni tags of a node, such as a read
-        replica's nofailover and nosync. After construction, `etcd_routes[name]` may name the
-        addresses a node's Patroni reaches etcd by (a fault proxy's, to partition it)."""
+        replica's nofailover and nosync. `ports`, a set of ports the caller has taken but may
+        not have bound yet, is where the cluster's own are added (and never picked twice).
+        After construction, `etcd_routes[name]` may name the addresses a node's Patroni reaches
+        etcd by (a fault proxy's, to partition it)."""
         if etcd_members not in (1, 3):
             raise ValueError("etcd_members is 1 or 3")
         with open(TEST_SETTINGS) as f:
@@ -551,7 +558,7 @@ class PatroniCluster:
                                               flush=True))
         os.makedirs(self.folder, exist_ok=True)
         os.chmod(self.folder, 0o755)  # postgres must reach its nodes' folders
-        self._ports = set()
+        self._ports = ports if ports is not None else set()
         self.etcd = []
         for i in range(etcd_members):
             client, peer = _free_port(self._ports), _free_port(self._ports)
@@ -842,13 +849,17 @@ class PatroniCluster:
         listed = [m["name"] for m in status["members"] if m.get("role") == "sync_standby"]
         if not sync or sorted(sync) != sorted(listed):
             return None
+        if self.nodes[leader].scalar("SHOW synchronous_standby_names") in (None, "*"):
+            # '*': PostgreSQL lets whichever standby connected first confirm, which may or may
+            # not be the one Patroni lists (deploy/patroni/README.md, the windows that remain).
+            return None
         return leader
 
     def wait_healthy(self, timeout=90):
         """Waits until there is a leader, every other node streams from it, Patroni reports
-        every member running, and the standby PostgreSQL confirms synchronously is the one
-        Patroni lists as synchronous (so that a commit does not wait on
-        synchronous_standby_names = '*'). Returns the leader."""
+        every member running, the standby PostgreSQL confirms synchronously is the one Patroni
+        lists as synchronous, and synchronous_standby_names names it (not '*', under which
+        any standby may confirm). Returns the leader."""
         return wait_until("a healthy cluster (a leader, every other node streaming from it, "
                           "one synchronous standby)", self._healthy, timeout, pace=0.25,
                           state=self.describe)
