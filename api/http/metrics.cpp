@@ -56,6 +56,27 @@ void RenderReads(PrometheusText& out, const ledger::ReadStatus& reads) {
 
 }  // namespace
 
+bool AnyStandbyConfirms(std::string_view standby_names) {
+    // PostgreSQL's syntax: name [, ...] | [FIRST] n (name [, ...]) | ANY n (name [, ...]); a
+    // name may be double-quoted. '*' is a name of its own, so a token of its own.
+    std::string token;
+    const auto ends = [&token] {
+        const bool any = token == "*" || token == "\"*\"";
+        token.clear();
+        return any;
+    };
+    for (const char c : standby_names) {
+        if (c == ',' || c == '(' || c == ')' || c == ' ' || c == '\t' || c == '\n') {
+            if (ends()) {
+                return true;
+            }
+        } else {
+            token.push_back(c);
+        }
+    }
+    return ends();
+}
+
 void Metrics::SetSyncReplication(SyncReplication sync) {
     std::lock_guard lock{sync_mutex_};
     sync_ = std::move(sync);
@@ -165,6 +186,11 @@ std::string Metrics::Render(const ledger::ConnectionPool& pool, const ledger::Co
                 "1 while the primary's synchronous_standby_names is set (commits wait for a "
                 "standby), 0 when it is empty; as of the last GET /readyz.")
             .Sample({}, sync->standby_names.empty() ? 0 : 1);
+        out.Add("payledger_synchronous_standby_names_any", PrometheusText::Type::kGauge,
+                "1 while the primary's synchronous_standby_names names '*': any standby may "
+                "confirm a commit, one that is never promoted too (Patroni's strict mode with "
+                "no standby to name, or restarted on the primary); as of the last GET /readyz.")
+            .Sample({}, AnyStandbyConfirms(sync->standby_names) ? 1 : 0);
         out.Add("payledger_synchronous_standbys", PrometheusText::Type::kGauge,
                 "Standbys synchronous now (pg_stat_replication sync or quorum), as of the last "
                 "GET /readyz; NaN when the role may not see it (pg_read_all_stats).")

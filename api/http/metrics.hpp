@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "projections/event.hpp"
 
@@ -26,6 +27,13 @@ struct SyncReplication {
     // role may not see it (without pg_read_all_stats).
     std::optional<std::int64_t> synchronous_standbys{};
 };
+
+// Whether synchronous_standby_names lets any standby confirm a commit: it names '*' (alone, as
+// Patroni's strict mode sets it when it has no standby to name, or in a list: "FIRST 1 (s1, *)",
+// quoted or not). Then a standby that is never promoted, a read replica or a backup's stream,
+// may be the one that confirms, and a failover to another can lose what only it holds
+// (deploy/patroni/README.md, the windows that remain).
+[[nodiscard]] bool AnyStandbyConfirms(std::string_view standby_names);
 
 class Metrics {
 public:

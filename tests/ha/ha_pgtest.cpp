@@ -385,6 +385,7 @@ TEST(FailoverPgTest, ReadinessAndMetricsSayWhetherCommitsWaitForAStandby) {
                            std::chrono::seconds{30}));
     EXPECT_EQ(synchronous(http)["standby_names"], "*");
     EXPECT_EQ(Metric(http, "payledger_synchronous_replication_configured"), 1.0);
+    EXPECT_EQ(Metric(http, "payledger_synchronous_standby_names_any"), 1.0);
     EXPECT_EQ(Metric(http, "payledger_synchronous_standbys"), 1.0);
     const json seen_by_service = synchronous(as_service);
     EXPECT_EQ(seen_by_service["standby_names"], "*");
@@ -401,6 +402,7 @@ TEST(FailoverPgTest, ReadinessAndMetricsSayWhetherCommitsWaitForAStandby) {
                            std::chrono::seconds{30}));
     EXPECT_EQ(synchronous(http)["synchronous_standbys"], 0);
     EXPECT_EQ(Metric(http, "payledger_synchronous_replication_configured"), 0.0);
+    EXPECT_EQ(Metric(http, "payledger_synchronous_standby_names_any"), 0.0);
     EXPECT_EQ(Metric(http, "payledger_synchronous_standbys"), 0.0);
 }
 
