@@ -21,16 +21,13 @@ payledger's. Usage: patroni_async_failover.py [--keep]
 """
 
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import patroni_cluster  # noqa: E402
-from patroni_cluster import ClusterError, PatroniCluster, wait_until  # noqa: E402
+from patroni_cluster import ClusterError, wait_until  # noqa: E402
 
 
 def walsender_pid(leader, standby):
@@ -41,7 +38,33 @@ def walsender_pid(leader, standby):
 
 
 def count(node, label):
-    return node.scalar("SELECT count(*) FROM t WHERE label = '%s'" % label, db="demo")
+    """How many rows `label` has on `node` ("0", "1"), waiting for an answer."""
+    return wait_until("a count on %s" % node.name,
+                      lambda: node.scalar("SELECT count(*) FROM t WHERE label = '%s'" % label,
+                                          db="demo"), 30)
+
+
+def commit_then_lose_the_leader(c, leader, holder, starved):
+    """The leader's WAL sender to `starved` stopped (SIGSTOP: what it had written already would
+    otherwise still arrive), a row 'acknowledged' committed on the leader (psql raises on a
+    WARNING: no cancelled wait), seen on `holder` and not on `starved`; then the leader's
+    machine lost: kill -9 of its Patroni, its postmaster, and the stopped WAL sender."""
+    sender = wait_until("the WAL sender of %s to %s" % (leader, starved),
+                        lambda: walsender_pid(c.nodes[leader], starved), 30)
+    os.kill(sender, signal.SIGSTOP)
+    try:
+        c.psql("INSERT INTO t VALUES ('acknowledged')", db="demo")
+        wait_until("the acknowledged row on %s" % holder,
+                   lambda: count(c.nodes[holder], "acknowledged") == "1", 30)
+        if count(c.nodes[starved], "acknowledged") != "0":
+            raise ClusterError("%s got the row despite SIGSTOP" % starved)
+        print("'acknowledged' committed, on %s, not on %s" % (holder, starved))
+        c.kill_patroni(leader)
+        c.kill_postgres(leader)
+    finally:
+        os.kill(sender, signal.SIGKILL)   # stopped: it dies without sending anything more
+    print("%s lost (kill -9 of its Patroni, its postmaster, its WAL sender to %s)"
+          % (leader, starved))
 
 
 def run(c):
@@ -58,22 +81,7 @@ def run(c):
                lambda: count(c.nodes[other], "before") == "1", 30)
     print("leader %s, synchronous standby %s, asynchronous standby %s" % (leader, sync, other))
 
-    sender = wait_until("the WAL sender of %s to %s" % (leader, other),
-                        lambda: walsender_pid(c.nodes[leader], other), 30)
-    os.kill(sender, signal.SIGSTOP)
-    try:
-        c.psql("INSERT INTO t VALUES ('acknowledged')", db="demo")   # raises on a WARNING
-        wait_until("the acknowledged row on the synchronous standby %s" % sync,
-                   lambda: count(c.nodes[sync], "acknowledged") == "1", 30)
-        if count(c.nodes[other], "acknowledged") != "0":
-            raise ClusterError("the asynchronous standby got the row despite SIGSTOP")
-        print("'acknowledged' committed, confirmed by %s, not on %s" % (sync, other))
-        c.kill_patroni(leader)
-        c.kill_postgres(leader)
-    finally:
-        os.kill(sender, signal.SIGKILL)   # stopped: it dies without sending anything more
-    print("%s lost (kill -9 of its Patroni, its postmaster, its WAL sender to %s)"
-          % (leader, other))
+    commit_then_lose_the_leader(c, leader, holder=sync, starved=other)
 
     began = time.monotonic()
     status, answer = c.nodes[sync].rest("POST", "/failover", {"candidate": other}, timeout=60)
@@ -97,28 +105,7 @@ def run(c):
 
 
 def main():
-    if patroni_cluster.missing_programs():
-        if os.environ.get("CI"):
-            return 1
-        print("SKIP: not installed: %s" % ", ".join(patroni_cluster.missing_programs()))
-        return 77
-    folder = tempfile.mkdtemp(prefix="patroni-async-failover-",
-                              dir=os.environ.get("PAYLEDGER_TEST_TMPDIR") or None)
-    cluster = PatroniCluster(folder)
-    cluster.install_signal_handlers()
-    ok = False
-    try:
-        ok = run(cluster)
-    except Exception:
-        traceback.print_exc()
-        print("cluster: " + cluster.describe(), file=sys.stderr)
-    finally:
-        cluster.stop()
-    if ok and "--keep" not in sys.argv:
-        shutil.rmtree(folder, ignore_errors=True)
-    else:
-        print("kept: " + folder, file=sys.stderr)
-    return 0 if ok else 1
+    return patroni_cluster.demonstrate("patroni-async-failover-", run)
 
 
 if __name__ == "__main__":

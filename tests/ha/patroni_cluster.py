@@ -68,8 +68,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import traceback
 import urllib.error
 import urllib.request
 
@@ -136,6 +138,35 @@ def finish(ok, folder, keep, parent):
     elif parent is None:
         print("kept: %s" % folder, file=sys.stderr)
     print("PASS" if ok else "FAIL", flush=True)
+    return 0 if ok else 1
+
+
+def demonstrate(prefix, run, **cluster_options):
+    """main() of a script that shows a window of Patroni's on a cluster of its own (for
+    deploy/patroni/README.md, not in ctest): `run(cluster)` answers whether it happened as
+    described. Exit 0 when it did, 1 when it did not or something failed (the folder kept and
+    named), 77 without Patroni or etcd (CI: 1). --keep keeps the folder either way."""
+    if missing_programs():
+        if os.environ.get("CI"):
+            return 1
+        print("SKIP: not installed: %s" % ", ".join(missing_programs()))
+        return SKIP
+    folder = tempfile.mkdtemp(prefix=prefix,
+                              dir=os.environ.get("PAYLEDGER_TEST_TMPDIR") or None)
+    cluster = PatroniCluster(folder, **cluster_options)
+    cluster.install_signal_handlers()
+    ok = False
+    try:
+        ok = run(cluster)
+    except Exception:
+        traceback.print_exc()
+        print("cluster: " + cluster.describe(), file=sys.stderr)
+    finally:
+        cluster.stop()
+    if ok and "--keep" not in sys.argv:
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        print("kept: " + folder, file=sys.stderr)
     return 0 if ok else 1
 
 

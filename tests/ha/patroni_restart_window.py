@@ -26,32 +26,16 @@ Usage: patroni_restart_window.py [--keep]
 """
 
 import os
-import shutil
-import signal
 import sys
-import tempfile
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import patroni_cluster  # noqa: E402
-from patroni_cluster import ClusterError, PatroniCluster, holds_for, wait_until  # noqa: E402
+from patroni_async_failover import (commit_then_lose_the_leader, count,  # noqa: E402
+                                    walsender_pid)
+from patroni_cluster import ClusterError, holds_for, wait_until  # noqa: E402
 
 REPLICA = "node3"
-
-
-def walsender_pid(leader, standby):
-    """The pid of `leader`'s WAL sender to `standby`, or None."""
-    value = leader.scalar("SELECT pid FROM pg_stat_replication WHERE application_name = '%s'"
-                          % standby)
-    return int(value) if value else None
-
-
-def count(node, label):
-    """How many rows `label` has on `node` ("0", "1"), waiting for an answer."""
-    return wait_until("a count on %s" % node.name,
-                      lambda: node.scalar("SELECT count(*) FROM t WHERE label = '%s'" % label,
-                                          db="demo"), 30)
 
 
 def synchronous(leader):
@@ -106,23 +90,7 @@ def run(c):
         raise ClusterError("PostgreSQL does not wait for %s alone under '*': %s"
                            % (REPLICA, confirming))
 
-    sender = wait_until("the WAL sender of %s to %s" % (leader, sync),
-                        lambda: walsender_pid(c.nodes[leader], sync), 30)
-    os.kill(sender, signal.SIGSTOP)
-    try:
-        c.psql("INSERT INTO t VALUES ('acknowledged')", db="demo")   # raises on a WARNING
-        wait_until("the acknowledged row on the read replica %s" % REPLICA,
-                   lambda: count(c.nodes[REPLICA], "acknowledged") == "1", 30)
-        if count(c.nodes[sync], "acknowledged") != "0":
-            raise ClusterError("the synchronous standby got the row despite SIGSTOP")
-        print("'acknowledged' committed, on %s, not on the synchronous standby %s"
-              % (REPLICA, sync))
-        c.kill_patroni(leader)
-        c.kill_postgres(leader)
-    finally:
-        os.kill(sender, signal.SIGKILL)   # stopped: it dies without sending anything more
-    print("%s lost (kill -9 of its Patroni, its postmaster, its WAL sender to %s)"
-          % (leader, sync))
+    commit_then_lose_the_leader(c, leader, holder=REPLICA, starved=sync)
 
     began = time.monotonic()
     new = c.wait_for_leader(timeout=90, exclude=leader)
@@ -139,28 +107,8 @@ def run(c):
 
 
 def main():
-    if patroni_cluster.missing_programs():
-        if os.environ.get("CI"):
-            return 1
-        print("SKIP: not installed: %s" % ", ".join(patroni_cluster.missing_programs()))
-        return 77
-    folder = tempfile.mkdtemp(prefix="patroni-restart-window-",
-                              dir=os.environ.get("PAYLEDGER_TEST_TMPDIR") or None)
-    cluster = PatroniCluster(folder, tags={REPLICA: {"nofailover": True, "nosync": True}})
-    cluster.install_signal_handlers()
-    ok = False
-    try:
-        ok = run(cluster)
-    except Exception:
-        traceback.print_exc()
-        print("cluster: " + cluster.describe(), file=sys.stderr)
-    finally:
-        cluster.stop()
-    if ok and "--keep" not in sys.argv:
-        shutil.rmtree(folder, ignore_errors=True)
-    else:
-        print("kept: " + folder, file=sys.stderr)
-    return 0 if ok else 1
+    return patroni_cluster.demonstrate("patroni-restart-window-", run,
+                                       tags={REPLICA: {"nofailover": True, "nosync": True}})
 
 
 if __name__ == "__main__":
