@@ -59,8 +59,7 @@ class PatroniWorld(World):
     engine = "patroni"
 
     def start_databases(self, pg):
-        taken = self.ports
-        self.link_port = {k: free_port(taken) for k in ("a", "b", "read")}
+        self.link_port = {k: free_port(self.ports) for k in ("a", "b", "read")}
         self.cluster = patroni_cluster.PatroniCluster(
             os.path.join(self.tmp, "patroni"), nodes=3, etcd_members=1,
             tags={READ_REPLICA: {"nofailover": True, "nosync": True}},
@@ -92,8 +91,6 @@ class PatroniWorld(World):
         # The leader as world.py's end reads it: waited for, a moment without one is no error.
         self.primary = _On(self.cluster, lambda: self.cluster.wait_for_leader(60))
         self.replica = _On(self.cluster, lambda: READ_REPLICA)
-        self.standby = None
-        self.nodes = {}
         self.heal_seconds = {}
 
     # --- the faults ---------------------------------------------------------------------------
