@@ -381,24 +381,39 @@ bool SubscriptionDeliverer::Store(Worker& worker, pqxx::connection& connection,
     return false;
 }
 
+bool SubscriptionDeliverer::HoldLease(Worker& worker, ledger::SubscriptionLease& lease) {
+    const std::string& name = worker.config.name;
+    if (lease.Holds(name) && worker.lease_token) return true;
+    worker.lease_token.reset();
+    worker.Forget();
+    if (!lease.TryAcquire(name)) {
+        // Another process delivers it: try again later, from whatever is stored then.
+        if (worker.client != nullptr) worker.client->Close();
+        return false;
+    }
+    // Fenced: from here on, whatever a previous holder still stores is refused
+    // (ledger::TakeLeaseToken), and the state read next is the one this thread goes on from.
+    // Taken on the lease's own session, which holds the lock while it lives.
+    worker.lease_token = lease.TakeToken(name);
+    return worker.lease_token.has_value();  // None: the lease's session failed.
+}
+
+void SubscriptionDeliverer::NotStored(Worker& worker, const Attempt& attempt) {
+    log_("info", Dump(json{{"msg",
+                            "the delivery's outcome was not stored: the cursor moved, or "
+                            "another process took the subscription over"},
+                           {"subscription", worker.config.name},
+                           {"webhook_id", attempt.id}}));
+    // The next step takes a token again (on the lease's session, so only while this process
+    // holds the lock): a refusal by token never repeats with the same one.
+    worker.lease_token.reset();
+}
+
 std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
     const SubscriptionConfig& config = worker.config;
     pqxx::connection& connection = Session(worker);
     const std::shared_ptr<ledger::SubscriptionLease> lease = Lease();
-    if (!lease->Holds(config.name) || !worker.lease_token) {
-        worker.lease_token.reset();
-        worker.Forget();
-        if (!lease->TryAcquire(config.name)) {
-            // Another process delivers it: try again later, from whatever is stored then.
-            if (worker.client != nullptr) worker.client->Close();
-            return options_.lease_retry;
-        }
-        // Fenced: from here on, whatever a previous holder still stores is refused
-        // (ledger::TakeLeaseToken), and the state read next is the one this thread goes on from.
-        // Taken on the lease's own session, which holds the lock while it lives.
-        worker.lease_token = lease->TakeToken(config.name);
-        if (!worker.lease_token) return options_.lease_retry;  // The lease's session failed.
-    }
+    if (!HoldLease(worker, *lease)) return options_.lease_retry;
     // The stored state; then, when an attempt is due and nothing is held, the next batch.
     ledger::SubscriptionState state = StoredState(worker, connection);
     const Gate gate = DecideGate(state, worker.known_after, options_.now());
@@ -426,16 +441,7 @@ std::chrono::milliseconds SubscriptionDeliverer::Step(Worker& worker) {
         attempt.result, state.consecutive_failures, worker.pending.size(), config.batch_max,
         options_.linger, std::uniform_real_distribution<double>{0.0, 1.0}(worker.random));
     const bool stored = Store(worker, connection, std::move(state), verdict, attempt);
-    if (!stored) {
-        log_("info", Dump(json{{"msg",
-                                "the delivery's outcome was not stored: the cursor moved, or "
-                                "another process took the subscription over"},
-                               {"subscription", config.name},
-                               {"webhook_id", attempt.id}}));
-        // The next step takes a token again (on the lease's session, so only while this process
-        // holds the lock): a refusal by token never repeats with the same one.
-        worker.lease_token.reset();
-    }
+    if (!stored) NotStored(worker, attempt);
     const Next next = AfterStored(verdict, stored);
     if (next.forget) worker.Forget();
     return next.wait;

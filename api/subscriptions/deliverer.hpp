@@ -124,6 +124,12 @@ private:
     // decision by delivery_decision.hpp); returns how long to wait before the next (zero: at
     // once).
     std::chrono::milliseconds Step(Worker& worker);
+    // Whether this thread may deliver: the process holds the subscription's lease (taken now if
+    // it can be) and the thread a fencing token taken under it. False: another process holds
+    // it, or the lease's session failed; what the thread knew is forgotten.
+    bool HoldLease(Worker& worker, ledger::SubscriptionLease& lease);
+    // An outcome the compare-and-set refused: said, and the token dropped.
+    void NotStored(Worker& worker, const Attempt& attempt);
     // The thread's session, made again when it has died; the subscription's row ensured.
     pqxx::connection& Session(Worker& worker);
     // The stored state: what the last compare-and-set stored, or read.
