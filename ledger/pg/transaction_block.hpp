@@ -22,7 +22,7 @@ namespace payledger::ledger {
 // Not thread-safe; one block at a time per connection, as libpqxx's transactions.
 class TransactionBlock {
 public:
-    explicit TransactionBlock(pqxx::connection& connection) : session_(connection) {}
+    explicit TransactionBlock(pqxx::connection_base& connection) : session_(connection) {}
     TransactionBlock(const TransactionBlock&) = delete;
     TransactionBlock& operator=(const TransactionBlock&) = delete;
     ~TransactionBlock();

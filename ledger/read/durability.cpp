@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ledger/pg/binary_params.hpp"
+#include "ledger/pg/transaction_block.hpp"
 
 namespace payledger::ledger {
 namespace {
@@ -35,7 +36,8 @@ constexpr const char* kHoldsHead =
 }  // namespace
 
 void AwaitSynchronousStandbys(pqxx::connection_base& primary) {
-    (void)ExecPipelineThenCommit(primary, {{.sql = "BEGIN"}, {.sql = kBarrier}});
+    TransactionBlock block{primary};
+    (void)block.OpenAndCommit({{.sql = "BEGIN"}, {.sql = kBarrier}});
 }
 
 std::optional<LedgerHead> ReadLedgerHead(pqxx::connection_base& connection) {
@@ -55,10 +57,11 @@ bool AwaitSynchronousStandbysHolding(pqxx::connection_base& primary,
     }
     // The lookup runs before the COMMIT: what it finds was visible before the barrier's commit
     // record, so the COMMIT waits for the standbys to hold it as well.
-    const std::vector<std::optional<std::string>> answers = ExecPipelineThenCommit(
-        primary, {{.sql = "BEGIN"},
-                  {.sql = kBarrier},
-                  {.sql = kHoldsHead, .params = {BinaryInt8(head->receipt_id), head->chain}}});
+    TransactionBlock block{primary};
+    const std::vector<std::optional<std::string>> answers = block.OpenAndCommit(
+        {{.sql = "BEGIN"},
+         {.sql = kBarrier},
+         {.sql = kHoldsHead, .params = {BinaryInt8(head->receipt_id), head->chain}}});
     return answers.at(2).value_or("f") == "t";
 }
 

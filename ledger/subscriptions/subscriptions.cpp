@@ -8,6 +8,7 @@
 #include "ledger/pg/conninfo.hpp"
 #include "ledger/pg/rows.hpp"
 #include "ledger/pg/storable_text.hpp"
+#include "ledger/pg/transaction_block.hpp"
 #include "ledger/read/reads.hpp"
 #include "projections/assert.hpp"
 #include "projections/validate.hpp"
@@ -226,25 +227,19 @@ bool AdvanceCursor(pqxx::connection& connection, const std::string& name, std::i
     // in a crash or a failover only moves the cursor back to a batch already delivered, which
     // is redelivered (at least once, never a skip), and the deliverers' commits do not queue
     // behind the write path's WAL flushes. One round trip.
-    std::vector<std::optional<std::string>> answers;
-    try {
-        answers = ExecPipelineThenCommit(
-            connection,
-            {{.sql = "BEGIN"},
-             {.sql = "SET LOCAL synchronous_commit TO off"},
-             {.sql = "UPDATE subscriptions SET after = $3, consecutive_failures = 0, "
-                     "last_error = NULL, last_attempt_at = " +
-                     TimeFromMicros(4) +
-                     ", next_attempt_at = NULL "
-                     "WHERE name = $1 AND after = $2 AND NOT disabled AND lease_token = $5 "
-                     "RETURNING 1",
-              .params = {name, BinaryInt8(from), BinaryInt8(to), BinaryInt8(attempt_at),
-                         BinaryInt8(lease_token)}}});
-    } catch (const pqxx::sql_error&) {
-        // Refused: the server aborted the block and skipped the COMMIT; end it.
-        pqxx::nontransaction{connection}.exec0("ROLLBACK");
-        throw;
-    }
+    // Refused (the server aborted the block and skipped the COMMIT): the block rolls back.
+    TransactionBlock block{connection};
+    const std::vector<std::optional<std::string>> answers = block.OpenAndCommit(
+        {{.sql = "BEGIN"},
+         {.sql = "SET LOCAL synchronous_commit TO off"},
+         {.sql = "UPDATE subscriptions SET after = $3, consecutive_failures = 0, "
+                 "last_error = NULL, last_attempt_at = " +
+                 TimeFromMicros(4) +
+                 ", next_attempt_at = NULL "
+                 "WHERE name = $1 AND after = $2 AND NOT disabled AND lease_token = $5 "
+                 "RETURNING 1",
+          .params = {name, BinaryInt8(from), BinaryInt8(to), BinaryInt8(attempt_at),
+                     BinaryInt8(lease_token)}}});
     // The name is the key: one row or none.
     return answers.at(2).has_value();
 }
