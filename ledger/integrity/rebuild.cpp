@@ -21,7 +21,6 @@ using nlohmann::json;
 using projections::BalanceKey;
 using projections::OrderRow;
 
-constexpr std::int64_t kProgressEveryEvents = 50'000;
 // The swap waits at most this long for readers of the live tables to let go.
 constexpr std::chrono::milliseconds kSwapLockTimeout{10'000};
 

@@ -13,8 +13,6 @@ using projections::BalanceKey;
 using projections::BalanceRow;
 using projections::OrderRow;
 
-constexpr std::int64_t kProgressEveryEvents = 50'000;
-
 // Accumulates one side-by-side comparison: both digests, both row counts, the differences.
 // While the two sides agree row for row, only one digest is computed; at the first row that
 // differs, the live digest starts from a copy of the fold's state so far.

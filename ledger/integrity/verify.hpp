@@ -39,8 +39,10 @@ struct VerifyReport {
     [[nodiscard]] bool ok() const;
 };
 
-// Called now and then with the number of events read so far.
+// Called now and then with the number of events read so far: every kProgressEveryEvents events
+// (verify's and rebuild's folds both).
 using Progress = std::function<void(std::int64_t events_read)>;
+inline constexpr std::int64_t kProgressEveryEvents = 50'000;
 
 // docs/integrity.md#verify: read-only and online. In one consistent snapshot (REPEATABLE READ, READ
 // ONLY, exported from one session to a second one), streams all events and folds them with

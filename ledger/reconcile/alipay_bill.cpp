@@ -13,10 +13,6 @@ namespace {
 
 using projections::EventType;
 
-constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
-
-std::string At(std::int64_t line_number) { return "line " + std::to_string(line_number) + ": "; }
-
 std::string_view Trim(std::string_view text) {
     const auto pad = [](char c) { return c == '\t' || c == ' '; };
     while (!text.empty() && pad(text.front())) text.remove_prefix(1);
@@ -71,12 +67,12 @@ bool CheckDates(std::string_view line, const std::string& date, std::int64_t lin
         end = BillTime(line.substr(end_at, line.size() - 1 - end_at));
     }
     if (!start || !end) {
-        throw BillError(At(line_number) +
+        throw BillError(AtLine(line_number) +
                         "the dates line is not #起始日期：[yyyy年MM月dd日 HH:mm:ss]   "
                         "终止日期：[yyyy年MM月dd日 HH:mm:ss]");
     }
     if (*start != *day || *end != *day + kDayMicros) {
-        throw BillError(At(line_number) + "the bill's #起始日期 and 终止日期 must be --date " +
+        throw BillError(AtLine(line_number) + "the bill's #起始日期 and 终止日期 must be --date " +
                         date + " 00:00:00 and the next day's 00:00:00: not a daily bill of " +
                         date);
     }
@@ -93,7 +89,7 @@ bool CheckAccount(std::string_view line, const std::string& seller_id, std::int6
     line.remove_prefix(kAccount.size());
     const std::size_t close = line.find(']');
     if (close == std::string_view::npos) {
-        throw BillError(At(line_number) + "the account line is not #账号：[...]");
+        throw BillError(AtLine(line_number) + "the account line is not #账号：[...]");
     }
     const std::string_view account = line.substr(0, close);
     const bool digits = account.find_first_not_of("0123456789") == std::string_view::npos;
@@ -101,7 +97,7 @@ bool CheckAccount(std::string_view line, const std::string& seller_id, std::int6
         digits && account.substr(0, seller_id.size()) == seller_id &&
         (account.size() == seller_id.size() || account.size() == seller_id.size() + 4);
     if (!ours) {
-        throw BillError(At(line_number) + "the bill is account " +
+        throw BillError(AtLine(line_number) + "the bill is account " +
                         std::string(account.substr(0, 64)) + "'s (#账号), not alipay.seller_id " +
                         seller_id + "'s: another merchant's bill");
     }
@@ -119,19 +115,19 @@ std::optional<std::pair<std::int64_t, std::int64_t>> FooterCounts(std::string_vi
     const auto count = [&](std::string_view text) {
         if (text == "0") return std::int64_t{0};
         const std::optional<std::int64_t> value = projections::ParseMinorUnits(text);
-        if (!value) throw BillError(At(line_number) + "the footer's counts are not numbers");
+        if (!value) throw BillError(AtLine(line_number) + "the footer's counts are not numbers");
         return *value;
     };
     const std::size_t first_unit = line.find(kUnit);
     if (first_unit == std::string_view::npos ||
         line.substr(first_unit + kUnit.size(), kRefunds.size()) != kRefunds) {
-        throw BillError(At(line_number) + "the footer is not #交易合计：N笔，退款合计：M笔");
+        throw BillError(AtLine(line_number) + "the footer is not #交易合计：N笔，退款合计：M笔");
     }
     const std::int64_t payments = count(line.substr(0, first_unit));
     line.remove_prefix(first_unit + kUnit.size() + kRefunds.size());
     const std::size_t second_unit = line.find(kUnit);
     if (second_unit == std::string_view::npos) {
-        throw BillError(At(line_number) + "the footer is not #交易合计：N笔，退款合计：M笔");
+        throw BillError(AtLine(line_number) + "the footer is not #交易合计：N笔，退款合计：M笔");
     }
     return std::pair{payments, count(line.substr(0, second_unit))};
 }
@@ -148,7 +144,7 @@ Columns ReadColumns(std::string_view header, std::int64_t line_number) {
     const auto need = [&](std::string_view name) {
         const auto it = std::find(names.begin(), names.end(), name);
         if (it == names.end()) {
-            throw BillError(At(line_number) + "the header has no " + std::string(name));
+            throw BillError(AtLine(line_number) + "the header has no " + std::string(name));
         }
         return static_cast<std::size_t>(it - names.begin());
     };
@@ -177,29 +173,29 @@ BillEntry Entry(const Columns& columns, const std::vector<std::string_view>& fie
     if (refund && !amount.empty() && amount.front() == '-') amount.remove_prefix(1);
     const std::optional<std::int64_t> fen = projections::ParseMajorUnits(amount);
     if (!fen) {
-        throw BillError(At(line_number) + "订单金额（元） \"" +
+        throw BillError(AtLine(line_number) + "订单金额（元） \"" +
                         std::string(fields[columns.amount]) +
                         "\" is not an amount of 0.01 ... 100000000000.00 yuan");
     }
     entry.amount = *fen;
     if (!projections::IsValidKey(entry.out_trade_no)) {
-        throw BillError(At(line_number) + "商户订单号 \"" + entry.out_trade_no +
+        throw BillError(AtLine(line_number) + "商户订单号 \"" + entry.out_trade_no +
                         "\" is not a valid out_trade_no");
     }
     if (!projections::IsValidPlatformId(entry.platform_id)) {
-        throw BillError(At(line_number) +
+        throw BillError(AtLine(line_number) +
                         (refund && !refund_no.empty() ? "退款批次号/请求号" : "支付宝交易号") +
                         " must be " + projections::kPlatformIdRuleText);
     }
     if (!projections::IsValidPlatformId(entry.payment_id)) {
-        throw BillError(At(line_number) + "支付宝交易号 must be " +
+        throw BillError(AtLine(line_number) + "支付宝交易号 must be " +
                         projections::kPlatformIdRuleText);
     }
     const std::optional<projections::TimeMicros> time =
         projections::ParseShanghaiDashed(fields[columns.finished_at]);
     if (!time) {
-        throw BillError(At(line_number) + "完成时间 \"" + std::string(fields[columns.finished_at]) +
-                        "\" is not yyyy-MM-dd HH:mm:ss");
+        throw BillError(AtLine(line_number) + "完成时间 \"" +
+                        std::string(fields[columns.finished_at]) + "\" is not yyyy-MM-dd HH:mm:ss");
     }
     entry.occurred_at = *time;
     return entry;
@@ -224,12 +220,12 @@ BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const Ent
         if (*utf8) {
             text = number == 1 ? raw.substr(kUtf8Bom.size()) : raw;
             if (!IsValidUtf8(text)) {
-                throw BillError(At(number) + "is not UTF-8 text (the bill starts with a BOM)");
+                throw BillError(AtLine(number) + "is not UTF-8 text (the bill starts with a BOM)");
             }
         } else {
             std::optional<std::string> decoded = gbk.Decode(raw);
             if (!decoded) {
-                throw BillError(At(number) +
+                throw BillError(AtLine(number) +
                                 "is not GBK text (Alipay bills are GBK, or UTF-8 "
                                 "with a BOM)");
             }
@@ -246,17 +242,17 @@ BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const Ent
             }
             continue;
         }
-        if (footer) throw BillError(At(number) + "a row after the footer");
+        if (footer) throw BillError(AtLine(number) + "a row after the footer");
         if (!columns) {
             // The account is named above the rows: no entry of another account's bill is
             // passed on.
             if (!account_seen && !seller_id.empty()) {
-                throw BillError(At(number) +
+                throw BillError(AtLine(number) +
                                 "the bill names no account (#账号) before its rows, and "
                                 "alipay.seller_id is configured");
             }
             if (text.rfind("支付宝交易号", 0) != 0) {
-                throw BillError(At(number) +
+                throw BillError(AtLine(number) +
                                 "not an Alipay business detail bill (the header "
                                 "starts with 支付宝交易号)");
             }
@@ -265,7 +261,7 @@ BillTotals ParseAlipayBill(LineReader& lines, const std::string& date, const Ent
         }
         const std::vector<std::string_view> fields = SplitFields(text);
         if (fields.size() != columns->count) {
-            throw BillError(At(number) + "has " + std::to_string(fields.size()) +
+            throw BillError(AtLine(number) + "has " + std::to_string(fields.size()) +
                             " fields, the header " + std::to_string(columns->count));
         }
         ++rows;

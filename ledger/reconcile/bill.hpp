@@ -24,6 +24,14 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+// How a BillError names its line: "line 12: ".
+[[nodiscard]] inline std::string AtLine(std::int64_t line_number) {
+    return "line " + std::to_string(line_number) + ": ";
+}
+
+// The byte order mark some bills begin with (UTF-8's), skipped before the first line is read.
+inline constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
 // Lines longer than this are refused: a receipt's body is at most 64 KiB
 // (docs/reconciliation.md#limits-and-memory).
 inline constexpr std::size_t kBillLineBytesMax = 64 * 1024;

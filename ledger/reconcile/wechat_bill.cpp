@@ -14,8 +14,6 @@ namespace {
 
 using projections::EventType;
 
-constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
-
 // The positions of the fields a reconciliation reads, found by name in the header.
 struct Layout {
     std::size_t field_count = 0;
@@ -47,8 +45,6 @@ std::optional<std::vector<std::string_view>> SplitBackticked(std::string_view li
     return SplitOn(line.substr(1), ",`");
 }
 
-std::string At(std::int64_t line_number) { return "line " + std::to_string(line_number) + ": "; }
-
 std::optional<std::size_t> Find(const std::vector<std::string_view>& names, std::string_view name) {
     const auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end()) return std::nullopt;
@@ -62,7 +58,7 @@ Layout ReadLayout(std::string_view header, std::int64_t line_number) {
     const auto need = [&](std::string_view name) {
         const std::optional<std::size_t> at = Find(names, name);
         if (!at) {
-            throw BillError(At(line_number) + "not a WeChat Pay ALL trade bill header (no " +
+            throw BillError(AtLine(line_number) + "not a WeChat Pay ALL trade bill header (no " +
                             std::string(name) + ")");
         }
         return *at;
@@ -84,7 +80,7 @@ Layout ReadLayout(std::string_view header, std::int64_t line_number) {
 std::int64_t Yuan(std::string_view text, std::string_view field, std::int64_t line_number) {
     const std::optional<std::int64_t> fen = ParseYuanOrZero(text);
     if (!fen) {
-        throw BillError(At(line_number) + std::string(field) + " \"" + std::string(text) +
+        throw BillError(AtLine(line_number) + std::string(field) + " \"" + std::string(text) +
                         "\" is not an amount in yuan with at most two decimals");
     }
     return *fen;
@@ -92,7 +88,7 @@ std::int64_t Yuan(std::string_view text, std::string_view field, std::int64_t li
 
 void AddChecked(std::int64_t& sum, std::int64_t amount, std::int64_t line_number) {
     if (sum > std::numeric_limits<std::int64_t>::max() - amount) {
-        throw BillError(At(line_number) + "the bill's amounts overflow");
+        throw BillError(AtLine(line_number) + "the bill's amounts overflow");
     }
     sum += amount;
 }
@@ -112,7 +108,7 @@ public:
     void Row(const std::string& raw, const std::vector<std::string_view>& fields,
              std::int64_t line_number) {
         if (fields.size() != layout_.field_count) {
-            throw BillError(At(line_number) + "has " + std::to_string(fields.size()) +
+            throw BillError(AtLine(line_number) + "has " + std::to_string(fields.size()) +
                             " fields, the header " + std::to_string(layout_.field_count));
         }
         ++sums_.rows;
@@ -126,14 +122,14 @@ public:
 
         const std::string_view mch_id = fields[layout_.mch_id];
         if (std::find(mch_ids_.begin(), mch_ids_.end(), mch_id) == mch_ids_.end()) {
-            throw BillError(At(line_number) + "商户号 " + std::string(mch_id) +
+            throw BillError(AtLine(line_number) + "商户号 " + std::string(mch_id) +
                             " is neither wechat_v2.mch_id nor wechat_v3.mchid: another "
                             "merchant's bill");
         }
         const std::string_view status = fields[layout_.status];
         if (status == "REVOKED") return;  // A revoked order: neither a payment nor a refund.
         if (status != "SUCCESS" && status != "REFUND") {
-            throw BillError(At(line_number) + "unknown 交易状态 " + std::string(status));
+            throw BillError(AtLine(line_number) + "unknown 交易状态 " + std::string(status));
         }
         const bool refund = status == "REFUND";
         BillEntry entry{
@@ -147,30 +143,30 @@ public:
             .pending = refund && fields[layout_.refund_status] != "SUCCESS",
             .raw_line = raw};
         if (!projections::IsValidKey(entry.out_trade_no)) {
-            throw BillError(At(line_number) + "商户订单号 \"" + entry.out_trade_no +
+            throw BillError(AtLine(line_number) + "商户订单号 \"" + entry.out_trade_no +
                             "\" is not a valid out_trade_no");
         }
         if (!projections::IsValidPlatformId(entry.platform_id)) {
-            throw BillError(At(line_number) + (refund ? "微信退款单号" : "微信订单号") +
+            throw BillError(AtLine(line_number) + (refund ? "微信退款单号" : "微信订单号") +
                             " must be " + projections::kPlatformIdRuleText);
         }
         if (!projections::IsValidPlatformId(entry.payment_id)) {
-            throw BillError(At(line_number) + "微信订单号 must be " +
+            throw BillError(AtLine(line_number) + "微信订单号 must be " +
                             projections::kPlatformIdRuleText);
         }
         if (!projections::IsValidAmount(entry.amount)) {
-            throw BillError(At(line_number) + (refund ? "申请退款金额" : "订单金额") +
+            throw BillError(AtLine(line_number) + (refund ? "申请退款金额" : "订单金额") +
                             " must be 0.01 ... 100000000000.00");
         }
         if (!projections::IsValidCurrency(entry.currency)) {
-            throw BillError(At(line_number) + "货币种类 \"" + entry.currency +
+            throw BillError(AtLine(line_number) + "货币种类 \"" + entry.currency +
                             "\" is not an ISO 4217 code");
         }
         const std::optional<projections::TimeMicros> time =
             projections::ParseShanghaiDashed(fields[layout_.time]);
         if (!time) {
-            throw BillError(At(line_number) + "交易时间 \"" + std::string(fields[layout_.time]) +
-                            "\" is not yyyy-MM-dd HH:mm:ss");
+            throw BillError(AtLine(line_number) + "交易时间 \"" +
+                            std::string(fields[layout_.time]) + "\" is not yyyy-MM-dd HH:mm:ss");
         }
         entry.occurred_at = *time;
         each_(entry);
@@ -190,13 +186,13 @@ void CheckSummary(std::string_view header, std::int64_t header_line, std::string
     const std::vector<std::string_view> names = SplitOn(header, ",");
     const std::optional<std::vector<std::string_view>> values = SplitBackticked(row);
     if (!values || values->size() != names.size()) {
-        throw BillError(At(row_line) + "the summary row does not match its header (line " +
+        throw BillError(AtLine(row_line) + "the summary row does not match its header (line " +
                         std::to_string(header_line) + ")");
     }
     const auto value = [&](std::string_view name) {
         const std::optional<std::size_t> at = Find(names, name);
         if (!at) {
-            throw BillError(At(header_line) + "the summary header has no " + std::string(name));
+            throw BillError(AtLine(header_line) + "the summary header has no " + std::string(name));
         }
         return (*values)[*at];
     };
@@ -204,7 +200,7 @@ void CheckSummary(std::string_view header, std::int64_t header_line, std::string
     const std::optional<std::int64_t> count = projections::ParseMinorUnits(count_text);
     const bool count_zero = count_text == "0";
     if (!count && !count_zero) {
-        throw BillError(At(row_line) + "总交易单数 \"" + std::string(count_text) +
+        throw BillError(AtLine(row_line) + "总交易单数 \"" + std::string(count_text) +
                         "\" is not a count");
     }
     if (count.value_or(0) != sums.rows) {
@@ -235,7 +231,7 @@ BillTotals ParseWechatBill(LineReader& lines, const std::vector<std::string>& mc
     PAYLEDGER_ASSERT(!mch_ids.empty());
     std::string line;
     if (!lines.Next(line)) throw BillError("the bill is empty");
-    if (!IsValidUtf8(line)) throw BillError(At(lines.line_number()) + "is not UTF-8 text");
+    if (!IsValidUtf8(line)) throw BillError(AtLine(lines.line_number()) + "is not UTF-8 text");
     const Layout layout = ReadLayout(line, lines.line_number());
     RowReader rows{layout, mch_ids, each};
     std::optional<std::string> summary_header;
@@ -243,9 +239,9 @@ BillTotals ParseWechatBill(LineReader& lines, const std::vector<std::string>& mc
     bool summary_seen = false;
     while (lines.Next(line)) {
         const std::int64_t number = lines.line_number();
-        if (!IsValidUtf8(line)) throw BillError(At(number) + "is not UTF-8 text");
+        if (!IsValidUtf8(line)) throw BillError(AtLine(number) + "is not UTF-8 text");
         if (line.empty()) continue;
-        if (summary_seen) throw BillError(At(number) + "text after the summary row");
+        if (summary_seen) throw BillError(AtLine(number) + "text after the summary row");
         if (summary_header) {
             CheckSummary(*summary_header, summary_header_line, line, number, layout, rows.sums());
             summary_seen = true;
@@ -257,7 +253,7 @@ BillTotals ParseWechatBill(LineReader& lines, const std::vector<std::string>& mc
             continue;
         }
         const std::optional<std::vector<std::string_view>> fields = SplitBackticked(line);
-        if (!fields) throw BillError(At(number) + "neither a detail row nor the summary");
+        if (!fields) throw BillError(AtLine(number) + "neither a detail row nor the summary");
         rows.Row(line, *fields, number);
     }
     if (!summary_seen) throw BillError("the bill is incomplete: it has no summary row");
