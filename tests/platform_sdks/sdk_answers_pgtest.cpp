@@ -39,7 +39,7 @@
 #include "support/test_service.hpp"
 #include "tests/platform_sdks/node_script.hpp"
 
-namespace payledger::api {
+namespace payledger::api::sdk_answers_pgtest {
 namespace {
 
 using nlohmann::json;
@@ -347,4 +347,4 @@ TEST_F(PlatformSdkAnswersPgTest, WechatV2AnswersSignedHmacSha256VerifyWithTheSdk
 }
 
 }  // namespace
-}  // namespace payledger::api
+}  // namespace payledger::api::sdk_answers_pgtest

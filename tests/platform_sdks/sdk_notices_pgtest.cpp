@@ -31,7 +31,7 @@
 #include "support/test_service.hpp"
 #include "tests/platform_sdks/node_script.hpp"
 
-namespace payledger::api {
+namespace payledger::api::sdk_notices_pgtest {
 namespace {
 
 using nlohmann::json;
@@ -349,4 +349,4 @@ TEST_F(PlatformSdkNoticesPgTest, AlipayNoticeSignedByTheSdkRequestSignerIsRefuse
 }
 
 }  // namespace
-}  // namespace payledger::api
+}  // namespace payledger::api::sdk_notices_pgtest

@@ -26,7 +26,7 @@
 #include "ledger/base/bytes.hpp"
 #include "tests/platform_sdks/node_script.hpp"
 
-namespace payledger::api {
+namespace payledger::api::sdk_queries_test {
 namespace {
 
 using nlohmann::json;
@@ -256,4 +256,4 @@ TEST_F(PlatformSdkQueriesTest, ASignatureWithOneByteChangedFailsTheScript) {
 }
 
 }  // namespace
-}  // namespace payledger::api
+}  // namespace payledger::api::sdk_queries_test

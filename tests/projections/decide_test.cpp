@@ -17,7 +17,7 @@
 #include "projections/assert.hpp"
 #include "projections/event.hpp"
 
-namespace payledger::projections {
+namespace payledger::projections::decide_test {
 namespace {
 
 constexpr std::int64_t kOrderAmount = 1999;
@@ -386,4 +386,4 @@ TEST(Decide, StoredEventsOfAnotherOrderThrowInvariantError) {
 }
 
 }  // namespace
-}  // namespace payledger::projections
+}  // namespace payledger::projections::decide_test

@@ -17,7 +17,7 @@
 #include "projections/event.hpp"
 #include "tests/projections/plan_check.hpp"
 
-namespace payledger::projections {
+namespace payledger::projections::plan_test {
 namespace {
 
 using testing::CheckPlan;
@@ -215,4 +215,4 @@ TEST(PlanTest, RandomLongBatchesOverThreeOrders) {
 }
 
 }  // namespace
-}  // namespace payledger::projections
+}  // namespace payledger::projections::plan_test

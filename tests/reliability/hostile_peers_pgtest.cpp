@@ -32,7 +32,7 @@
 #include "support/test_database.hpp"
 #include "support/test_service.hpp"
 
-namespace payledger::api {
+namespace payledger::api::hostile_peers_pgtest {
 namespace {
 
 using nlohmann::json;
@@ -655,4 +655,4 @@ TEST(HostilePeersPgTest, AScopedTokenRegistersOnlyOrderNumbersWithItsPrefix) {
 }
 
 }  // namespace
-}  // namespace payledger::api
+}  // namespace payledger::api::hostile_peers_pgtest

@@ -31,7 +31,7 @@
 #include "support/test_service.hpp"
 #include "support/webhook_receiver.hpp"
 
-namespace payledger::api {
+namespace payledger::api::exactly_once_receiver_pgtest {
 namespace {
 
 using nlohmann::json;
@@ -287,4 +287,4 @@ TEST(ExactlyOnceReceiverPgTest, CreditsEqualTheLedgersBalancesAcrossRedeliveries
 }
 
 }  // namespace
-}  // namespace payledger::api
+}  // namespace payledger::api::exactly_once_receiver_pgtest

@@ -25,7 +25,7 @@
 #include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
-namespace payledger::ledger {
+namespace payledger::ledger::audit_pgtest {
 namespace {
 
 using projections::Event;
@@ -450,4 +450,4 @@ TEST_F(AuditPgTest, TheMigrationChainsAnExistingLedgerAsTheWriterDoes) {
 }
 
 }  // namespace
-}  // namespace payledger::ledger
+}  // namespace payledger::ledger::audit_pgtest

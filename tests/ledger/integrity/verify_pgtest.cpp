@@ -23,7 +23,7 @@
 #include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
-namespace payledger::ledger {
+namespace payledger::ledger::verify_pgtest {
 namespace {
 
 using projections::EventType;
@@ -360,4 +360,4 @@ TEST_F(VerifyPgTest, LivePathEqualsTheFoldOverRandomHistories) {
 }
 
 }  // namespace
-}  // namespace payledger::ledger
+}  // namespace payledger::ledger::verify_pgtest

@@ -18,7 +18,7 @@
 #include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
-namespace payledger::ledger {
+namespace payledger::ledger::grants_pgtest {
 namespace {
 
 using testing::TestDatabase;
@@ -163,4 +163,4 @@ TEST_F(GrantsPgTest, AnUnknownRoleIsRefused) {
 }
 
 }  // namespace
-}  // namespace payledger::ledger
+}  // namespace payledger::ledger::grants_pgtest

@@ -27,7 +27,7 @@
 #include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
-namespace payledger::ledger {
+namespace payledger::ledger::committer_pgtest {
 namespace {
 
 using projections::Outcome;
@@ -301,4 +301,4 @@ TEST(CommitterTest, ThrowingAnswersOfRefusedDeliveriesStayInTheCommitter) {
 }
 
 }  // namespace
-}  // namespace payledger::ledger
+}  // namespace payledger::ledger::committer_pgtest

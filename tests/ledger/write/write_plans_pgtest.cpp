@@ -21,7 +21,7 @@
 #include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
-namespace payledger::ledger {
+namespace payledger::ledger::write_plans_pgtest {
 namespace {
 
 using projections::EventType;
@@ -216,4 +216,4 @@ TEST_F(WritePlansPgTest, NeverAnalyzedTablesAreNeverScannedSequentially) {
 }
 
 }  // namespace
-}  // namespace payledger::ledger
+}  // namespace payledger::ledger::write_plans_pgtest

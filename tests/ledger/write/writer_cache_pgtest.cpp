@@ -24,7 +24,7 @@
 #include "support/deliveries.hpp"
 #include "support/test_database.hpp"
 
-namespace payledger::ledger {
+namespace payledger::ledger::writer_cache_pgtest {
 namespace {
 
 using projections::EventType;
@@ -365,4 +365,4 @@ TEST_F(WriterCacheTwoWritersPgTest, ASessionLostInTheOneRoundTripForgetsAndTheRe
 }
 
 }  // namespace
-}  // namespace payledger::ledger
+}  // namespace payledger::ledger::writer_cache_pgtest
