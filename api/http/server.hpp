@@ -50,7 +50,7 @@ public:
         // Paths (the target before any query) handled on a thread of their own instead of the
         // worker pool: an orchestrator's readiness probe never queues behind the application's
         // requests (hundreds of /metrics scrapes, a burst of callbacks). One thread, so what is
-        // handled there must bound its own time (App::Ready: one connection, a wait of 2 s).
+        // handled there must bound its own time (HandleReadiness: one connection, a wait of 2 s).
         std::vector<std::string> probe_paths{};
     };
 

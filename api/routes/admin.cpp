@@ -1,14 +1,16 @@
-// POST /v1/admin/verify, GET /v1/audit/checkpoint (docs/integrity.md#checkpoints) and GET /readyz
-// (docs/api.md#the-http-api).
+// POST /v1/admin/verify, GET /v1/audit/checkpoint (docs/integrity.md#checkpoints), and the probes
+// GET /readyz and GET /metrics (docs/api.md#the-http-api).
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "api/http/json_output.hpp"
+#include "api/http/prometheus.hpp"
 #include "api/log.hpp"
-#include "api/routes/app.hpp"
+#include "api/routes/handlers.hpp"
 #include "api/routes/route_helpers.hpp"
+#include "api/routes/subscriptions.hpp"
 #include "ledger/integrity/checkpoint.hpp"
 #include "ledger/integrity/verify.hpp"
 #include "ledger/pg/database.hpp"
@@ -87,19 +89,19 @@ SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool,
 
 }  // namespace
 
-Response App::HandleAdminVerify() {
+Response HandleAdminVerify(const std::string& database_url, std::atomic<bool>& running) {
     // One at a time: each run reads the whole ledger on two connections of its own.
-    if (verify_running_.exchange(true)) {
+    if (running.exchange(true)) {
         return ErrorResponse(http::status::too_many_requests, Outcome::kRateLimited,
                              "verify is already running; retry when it has finished");
     }
     struct Done {
         std::atomic<bool>& running;
         ~Done() { running = false; }
-    } done{verify_running_};
+    } done{running};
     // A database failure (the statement timeout included) throws to App::Handle: 503.
     const ledger::VerifyReport report =
-        ledger::Verify(config_.database_url, {}, kAdminVerifyStatementTimeout);
+        ledger::Verify(database_url, {}, kAdminVerifyStatementTimeout);
     json projections = json::array();
     for (const ledger::ProjectionCheck& check : report.projections) {
         projections.push_back(ProjectionJson(check));
@@ -108,22 +110,24 @@ Response App::HandleAdminVerify() {
                         {{"ok", report.ok()}, {"projections", std::move(projections)}});
 }
 
-Response App::HandleAuditCheckpoint() {
-    if (!config_.audit_signing_key_pem) {
+Response HandleAuditCheckpoint(const std::optional<std::string>& signing_key_pem,
+                               ledger::ConnectionPool& pool) {
+    if (!signing_key_pem) {
         return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
                              "no checkpoint signing key is configured (audit.signing_key)");
     }
     // Checked at start (the config refuses another key); parsed per call, which is cheap.
-    const auto key = ledger::Ed25519Key::PrivateFromPem(*config_.audit_signing_key_pem);
-    ledger::ConnectionPool::Lease connection = pool_.Acquire();
+    const auto key = ledger::Ed25519Key::PrivateFromPem(*signing_key_pem);
+    ledger::ConnectionPool::Lease connection = pool.Acquire();
     pqxx::read_transaction tx{*connection};
     const ledger::Checkpoint checkpoint = ledger::SignHead(tx, key);
     tx.commit();
     return MakeResponse(http::status::ok, "application/json", ledger::CheckpointJson(checkpoint));
 }
 
-Response App::Ready(std::chrono::steady_clock::time_point started) {
-    if (!ready_.load(std::memory_order_acquire)) {  // Still waiting or migrating.
+Response HandleReadiness(const ReadinessSources& sources, bool ready,
+                         std::chrono::steady_clock::time_point started) {
+    if (!ready) {  // Still waiting or migrating.
         return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
                              "the database is unreachable");
     }
@@ -137,7 +141,7 @@ Response App::Ready(std::chrono::steady_clock::time_point started) {
     }
     try {
         // A connection of its own: readiness never waits behind the reads' pool.
-        ledger::ConnectionPool::Lease connection = readiness_.Acquire();
+        ledger::ConnectionPool::Lease connection = sources.connection.Acquire();
         bool read_only = false;
         std::optional<std::string> lacking;
         SyncReplication sync;
@@ -166,7 +170,7 @@ Response App::Ready(std::chrono::steady_clock::time_point started) {
             LogJson("warning", Dump(json{{"msg", "readiness check failed"}, {"error", message}}));
             return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable, message);
         }
-        metrics_.SetSyncReplication(sync);
+        sources.metrics.SetSyncReplication(sync);
         json synchronous = {{"standby_names", sync.standby_names},
                             {"synchronous_standbys", nullptr}};
         if (sync.synchronous_standbys) {
@@ -175,7 +179,7 @@ Response App::Ready(std::chrono::steady_clock::time_point started) {
         // The database answers, yet writes may not end: a commit waiting for a synchronous
         // standby that is gone waits for as long as it is, and every callback behind it.
         const auto writing = std::chrono::duration_cast<std::chrono::seconds>(
-            committer_.WriteInProgressFor(std::chrono::steady_clock::now()));
+            sources.committer.WriteInProgressFor(std::chrono::steady_clock::now()));
         if (writing >= kWriteStalledAfter) {
             const std::string message =
                 "a write has waited " + std::to_string(writing.count()) +
@@ -192,6 +196,20 @@ Response App::Ready(std::chrono::steady_clock::time_point started) {
         return ErrorResponse(http::status::service_unavailable, Outcome::kUnavailable,
                              "the database is unreachable");
     }
+}
+
+Response HandleMetrics(const MetricsSources& sources) {
+    std::string text = sources.metrics.Render(sources.pool, sources.committer, sources.reads);
+    if (sources.notifier != nullptr) {
+        PrometheusText feed;
+        feed.Add("payledger_feed_waiters", PrometheusText::Type::kGauge,
+                 "Reads of the feed waiting for an event (wait=).")
+            .Sample({}, sources.notifier->WaiterCount());
+        text += feed.Text();
+    }
+    if (sources.subscriptions != nullptr) text += SubscriptionMetrics(*sources.subscriptions);
+    if (sources.queries != nullptr) text += sources.queries->MetricsText();
+    return MakeResponse(http::status::ok, "text/plain; version=0.0.4", std::move(text));
 }
 
 }  // namespace payledger::api

@@ -85,25 +85,6 @@ void AnswerFailure(Metrics& metrics, OnceRespond& once, const std::exception_ptr
     }
 }
 
-void LogDelivery(projections::Source source, const std::optional<std::string>& out_trade_no,
-                 const ledger::DeliveryResult& result, const Incoming& incoming) {
-    const auto latency = std::chrono::steady_clock::now() - incoming.started;
-    const json fields = {
-        {"msg", "delivery"},
-        {"channel", projections::ToString(source)},
-        {"out_trade_no", out_trade_no ? json(*out_trade_no) : json(nullptr)},
-        {"outcome", IsInternalError(result) ? "internal_error"
-                                            : std::string(projections::ToString(result.outcome))},
-        {"seq", result.seq == 0 ? json(nullptr) : json(result.seq)},
-        {"receipt_id", result.receipt_id == 0 ? json(nullptr) : json(result.receipt_id)},
-        {"latency_ms", static_cast<double>(
-                           std::chrono::duration_cast<std::chrono::microseconds>(latency).count()) /
-                           1000.0},
-        {"peer", incoming.peer},
-        {"reason", result.detail.empty() ? result.message : result.detail}};
-    LogJson(IsInternalError(result) ? "error" : "info", Dump(fields));
-}
-
 // docs/availability.md#read-replicas: the auditor reads on the replica of read_database_url, with a
 // log line whenever they change server.
 std::unique_ptr<ledger::ReadRouter> MakeReadRouter(const Config& config,
@@ -272,9 +253,10 @@ void App::Handle(Incoming incoming, Respond respond) {
             case Operation::kHealthz:
                 return timed(JsonResponse(http::status::ok, {{"status", "ok"}}));
             case Operation::kReadyz:
-                return timed(Ready(started));
+                return timed(HandleReadiness({readiness_, metrics_, committer_}, ready, started));
             case Operation::kMetrics:
-                return timed(MetricsResponse());
+                return timed(HandleMetrics(
+                    {metrics_, pool_, committer_, *reads_, notifier_, subscriptions_, queries_}));
             case Operation::kOpenApi:
                 return timed(OpenApiResponse(incoming.request));
             case Operation::kConsoleRedirect:
@@ -285,22 +267,27 @@ void App::Handle(Incoming incoming, Respond respond) {
                 return timed(MethodNotAllowed(match.allow.c_str()));
             case Operation::kCallback:
                 if (!ready) return timed(channel->Answer(NotReady()));
-                return HandleCallback(*channel, std::move(incoming), std::move(timed));
+                return HandleCallback(write_path_, *channel, std::move(incoming), std::move(timed));
             case Operation::kCreateOrder:
                 if (!ready) return timed(orders_.Answer(NotReady()));
-                return HandleCreateOrder(*merchant, std::move(incoming), std::move(timed));
+                return HandleCreateOrder(write_path_, orders_, *merchant, std::move(incoming),
+                                         std::move(timed));
             case Operation::kVerify:
-                return timed(HandleAdminVerify());
+                return timed(HandleAdminVerify(config_.database_url, verify_running_));
             case Operation::kCheckpoint: {
-                Response checkpoint = HandleAuditCheckpoint();
+                Response checkpoint = HandleAuditCheckpoint(config_.audit_signing_key_pem, pool_);
                 // An auditor read too, always of the primary: the head it signs is the newest.
                 if (checkpoint.result() == http::status::ok) SetReadFrom(checkpoint, {});
                 return timed(std::move(checkpoint));
             }
             case Operation::kSubscriptions:
-            case Operation::kRewindSubscription:
+                return timed(HandleSubscriptionList(subscriptions_, pool_));
+            case Operation::kRewindSubscription:  // .../subscriptions/{name}/rewind
+                return timed(HandleSubscriptionChange(subscriptions_, pool_, incoming,
+                                                      segments.at(3), "rewind"));
             case Operation::kEnableSubscription:
-                return timed(HandleSubscriptionControl(incoming, segments));
+                return timed(HandleSubscriptionChange(subscriptions_, pool_, incoming,
+                                                      segments.at(3), "enable"));
             case Operation::kSubscriptionChanges: {  // An auditor read of the primary.
                 Response changes = SubscriptionChanges(pool_, incoming);
                 if (changes.result() == http::status::ok) SetReadFrom(changes, {});
@@ -313,17 +300,19 @@ void App::Handle(Incoming incoming, Respond respond) {
                 const auto accept = incoming.request.find(http::field::accept);
                 if (accept != incoming.request.end() &&
                     accept->value().find("application/x-ndjson") != std::string_view::npos) {
-                    return HandleEventExport(std::move(incoming), std::move(timed));
+                    return HandleEventExport(*reads_, exports_active_, std::move(incoming),
+                                             std::move(timed));
                 }
-                return HandleEvents(std::move(incoming), std::move(timed));
+                return HandleEvents({*reads_, notifier_, metrics_}, std::move(incoming),
+                                    std::move(timed));
             }
             case Operation::kReceipts:
-                return timed(HandleFeed(incoming, false));
+                return timed(HandleFeed(*reads_, incoming, false));
             case Operation::kOrder:
             case Operation::kOrderEvents:
             case Operation::kOrderReceipts:
             case Operation::kBalances:
-                return timed(HandleRead(incoming, segments));
+                return timed(HandleRead(*reads_, orders_.queried(), incoming, segments));
         }
         // Unreachable: the switch has a case for every operation (-Wswitch).
         throw std::logic_error("no handler for " + std::string(route.path));
@@ -332,82 +321,6 @@ void App::Handle(Incoming incoming, Respond respond) {
         // here, where they are classified once.
         return AnswerFailure(metrics_, *once, std::current_exception());
     }
-}
-
-Response App::MetricsResponse() {
-    std::string text = metrics_.Render(pool_, committer_, *reads_);
-    if (notifier_ != nullptr) {
-        PrometheusText feed;
-        feed.Add("payledger_feed_waiters", PrometheusText::Type::kGauge,
-                 "Reads of the feed waiting for an event (wait=).")
-            .Sample({}, notifier_->WaiterCount());
-        text += feed.Text();
-    }
-    if (subscriptions_ != nullptr) text += SubscriptionMetrics(*subscriptions_);
-    if (queries_ != nullptr) text += queries_->MetricsText();
-    return MakeResponse(http::status::ok, "text/plain; version=0.0.4", std::move(text));
-}
-
-void App::HandleCallback(const Channel& channel, Incoming incoming, Respond respond) {
-    ledger::Delivery delivery = channel.Verify(incoming);
-    Deliver(channel, std::move(delivery), std::move(incoming), std::move(respond));
-}
-
-void App::Deliver(const Channel& channel, ledger::Delivery delivery, Incoming incoming,
-                  Respond respond) {
-    // A delivery whose signature verifies is never limited, malformed or not
-    // (docs/security.md#peers-and-limits).
-    const bool unverified =
-        !delivery.receipt.signature_verified &&
-        (delivery.outcome == Outcome::kMalformed || delivery.outcome == Outcome::kBadSignature);
-    const projections::Source source = channel.source();
-    const UnverifiedLimiter::Clock::time_point admitted_at = UnverifiedLimiter::Clock::now();
-    const ledger::Receipt& receipt = delivery.receipt;
-    const std::size_t stored_bytes = UnverifiedStoredBytes(
-        receipt.body.size(), receipt.headers.size(), delivery.message.size(), receipt.peer.size(),
-        receipt.out_trade_no ? receipt.out_trade_no->size() : 0);
-    // Nobody without a key fills the append-only tables: an unverified delivery is stored
-    // only within its peer's count and within the bytes all peers may store per minute.
-    // Over either: counted, answered in the platform's failure form, never stored.
-    const char* limited = nullptr;
-    if (unverified) {
-        if (!unverified_.Admit(incoming.peer_address, admitted_at)) {
-            limited = "too many unverified deliveries from this address; retry later";
-        } else if (!unverified_bytes_.Admit(stored_bytes, admitted_at)) {
-            unverified_.Forget(incoming.peer_address, admitted_at);
-            limited = "too many bytes of unverified deliveries from all addresses; retry later";
-        }
-    }
-    if (limited != nullptr) {
-        metrics_.CountDelivery(source, Outcome::kRateLimited);
-        return respond(channel.Answer(
-            ledger::DeliveryResult{.outcome = Outcome::kRateLimited, .message = limited}));
-    }
-    // After the commit: counted, logged and answered in the channel's format, on the
-    // committer's answer thread (one hand-off per batch), so that its writing thread goes back
-    // to writing. What it throws is counted there (Committer::Stats::answer_failures).
-    std::optional<std::string> out_trade_no = delivery.receipt.out_trade_no;
-    auto effects = [this, &channel, source, unverified, admitted_at, stored_bytes,
-                    out_trade_no = std::move(out_trade_no), incoming = std::move(incoming),
-                    respond = std::move(respond)](const ledger::DeliveryResult& result) {
-        // The limit counts the unverified receipts stored: one that was not is uncounted.
-        if (unverified && result.outcome == Outcome::kUnavailable) {
-            unverified_.Forget(incoming.peer_address, admitted_at);
-            unverified_bytes_.Forget(stored_bytes, admitted_at);
-        }
-        metrics_.CountDelivery(source, result.outcome);
-        if (IsInternalError(result)) metrics_.CountInternalError();
-        LogDelivery(source, out_trade_no, result, incoming);
-        Response response;
-        try {
-            response = channel.Answer(result);
-        } catch (...) {
-            // The delivery is stored as decided; only its answer failed.
-            response = FailureResponse(ledger::ClassifyFailure(std::current_exception()), metrics_);
-        }
-        respond(std::move(response));
-    };
-    committer_.Submit(std::move(delivery), std::move(effects));  // Called exactly once.
 }
 
 }  // namespace payledger::api

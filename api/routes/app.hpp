@@ -16,6 +16,7 @@
 #include "api/http/metrics.hpp"
 #include "api/http/peer_limits.hpp"
 #include "api/query/query_scheduler.hpp"
+#include "api/routes/handlers.hpp"
 #include "api/subscriptions/deliverer.hpp"
 #include "ledger/pg/connection_pool.hpp"
 #include "ledger/read/feed_notifier.hpp"
@@ -28,10 +29,11 @@ namespace payledger::api {
 // authorizes it. Handle runs on a worker thread and may block on the read pool; writes go to the
 // committer, whose answer thread gives each delivery its answer, log line and metrics after the
 // commit. The auditor reads go through a ReadRouter (docs/availability.md#read-replicas: the
-// replica of read_database_url, else `pool`); the checkpoint uses `pool`. Thread-safe. The handlers
-// live beside this file: app.cpp (routing, authorization, deliveries), orders.cpp, reads.cpp,
-// feeds.cpp, admin.cpp. Nothing that needs no token (/healthz, /readyz, /metrics) uses `pool`:
-// /readyz has a connection of its own, and /metrics does no database work.
+// replica of read_database_url, else `pool`); the checkpoint uses `pool`. Thread-safe. App owns
+// the state and authorizes; the handlers are free functions given what they use (handlers.hpp):
+// deliveries.cpp, orders.cpp, reads.cpp, feeds.cpp, app_subscriptions.cpp, admin.cpp. Nothing that
+// needs no token (/healthz, /readyz, /metrics) uses `pool`: /readyz has a connection of its own,
+// and /metrics does no database work.
 class App {
 public:
     App(const Config& config, ledger::ConnectionPool& pool, ledger::Committer& committer,
@@ -60,31 +62,6 @@ public:
     void SetQueryScheduler(const QueryScheduler* scheduler) { queries_ = scheduler; }
 
 private:
-    // The write path of every channel: verify, then the per-peer limit of unverified
-    // deliveries, then the committer; answered in the channel's format after the commit.
-    void HandleCallback(const Channel& channel, Incoming incoming, Respond respond);
-    void Deliver(const Channel& channel, ledger::Delivery delivery, Incoming incoming,
-                 Respond respond);
-    void HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respond respond);
-    Response HandleRead(const Incoming& incoming, const std::vector<std::string>& segments);
-    Response HandleFeed(const Incoming& incoming, bool events);
-    // GET /v1/events: a page, or with wait=, the page once an event follows `after` or the
-    // wait ran out, without holding a thread meanwhile (api/routes/app_subscriptions.cpp).
-    void HandleEvents(Incoming incoming, Respond respond);
-    struct FeedWait;
-    void AwaitEvents(std::shared_ptr<FeedWait> wait, std::int64_t beyond);
-    // GET /v1/admin/subscriptions and POST /v1/admin/subscriptions/{name}/{rewind|enable}.
-    Response HandleSubscriptionControl(const Incoming& incoming,
-                                       const std::vector<std::string>& segments);
-    // GET /v1/events with Accept: application/x-ndjson: every event after the cursor, up to
-    // the last one committed when the export starts, streamed without a page limit.
-    void HandleEventExport(Incoming incoming, Respond respond);
-    Response HandleAdminVerify();
-    Response HandleAuditCheckpoint();
-    // GET /readyz; `started`: when serve read the request.
-    Response Ready(std::chrono::steady_clock::time_point started);
-    // GET /metrics: the process's metrics, the feed's waiters and the subscriptions'.
-    Response MetricsResponse();
     // nullopt when the bearer token holds `role` (or admin, for auditor endpoints).
     // `merchant_token`, when given, receives the matching merchant token (or null).
     std::optional<Response> Authorize(const Request& request, Role role,
@@ -98,18 +75,13 @@ private:
     Metrics& metrics_;
     // GET /readyz's own connection (it needs no token): readiness never waits behind the reads
     // of `pool_`, however many auditors, scrapers or exports hold them.
-    static constexpr std::chrono::milliseconds kReadinessWaitMax{2'000};
-    // A transaction of the committer in progress for longer than this makes /readyz 503: a
-    // batch takes milliseconds, and one that has not ended in 5 s is waiting on something that
-    // may never come (a commit waiting for a synchronous standby that is gone, in strict
-    // synchronous mode), with every callback behind it (docs/availability.md#failover).
-    static constexpr std::chrono::seconds kWriteStalledAfter{5};
     ledger::ConnectionPool readiness_;
     // By path after callbacks/ (a route row's channel); std::less<> finds a string_view.
     std::map<std::string, std::unique_ptr<Channel>, std::less<>> channels_;
     OrdersChannel orders_;
     UnverifiedLimiter unverified_;
     UnverifiedBytesBudget unverified_bytes_;
+    WritePath write_path_{committer_, metrics_, unverified_, unverified_bytes_};
     std::atomic<bool> verify_running_{false};
     std::atomic<bool> ready_{false};
     std::shared_ptr<std::atomic<int>> exports_active_ = std::make_shared<std::atomic<int>>(0);

@@ -4,21 +4,12 @@
 #include <boost/url/parse.hpp>
 #include <nlohmann/json.hpp>
 
-#include "api/routes/app.hpp"
+#include "api/routes/handlers.hpp"
 #include "api/routes/route_helpers.hpp"
 #include "api/routes/subscriptions.hpp"
 #include "projections/validate.hpp"
 
 namespace payledger::api {
-
-// A read of the feed waiting for an event after `after` until `deadline`.
-struct App::FeedWait {
-    Incoming incoming;
-    Respond respond;
-    std::int64_t after = 0;
-    ledger::FeedNotifier::Clock::time_point deadline{};
-};
-
 namespace {
 
 using nlohmann::json;
@@ -36,9 +27,49 @@ bool EmptyPage(const Response& page) {
     return body.is_object() && body.contains("events") && body["events"].empty();
 }
 
+// A read of the feed waiting for an event after `after` until `deadline`.
+struct FeedWait {
+    FeedWaiting waiting;
+    Incoming incoming;
+    Respond respond;
+    std::int64_t after = 0;
+    ledger::FeedNotifier::Clock::time_point deadline{};
+};
+
+// Waits for an event after `beyond` (at most until wait->deadline; a short poll when `beyond`
+// is past wait->after: a replica behind the primary), then reads the page again.
+void AwaitEvents(std::shared_ptr<FeedWait> wait, std::int64_t beyond) {
+    ledger::FeedNotifier& notifier = *wait->waiting.notifier;
+    const auto now = ledger::FeedNotifier::Clock::now();
+    auto deadline = wait->deadline;
+    if (beyond > wait->after) deadline = std::min(deadline, now + kReplicaPollInterval);
+    // No thread waits: the notifier holds the continuation, and posts it once an event is
+    // committed after `beyond` or the deadline passes.
+    const std::optional<ledger::FeedNotifier::WaiterId> id =
+        notifier.AddWaiter(beyond, deadline, [wait](ledger::FeedNotifier::WaitEnd /*end*/) {
+            try {
+                Response page = HandleFeed(wait->waiting.reads, wait->incoming, true);
+                if (!EmptyPage(page) || ledger::FeedNotifier::Clock::now() >= wait->deadline) {
+                    return wait->respond(std::move(page));
+                }
+                // Woken, but the read found nothing yet (a replica behind the primary), or a
+                // short poll ran out: wait again for what is left.
+                AwaitEvents(wait, std::max(wait->after, wait->waiting.notifier->Head()));
+            } catch (...) {
+                wait->respond(FailureResponse(ledger::ClassifyFailure(std::current_exception()),
+                                              wait->waiting.metrics));
+            }
+        });
+    if (!id) {
+        wait->respond(ErrorResponse(http::status::service_unavailable,
+                                    projections::Outcome::kUnavailable,
+                                    "too many reads are waiting for events; retry later"));
+    }
+}
+
 }  // namespace
 
-void App::HandleEvents(Incoming incoming, Respond respond) {
+void HandleEvents(FeedWaiting waiting, Incoming incoming, Respond respond) {
     const boost::urls::url_view url =
         boost::urls::parse_origin_form(incoming.request.target()).value();
     std::int64_t wait_seconds = 0;
@@ -52,13 +83,14 @@ void App::HandleEvents(Incoming incoming, Respond respond) {
     std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false, true);
     if (Response* refused = std::get_if<Response>(&query)) return respond(std::move(*refused));
     const PageQuery& page_query = std::get<PageQuery>(query);
-    Response page = HandleFeed(incoming, true);
+    Response page = HandleFeed(waiting.reads, incoming, true);
     // Only a forward read waits (one from before= reads history), and only when the page
     // is empty.
-    if (wait_seconds == 0 || page_query.before || notifier_ == nullptr || !EmptyPage(page)) {
+    if (wait_seconds == 0 || page_query.before || waiting.notifier == nullptr || !EmptyPage(page)) {
         return respond(std::move(page));
     }
     auto wait = std::make_shared<FeedWait>(FeedWait{
+        .waiting = waiting,
         .incoming = std::move(incoming),
         .respond = std::move(respond),
         .after = page_query.after,
@@ -66,54 +98,22 @@ void App::HandleEvents(Incoming incoming, Respond respond) {
     AwaitEvents(std::move(wait), page_query.after);
 }
 
-void App::AwaitEvents(std::shared_ptr<FeedWait> wait, std::int64_t beyond) {
-    const auto now = ledger::FeedNotifier::Clock::now();
-    auto deadline = wait->deadline;
-    if (beyond > wait->after) deadline = std::min(deadline, now + kReplicaPollInterval);
-    // No thread waits: the notifier holds the continuation, and posts it once an event is
-    // committed after `beyond` or the deadline passes.
-    const std::optional<ledger::FeedNotifier::WaiterId> id =
-        notifier_->AddWaiter(beyond, deadline, [this, wait](ledger::FeedNotifier::WaitEnd /*end*/) {
-            try {
-                Response page = HandleFeed(wait->incoming, true);
-                if (!EmptyPage(page) || ledger::FeedNotifier::Clock::now() >= wait->deadline) {
-                    return wait->respond(std::move(page));
-                }
-                // Woken, but the read found nothing yet (a replica behind the primary), or a
-                // short poll ran out: wait again for what is left.
-                AwaitEvents(wait, std::max(wait->after, notifier_->Head()));
-            } catch (...) {
-                wait->respond(
-                    FailureResponse(ledger::ClassifyFailure(std::current_exception()), metrics_));
-            }
-        });
-    if (!id) {
-        wait->respond(ErrorResponse(http::status::service_unavailable,
-                                    projections::Outcome::kUnavailable,
-                                    "too many reads are waiting for events; retry later"));
+Response HandleSubscriptionList(const SubscriptionDeliverer* deliverer,
+                                ledger::ConnectionPool& pool) {
+    if (deliverer == nullptr) {
+        return JsonResponse(http::status::ok, {{"subscriptions", json::array()}});
     }
+    return SubscriptionsState(*deliverer, pool);
 }
 
-Response App::HandleSubscriptionControl(const Incoming& incoming,
-                                        const std::vector<std::string>& segments) {
-    // The token before the method, as for verify.
-    if (auto denied = Authorize(incoming.request, Role::kAdmin)) return std::move(*denied);
-    const http::verb method = incoming.request.method();
-    if (segments.size() == 3) {
-        if (method != http::verb::get) return MethodNotAllowed("GET");
-        if (subscriptions_ == nullptr) {
-            return JsonResponse(http::status::ok, {{"subscriptions", json::array()}});
-        }
-        return SubscriptionsState(*subscriptions_, pool_);
-    }
-    const std::string& action = segments[4];
-    if (action != "rewind" && action != "enable") return NotFound();
-    if (method != http::verb::post) return MethodNotAllowed("POST");
-    if (subscriptions_ == nullptr) {
+Response HandleSubscriptionChange(SubscriptionDeliverer* deliverer, ledger::ConnectionPool& pool,
+                                  const Incoming& incoming, const std::string& name,
+                                  const std::string& action) {
+    if (deliverer == nullptr) {
         return ErrorResponse(http::status::not_found, projections::Outcome::kUnknownOrder,
-                             "no subscription " + segments[3] + " in this process's config");
+                             "no subscription " + name + " in this process's config");
     }
-    return ControlSubscription(*subscriptions_, pool_, incoming, segments[3], action);
+    return ControlSubscription(*deliverer, pool, incoming, name, action);
 }
 
 }  // namespace payledger::api

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/http/json_output.hpp"
-#include "api/routes/app.hpp"
+#include "api/routes/handlers.hpp"
 #include "api/routes/route_helpers.hpp"
 #include "ledger/pg/database.hpp"
 #include "ledger/read/reads.hpp"
@@ -83,7 +83,9 @@ std::int64_t LastSeq(pqxx::connection& connection) {
 
 }  // namespace
 
-void App::HandleEventExport(Incoming incoming, Respond respond) {
+void HandleEventExport(ledger::ReadRouter& reads,
+                       const std::shared_ptr<std::atomic<int>>& exports_active, Incoming incoming,
+                       Respond respond) {
     const boost::urls::url_view url =
         boost::urls::parse_origin_form(incoming.request.target()).value();
     std::int64_t after = 0;
@@ -93,7 +95,7 @@ void App::HandleEventExport(Incoming incoming, Respond respond) {
         if (!value) return respond(BadRequest("after must be a non-negative integer"));
         after = *value;
     }
-    ExportSlot slot{exports_active_};
+    ExportSlot slot{exports_active};
     if (!slot.taken()) {
         return respond(ErrorResponse(http::status::service_unavailable,
                                      projections::Outcome::kUnavailable,
@@ -101,16 +103,16 @@ void App::HandleEventExport(Incoming incoming, Respond respond) {
     }
     // A failure to connect throws to App::Handle; the slot is given back on the way.
     // On the replica too (docs/availability.md#read-replicas); its connection is the export's own.
-    ledger::ReadConnection connection = reads_->Connect();
+    ledger::ReadConnection connection = reads.Connect();
     std::int64_t last = LastSeq(*connection.connection);
     // docs/api.md#what-a-reader-is-shown: only what no failover can take back.
-    if (!reads_->ConfirmShown(*connection.connection, connection.source)) {
-        connection = reads_->ConnectPrimary();
+    if (!reads.ConfirmShown(*connection.connection, connection.source)) {
+        connection = reads.ConnectPrimary();
         last = LastSeq(*connection.connection);
-        (void)reads_->ConfirmShown(*connection.connection, connection.source);
+        (void)reads.ConfirmShown(*connection.connection, connection.source);
     }
     auto producer = std::make_unique<EventExport>(std::move(connection.connection), after, last,
-                                                  exports_active_);
+                                                  exports_active);
     slot.Release();  // The export gives it back when the stream ends.
     Response header{http::status::ok, 11};
     header.set(http::field::content_type, "application/x-ndjson");
@@ -118,7 +120,7 @@ void App::HandleEventExport(Incoming incoming, Respond respond) {
     incoming.respond_stream(std::move(header), std::move(producer));
 }
 
-Response App::HandleFeed(const Incoming& incoming, bool events) {
+Response HandleFeed(ledger::ReadRouter& reads, const Incoming& incoming, bool events) {
     std::variant<PageQuery, Response> query = ParsePageQuery(incoming, !events, true);
     if (Response* refused = std::get_if<Response>(&query)) return std::move(*refused);
     const PageQuery& page = std::get<PageQuery>(query);
@@ -140,16 +142,16 @@ Response App::HandleFeed(const Incoming& incoming, bool events) {
     // docs/api.md#what-a-reader-is-shown: a page is answered only once no failover can take
     // back what it shows; from the primary when the replica cannot prove it follows it.
     {
-        ledger::ReadLease lease = reads_->Acquire();  // The replica when it is fresh enough.
+        ledger::ReadLease lease = reads.Acquire();  // The replica when it is fresh enough.
         Response response = read_page(lease);
-        if (reads_->ConfirmShown(*lease.connection, lease.source)) {
+        if (reads.ConfirmShown(*lease.connection, lease.source)) {
             SetReadFrom(response, lease.source);
             return response;
         }
     }
-    ledger::ReadLease lease = reads_->AcquirePrimary();
+    ledger::ReadLease lease = reads.AcquirePrimary();
     Response response = read_page(lease);
-    (void)reads_->ConfirmShown(*lease.connection, lease.source);
+    (void)reads.ConfirmShown(*lease.connection, lease.source);
     SetReadFrom(response, lease.source);
     return response;
 }

@@ -3,7 +3,7 @@
 // path.
 #include <algorithm>
 
-#include "api/routes/app.hpp"
+#include "api/routes/handlers.hpp"
 
 namespace payledger::api {
 namespace {
@@ -16,8 +16,9 @@ bool MayRegisterFor(const MerchantToken& token, const std::string& account_id) {
 
 }  // namespace
 
-void App::HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respond respond) {
-    ledger::Delivery delivery = orders_.Verify(incoming);
+void HandleCreateOrder(WritePath& path, const OrdersChannel& orders, const MerchantToken& token,
+                       Incoming incoming, Respond respond) {
+    ledger::Delivery delivery = orders.Verify(incoming);
     if (delivery.event && !MayRegisterFor(token, delivery.event->account_id)) {
         // Authorization, not a delivery: refused like a token of another role, no receipt.
         return respond(ErrorResponse(
@@ -33,7 +34,7 @@ void App::HandleCreateOrder(const MerchantToken& token, Incoming incoming, Respo
                                      "with " +
                                          *token.out_trade_no_prefix));
     }
-    Deliver(orders_, std::move(delivery), std::move(incoming), std::move(respond));
+    Deliver(path, orders, std::move(delivery), std::move(incoming), std::move(respond));
 }
 
 }  // namespace payledger::api

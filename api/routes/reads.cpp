@@ -7,7 +7,7 @@
 
 #include "api/channels/refusal.hpp"
 #include "api/http/json_output.hpp"
-#include "api/routes/app.hpp"
+#include "api/routes/handlers.hpp"
 #include "api/routes/route_helpers.hpp"
 #include "ledger/read/order_json.hpp"
 
@@ -62,7 +62,8 @@ Response Read(pqxx::read_transaction& tx, const std::vector<std::string>& segmen
 
 }  // namespace
 
-Response App::HandleRead(const Incoming& incoming, const std::vector<std::string>& segments) {
+Response HandleRead(ledger::ReadRouter& reads, const std::set<std::string>& queried,
+                    const Incoming& incoming, const std::vector<std::string>& segments) {
     // Of the reads, an order's receipts are paged like the feeds, forwards or backwards.
     const bool paged = segments.size() == 4 && segments[3] == "receipts";
     std::variant<PageQuery, Response> query = ParsePageQuery(incoming, false, paged);
@@ -71,10 +72,10 @@ Response App::HandleRead(const Incoming& incoming, const std::vector<std::string
     const Checked<std::string> checked = RequireKey(segments[2], "the key");
     if (!checked) return BadRequest(checked.refusal().message);
 
-    ledger::ReadLease lease = reads_->Acquire();  // The replica when it is fresh enough.
+    ledger::ReadLease lease = reads.Acquire();  // The replica when it is fresh enough.
     Response response = [&] {
         pqxx::read_transaction tx{*lease.connection};
-        return Read(tx, segments, *checked, page, orders_.queried());
+        return Read(tx, segments, *checked, page, queried);
     }();
     // A 404 says where it was served from too: a replica may not have the order yet.
     SetReadFrom(response, lease.source);
