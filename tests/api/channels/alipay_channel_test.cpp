@@ -27,8 +27,6 @@ namespace {
 using nlohmann::json;
 using projections::EventType;
 using projections::Outcome;
-using testing::ToIncoming;
-using testing::WithPlatforms;
 
 PlatformFields AlipayPayment() {
     return {{"app_id", testing::kAlipayAppId},

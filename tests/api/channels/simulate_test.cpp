@@ -9,12 +9,6 @@
 namespace payledger::api {
 namespace {
 
-using nlohmann::json;
-using projections::EventType;
-using projections::Outcome;
-using testing::ToIncoming;
-using testing::WithPlatforms;
-
 // An IPv6 listen address ("::1:<port>", as the server takes it) is a URL host in brackets:
 // simulate must try to post there (nothing listens: the request fails), not refuse its own
 // default URL as invalid.

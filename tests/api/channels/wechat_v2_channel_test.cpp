@@ -29,8 +29,6 @@ namespace {
 using nlohmann::json;
 using projections::EventType;
 using projections::Outcome;
-using testing::ToIncoming;
-using testing::WithPlatforms;
 
 constexpr const char* kV2Success =
     "<xml><return_code><![CDATA[SUCCESS]]></return_code><return_msg><![CDATA[OK]]></return_msg>"

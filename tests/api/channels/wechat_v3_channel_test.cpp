@@ -26,8 +26,6 @@ namespace {
 using nlohmann::json;
 using projections::EventType;
 using projections::Outcome;
-using testing::ToIncoming;
-using testing::WithPlatforms;
 
 // A v3 envelope `body` signed by `key` as `serial` at `unix_seconds`.
 SimulatedNotice V3Signed(std::string body, std::int64_t unix_seconds,
