@@ -134,7 +134,7 @@ def run(world):
 
     counts = {"ok": 0, "failed": 0, "unknown": 0}
     for h in entries:
-        counts["unknown" if h["class"] in ("unknown", "odd") else h["class"]] += 1
+        counts["unknown" if h.result in ("unknown", "odd") else h.result] += 1
     world.say("")
     world.say("events=%d orders=%d checkpoints=%d follower_pages=%d (%d events) "
              "receiver_requests=%d faults_ran=%d skipped=%d settled=%d/%d" % (
@@ -143,7 +143,7 @@ def run(world):
                  done, todo))
     outcomes = {}
     for h in entries:
-        k = "%s:%s" % (h["class"], h.get("outcome") or h.get("status"))
+        k = "%s:%s" % (h.result, h.outcome or h.status)
         outcomes[k] = outcomes.get(k, 0) + 1
     sources = {}
     for e in events:
@@ -156,7 +156,7 @@ def run(world):
                  asked[0][0] if asked else "?", asked[0][1] if asked else "?",
                  len(queried),
                  ",".join("%s:%d" % kv for kv in sorted(sources.items())) or "0",
-                 len({h["otn"] for h in entries if h.get("query") == "late"}), len(unsent)))
+                 len({h.out_trade_no for h in entries if h.query == "late"}), len(unsent)))
     world.say("answers: " + " ".join("%s=%d" % kv for kv in sorted(outcomes.items())))
     world.say("operator: " + " ".join("%s:%s=%d" % (k[0], k[1], v)
                                      for k, v in sorted(world.op_counts.items())))

@@ -5,11 +5,15 @@ on the primary; payledger's own verify and audit are run as extra checks, not as
 Classes of requests: `ok` (acknowledged as the contract says), `failed` (a definite refusal,
 4xx), `unknown` (no answer, 5xx, or a 2xx that is not the channel's success answer: `odd`).
 
-The platform's record of the payments it took that only asking it can find (the simulator's
-database, as psql reads it): a list of {"otn", "fp"} with fp (transaction id, amount, currency).
+The history is typed (records.py): records.Delivery for what was sent to a serve, and in the
+platform's list records.PlatformNotice, records.SimulatorPayment and records.CampaignError. The
+platform's record of the payments it took that only asking it can find (the simulator's
+database, as psql reads it): records.QueriedPayment.
 """
 
 from collections import defaultdict
+
+import records
 
 ORDER, PAY, CLOSE, REFUND = ("ORDER_CREATED", "PAYMENT_SUCCEEDED", "PAYMENT_CLOSED",
                              "REFUND_SUCCEEDED")
@@ -23,10 +27,7 @@ def event_fp(e):
     return (e["transaction_id"], e["amount"], e["currency"])
 
 
-def short(entry):
-    keys = ("id", "w", "otn", "op", "hostile", "query", "step", "copy", "attempt", "serve",
-            "path", "status", "class", "outcome", "event_type", "fp", "settle", "answer", "t0")
-    return " ".join("%s=%s" % (k, entry[k]) for k in keys if k in entry and entry[k] is not None)
+short = records.describe
 
 
 class Report:
@@ -60,15 +61,15 @@ def check_ledger(report, entries, platform_entries, events, orders, balances, ac
         by_key[(e["out_trade_no"], e["event_type"])].append(e)
     askers = defaultdict(list)
     for h in entries:
-        if h.get("event_type"):
-            askers[(h["otn_asked"], h["event_type"])].append(h)
+        if h.event_type:
+            askers[(h.asked_out_trade_no, h.event_type)].append(h)
     bill_askers = defaultdict(list)
     for h in platform_entries:
-        if h.get("kind") == "platform" and h.get("event_type") and h.get("class") == "ok":
-            bill_askers[(h["otn"], h["event_type"])].append(h)
+        if isinstance(h, records.PlatformNotice) and h.event_type and h.result == "ok":
+            bill_askers[(h.out_trade_no, h.event_type)].append(h)
     query_askers = defaultdict(list)
     for r in queried:
-        query_askers[(r["otn"], PAY)].append(r)
+        query_askers[(r.out_trade_no, PAY)].append(r)
 
     for key, evs in by_key.items():
         if len(evs) > 1:
@@ -78,20 +79,20 @@ def check_ledger(report, entries, platform_entries, events, orders, balances, ac
 
     # Every acknowledged request: its event is there, once, with its fingerprint.
     for h in entries:
-        if h["class"] != "ok":
+        if h.result != "ok":
             continue
-        if h.get("hostile"):
+        if h.hostile:
             report.add("hostile", "a hostile request was acknowledged: " + short(h))
             continue
-        if not h.get("event_type"):
+        if not h.event_type:
             continue
-        key = (h["otn_asked"], h["event_type"])
+        key = (h.asked_out_trade_no, h.event_type)
         evs = by_key.get(key, [])
-        fp = tuple(h["fp"])
-        if evs and h.get("answer_seq") is not None and h["path"].endswith("/generic") \
-                and h["answer_seq"] != evs[0]["seq"]:
+        fp = tuple(h.fingerprint)
+        if evs and h.answer_seq is not None and h.path.endswith("/generic") \
+                and h.answer_seq != evs[0]["seq"]:
             report.add("answer", "acknowledged with seq %d, the event is seq %d: %s"
-                       % (h["answer_seq"], evs[0]["seq"], short(h)))
+                       % (h.answer_seq, evs[0]["seq"], short(h)))
         if not evs:
             report.add("lost", "acknowledged, no event: " + short(h), lost=1)
         elif event_fp(evs[0]) != fp:
@@ -106,15 +107,15 @@ def check_ledger(report, entries, platform_entries, events, orders, balances, ac
         key = (e["out_trade_no"], e["event_type"])
         fp = event_fp(e)
         if e["source"].endswith("_bill"):
-            cands = [h for h in bill_askers.get(key, []) if tuple(h["fp"]) == fp]
+            cands = [h for h in bill_askers.get(key, []) if tuple(h.fingerprint) == fp]
         elif e["source"].endswith("_query"):
-            cands = [r for r in query_askers.get(key, []) if tuple(r["fp"]) == fp]
+            cands = [r for r in query_askers.get(key, []) if tuple(r.fingerprint) == fp]
         else:
             cands = [h for h in askers.get(key, [])
-                     if h["class"] in ("ok", "unknown", "odd") and tuple(h["fp"]) == fp
-                     and not h.get("hostile")]
+                     if h.result in ("ok", "unknown", "odd") and tuple(h.fingerprint) == fp
+                     and not h.hostile]
         if not cands:
-            refused = [h for h in askers.get(key, []) if tuple(h["fp"]) == fp]
+            refused = [h for h in askers.get(key, []) if tuple(h.fingerprint) == fp]
             report.add("doubled", "event seq %d %s %s %s source %s: no request that may have "
                        "appended it%s" % (e["seq"], key[0], key[1], fp, e["source"],
                                           "; refused ones: " + "; ".join(short(h) for h in
@@ -128,15 +129,15 @@ def check_ledger(report, entries, platform_entries, events, orders, balances, ac
     created = {}
     for (otn, et), h in present.items():
         if et == ORDER:
-            created[otn] = tuple(h["fp"])
+            created[otn] = tuple(h.fingerprint)
     fold_orders = {}
     fold_balances = defaultdict(int)
     for otn, (account, amount, currency) in created.items():
         pay = present.get((otn, PAY))
         refund = present.get((otn, REFUND))
         close = present.get((otn, CLOSE))
-        paid_amount = pay["fp"][1] if pay else 0
-        refunded_amount = refund["fp"][1] if refund else 0
+        paid_amount = pay.fingerprint[1] if pay else 0
+        refunded_amount = refund.fingerprint[1] if refund else 0
         status = ("REFUNDED" if refund and pay else "PAID" if pay else
                   "CLOSED" if close else "WAIT_PAY")
         anomalies = []
@@ -144,7 +145,7 @@ def check_ledger(report, entries, platform_entries, events, orders, balances, ac
             anomalies.append("paid_after_close")
         if refund and not pay:
             anomalies.append("refund_without_payment")
-        fold_orders[otn] = (account, currency, amount, status, pay["fp"][0] if pay else "",
+        fold_orders[otn] = (account, currency, amount, status, pay.fingerprint[0] if pay else "",
                             paid_amount, refunded_amount, ",".join(sorted(anomalies)))
         fold_balances[(account, currency)] += paid_amount - (refunded_amount if pay else 0)
     for (otn, et), h in present.items():
@@ -172,14 +173,14 @@ def check_settled(report, platform_entries, events):
     is found by the statement."""
     by_key = {(e["out_trade_no"], e["event_type"]): e for e in events}
     for h in platform_entries:
-        if h.get("kind") != "platform" or h.get("class") != "ok" or not h.get("event_type"):
+        if not isinstance(h, records.PlatformNotice) or h.result != "ok" or not h.event_type:
             continue
-        if h["event_type"] not in (PAY, REFUND):
+        if h.event_type not in (PAY, REFUND):
             continue
-        e = by_key.get((h["otn"], h["event_type"]))
-        if e is None or event_fp(e) != tuple(h["fp"]):
+        e = by_key.get((h.out_trade_no, h.event_type))
+        if e is None or event_fp(e) != tuple(h.fingerprint):
             report.add("reconcile", "the platform settled %s %s %s, the ledger has %s"
-                       % (h["otn"], h["event_type"], h["fp"],
+                       % (h.out_trade_no, h.event_type, list(h.fingerprint),
                           event_fp(e) if e else "nothing"), lost=1)
 
 
@@ -194,21 +195,23 @@ def check_queried(report, platform_entries, queried, events, orders):
             payments[e["out_trade_no"]].append(e)
     status = {o[0]: (o[4], o[5]) for o in orders}
     for r in queried:
-        fp = tuple(r["fp"])
-        evs = payments.get(r["otn"], [])
-        if len(evs) == 1 and event_fp(evs[0]) == fp and status.get(r["otn"]) == ("PAID", fp[0]):
+        fp = tuple(r.fingerprint)
+        evs = payments.get(r.out_trade_no, [])
+        if len(evs) == 1 and event_fp(evs[0]) == fp and \
+                status.get(r.out_trade_no) == ("PAID", fp[0]):
             continue
         report.add("unfound", "the platform holds %s paid %s; the ledger has %s, the order %s"
-                   % (r["otn"], list(fp), ["seq %d %s %s" % (e["seq"], e["source"],
-                                                             list(event_fp(e))) for e in evs]
-                      or "no payment", status.get(r["otn"], "none")), unfound=1)
-    held = {(r["otn"], tuple(r["fp"])) for r in queried}
+                   % (r.out_trade_no, list(fp), ["seq %d %s %s" % (e["seq"], e["source"],
+                                                                   list(event_fp(e)))
+                                                 for e in evs]
+                      or "no payment", status.get(r.out_trade_no, "none")), unfound=1)
+    held = {(r.out_trade_no, tuple(r.fingerprint)) for r in queried}
     for h in platform_entries:
-        if h.get("kind") != "simulator":
+        if not isinstance(h, records.SimulatorPayment):
             continue
-        if h.get("class") != "ok":
+        if h.result != "ok":
             report.add("campaign", "the simulator did not take a payment: " + short(h))
-        elif (h["otn"], tuple(h["fp"])) not in held:
+        elif (h.out_trade_no, tuple(h.fingerprint)) not in held:
             report.add("campaign", "the simulator acknowledged a payment its record lacks: "
                        + short(h))
 
@@ -216,16 +219,16 @@ def check_queried(report, platform_entries, queried, events, orders):
 def check_answers(report, entries, events=None):
     by_seq = {e["seq"]: e for e in events or []}
     for h in entries:
-        if h.get("status") == 409 and h.get("answer_seq") is not None and events is not None:
-            e = by_seq.get(h["answer_seq"])
-            if e is None or (e["out_trade_no"], e["event_type"]) != (h["otn_asked"],
-                                                                      h["event_type"]):
+        if h.status == 409 and h.answer_seq is not None and events is not None:
+            e = by_seq.get(h.answer_seq)
+            if e is None or (e["out_trade_no"], e["event_type"]) != (h.asked_out_trade_no,
+                                                                      h.event_type):
                 report.add("answer", "a conflict names seq %d, which is %s: %s" % (
-                    h["answer_seq"], (e["out_trade_no"], e["event_type"]) if e else "no event",
+                    h.answer_seq, (e["out_trade_no"], e["event_type"]) if e else "no event",
                     short(h)))
-        if h["class"] == "odd":
+        if h.result == "odd":
             report.add("answer", "a 2xx that is not the channel's success answer: " + short(h))
-        if h.get("status") == 500:
+        if h.status == 500:
             report.add("answer", "500 (an invariant broke): " + short(h))
 
 
@@ -374,11 +377,11 @@ def check_leaks(report, entries, patterns):
     """No answer tells a caller where the database is: host, port, socket, user (a /readyz
     answer may say only that it is unreachable, never the driver's text; a callback's answer,
     to a caller that may hold no key at all, no more)."""
-    leaks = [h for h in entries if h.get("answer") and h.get("status")
-             and any(p in h["answer"] for p in patterns)]
+    leaks = [h for h in entries if h.answer and h.status
+             and any(p in h.answer for p in patterns)]
     if not leaks:
         return
-    paths = sorted({h["path"] for h in leaks})
+    paths = sorted({h.path for h in leaks})
     report.add("leak", "%d answers (%s) carry the database driver's text, e.g. %s"
                % (len(leaks), ", ".join(paths), short(leaks[0])))
 
@@ -390,19 +393,19 @@ def check_window(report, entries, lives):
     never acknowledged. The answering process is the one alive during the whole request."""
     wrong = []
     for h in entries:
-        if h.get("hostile") or h.get("status") is None:
+        if h.hostile or h.status is None:
             continue
-        if not (h["path"].endswith("/generic") or h["path"].endswith("/wechat/v3")):
+        if not (h.path.endswith("/generic") or h.path.endswith("/wechat/v3")):
             continue
-        alive = [life for life in lives[h["serve"]]
-                 if life[0] <= h["t0"] and (life[1] is None or life[1] >= h["t1"])]
+        alive = [life for life in lives[h.serve]
+                 if life[0] <= h.t0 and (life[1] is None or life[1] >= h.t1)]
         if len(alive) != 1:
             continue
         skew = abs(alive[0][2])
-        if h["status"] == 401 and skew < 290:
+        if h.status == 401 and skew < 290:
             wrong.append("refused as bad_signature by a serve skewed %+d s: %s"
                          % (alive[0][2], short(h)))
-        elif h["class"] == "ok" and skew > 310:
+        elif h.result == "ok" and skew > 310:
             wrong.append("acknowledged by a serve skewed %+d s: %s" % (alive[0][2], short(h)))
     for text in wrong[:10]:
         report.add("answer", "signature window: " + text)
@@ -441,7 +444,7 @@ def check_campaign(report, fault_errors, platform_entries):
     applied, given as (its description, the error), and the workload's own errors fail it."""
     for described, error in fault_errors:
         report.add("campaign", "fault %s could not be applied: %s" % (described, error))
-    errors = [h for h in platform_entries if h.get("kind") == "campaign_error"]
+    errors = [h for h in platform_entries if isinstance(h, records.CampaignError)]
     for h in errors[:5]:
         report.add("campaign", "workload error: %s" % h)
     if len(errors) > 5:

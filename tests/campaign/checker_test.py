@@ -46,6 +46,7 @@ sys.path.insert(0, HERE)
 
 import checker  # noqa: E402
 import receiver  # noqa: E402
+import records  # noqa: E402
 import workload  # noqa: E402
 from workload import CLOSE, ORDER, PAY, REFUND  # noqa: E402
 
@@ -292,8 +293,9 @@ class World:
         self._run([(200, json.dumps({"out_trade_no": story["otn"], "transaction_id":
                                      story["txid"], "outcome": "appended"}).encode())],
                   [SIMULATOR_PORT], lambda: self.load.run_step(0, story, k))
-        self.queried.append({"otn": story["otn"], "fp": [story["txid"], story["amount"],
-                                                         story["currency"]]})
+        self.queried.append(records.QueriedPayment(
+            out_trade_no=story["otn"],
+            fingerprint=(story["txid"], story["amount"], story["currency"])))
 
     def release_late(self, *answers, status="PAID"):
         """Workload.release_late with the serves showing the held notices' orders as `status`;
@@ -311,8 +313,8 @@ class World:
 
     def record(self, otn, op, copy=0):
         """The workload's records of a step's copy, every attempt."""
-        return [h for h in self.entries if h["otn"] == otn and h["op"] == op
-                and h["copy"] == copy]
+        return [h for h in self.entries if h.out_trade_no == otn and h.op == op
+                and h.copy == copy]
 
     # --- the ledger's side --------------------------------------------------------------------
     def append(self, story, event_type, source, **changed):
@@ -561,7 +563,7 @@ class CheckerTest(unittest.TestCase):
         """The property that makes every other test mean something: a history in which every
         kind of request and answer occurs and the ledger agrees with it draws no problem."""
         w = self.w
-        classes = collections.Counter(h["class"] for h in w.entries)
+        classes = collections.Counter(h.result for h in w.entries)
         self.assertEqual(set(classes), {"ok", "failed", "unknown"})
         self.assertIn("slow", [d.status for d in w.deliveries()])
         self.assertVerdict(w.judge())
@@ -572,7 +574,7 @@ class CheckerTest(unittest.TestCase):
         report = self.w.judge()
         self.assertVerdict(report, lost=1, categories=["lost"])
         self.assertProblem(report, "lost", "acknowledged, no event: ")
-        self.assertProblem(report, "lost", "otn=K7-0-5 op=pay")
+        self.assertProblem(report, "lost", "out_trade_no=K7-0-5 op=pay")
 
     def test_every_acknowledged_copy_of_a_missing_event_counts_as_lost(self):
         """The refund was acknowledged twice (two copies): two acknowledged requests lost."""
@@ -638,7 +640,7 @@ class CheckerTest(unittest.TestCase):
     def test_a_statement_event_without_the_platforms_record_is_doubled(self):
         """An event with source alipay_bill needs the platform's own record of the payment."""
         w = self.w
-        w.platform[:] = [h for h in w.platform if (h["otn"], h["op"]) != ("K7-0-2", "pay")]
+        w.platform[:] = [h for h in w.platform if (h.out_trade_no, h.op) != ("K7-0-2", "pay")]
         report = w.judge()
         self.assertVerdict(report, doubled=1, categories=["doubled", "projection", "balance"])
         self.assertProblem(report, "doubled", "source alipay_bill")
@@ -648,10 +650,10 @@ class CheckerTest(unittest.TestCase):
         """Q was never notified and L only after the query: the query's payments, justified by
         the platform's record, and L's late notice acknowledged as the duplicate it is."""
         w = self.w
-        self.assertEqual([h["op"] for h in w.entries if h["otn"] == "K7-0-8"], ["create"])
+        self.assertEqual([h.op for h in w.entries if h.out_trade_no == "K7-0-8"], ["create"])
         [late] = w.record("K7-0-9", "pay")
-        self.assertEqual((late["query"], late["class"]), ("late", "ok"))
-        self.assertEqual([h["query"] for h in w.platform if h["kind"] == "simulator"],
+        self.assertEqual((late.query, late.result), ("late", "ok"))
+        self.assertEqual([h.query for h in w.platform if isinstance(h, records.SimulatorPayment)],
                          ["unnotified", "late"])
         self.assertEqual(w.event("K7-0-8", PAY)["source"], "wechat_v3_query")
         self.assertVerdict(w.judge())
@@ -699,7 +701,7 @@ class CheckerTest(unittest.TestCase):
         """The simulator answered 200 for Q, its record lacks it: the campaign's own fault (Q's
         payment, then, nobody can explain)."""
         w = self.w
-        w.queried[:] = [r for r in w.queried if r["otn"] != "K7-0-8"]
+        w.queried[:] = [r for r in w.queried if r.out_trade_no != "K7-0-8"]
         report = w.judge()
         self.assertProblem(report, "campaign", "the simulator acknowledged a payment its "
                            "record lacks: ")
@@ -721,7 +723,7 @@ class CheckerTest(unittest.TestCase):
     # --- unknown ---------------------------------------------------------------------------------
     def test_an_unknown_payment_that_took_effect_is_neither_lost_nor_doubled(self):
         """U's payment never got an answer and is in the ledger (the clean history)."""
-        self.assertTrue(all(h["class"] == "unknown" for h in self.w.record("K7-0-7", "pay")))
+        self.assertTrue(all(h.result == "unknown" for h in self.w.record("K7-0-7", "pay")))
         self.w.event("K7-0-7", PAY)
         self.assertVerdict(self.w.judge())
 
@@ -906,7 +908,7 @@ class CheckerTest(unittest.TestCase):
         seq = self.w.event("K7-0-5", PAY)["seq"]
         self.w.send(f, 1, (200, b'{"code":"FAIL"}'), (500, b'{"code":"FAIL"}'),
                     ok(CALLBACK["generic"], "duplicate", seq), copy=1)
-        self.assertEqual([h["class"] for h in self.w.record("K7-0-5", "pay", copy=1)],
+        self.assertEqual([h.result for h in self.w.record("K7-0-5", "pay", copy=1)],
                          ["odd", "unknown", "ok"])
         report = self.w.judge()
         self.assertVerdict(report, categories=["answer"])
@@ -933,7 +935,7 @@ class CheckerTest(unittest.TestCase):
         self.assertProblem(report, "answer", "refused as bad_signature by a serve skewed +0 s")
         f_pay = self.w.record("K7-0-5", "pay")[0]
         lives = [[[0.0, None, 0]], [[0.0, None, 0]]]
-        lives[f_pay["serve"]] = [[0.0, None, 400]]
+        lives[f_pay.serve] = [[0.0, None, 400]]
         report = self.w.judge(lives=lives)
         self.assertProblem(report, "answer", "acknowledged by a serve skewed +400 s")
 
@@ -978,10 +980,10 @@ class RunChecksTest(unittest.TestCase):
 
     def test_a_fault_not_applied_or_a_workload_error_fails_the_run(self):
         report = checker.Report()
-        checker.check_campaign(report, [], [{"kind": "pay"}])
+        checker.check_campaign(report, [], [records.PlatformNotice(out_trade_no="K1", op="pay")])
         self.assertEqual(report.problems, [])
         checker.check_campaign(report, [("#3 t=4.00s serve_kill serve=0", "OSError()")],
-                               [{"kind": "campaign_error", "error": "boom"}])
+                               [records.CampaignError(out_trade_no="K1", error="boom")])
         self.assertEqual(self.categories(report), ["campaign", "campaign"])
         self.assertIn("serve_kill", report.problems[0][1])
 

@@ -26,6 +26,8 @@ import random
 import threading
 import time
 
+import records
+
 ACCOUNTS = ["acct-%d" % i for i in range(6)]
 CHANNELS = [("generic", 40), ("wechat_v2", 20), ("wechat_v3", 20), ("alipay", 20)]
 PLATFORM_CHANNELS = ("wechat_v2", "wechat_v3", "alipay")
@@ -378,11 +380,13 @@ class History:
         self.platform = []      # what the platform's ledger and the simulator acknowledged
         self.file = open(path, "a", buffering=1)
 
-    def add(self, entry, platform=False):
+    def add(self, record, platform=False):
+        """Appends a records.Record: to `platform` (what the platform took, a campaign error),
+        else to `entries` (what was sent to a serve)."""
         with self.lock:
-            entry["id"] = len(self.entries) + len(self.platform)
-            (self.platform if platform else self.entries).append(entry)
-            self.file.write(json.dumps(entry, sort_keys=True) + "\n")
+            record.id = len(self.entries) + len(self.platform)
+            (self.platform if platform else self.entries).append(record)
+            self.file.write(json.dumps(record.as_json(), sort_keys=True) + "\n")
 
     def close(self):
         self.file.close()
@@ -436,8 +440,9 @@ class Workload:
             try:
                 self.run_step(w, story, k)
             except Exception as error:  # a bug in the campaign: say it, keep going
-                self.history.add({"kind": "campaign_error", "w": w, "otn": story["otn"],
-                                  "step": k, "error": repr(error)}, platform=True)
+                self.history.add(records.CampaignError(
+                    worker=w, out_trade_no=story["otn"], step=k, error=repr(error)),
+                    platform=True)
 
     # --- one step ----------------------------------------------------------------------------
     def run_step(self, w, story, k, settle=False):
@@ -490,11 +495,11 @@ class Workload:
                 break
             time.sleep(0.5)
         want = asks(story, st["op"])
-        self.history.add({"kind": "platform", "otn": story["otn"], "op": st["op"],
-                          "channel": story["channel"], "status": status, "class": klass,
-                          "t0": t0, "event_type": want[0] if want else None,
-                          "fp": list(want[1]) if want else None,
-                          "body": body[:200].decode("utf-8", "replace")}, platform=True)
+        self.history.add(records.PlatformNotice(
+            out_trade_no=story["otn"], op=st["op"], channel=story["channel"], status=status,
+            result=klass, t0=t0, event_type=want[0] if want else None,
+            fingerprint=tuple(want[1]) if want else None,
+            body=body[:200].decode("utf-8", "replace")), platform=True)
         st["platform_done"] = True
 
     def _to_simulator(self, story, st):
@@ -507,11 +512,11 @@ class Workload:
             if klass != "unknown":
                 break
             time.sleep(0.5)
-        self.history.add({"kind": "simulator", "otn": story["otn"], "op": st["op"],
-                          "channel": story["channel"], "query": st["query"], "status": status,
-                          "class": klass, "t0": t0, "event_type": PAY,
-                          "fp": list(asks(story, "pay")[1]),
-                          "body": body[:200].decode("utf-8", "replace")}, platform=True)
+        self.history.add(records.SimulatorPayment(
+            out_trade_no=story["otn"], op=st["op"], channel=story["channel"], query=st["query"],
+            status=status, result=klass, t0=t0, event_type=PAY,
+            fingerprint=tuple(asks(story, "pay")[1]),
+            body=body[:200].decode("utf-8", "replace")), platform=True)
         st["simulator_done"] = True
 
     # --- the notices held until the query has found their payment ----------------------------
@@ -563,29 +568,27 @@ class Workload:
             status, body = send(self.ports[serve], req, self.timeout)
             t1 = time.time()
             klass = self.classify(req.path, status, body)
-            entry = {"kind": "delivery", "w": w, "otn": story["otn"], "step": k, "op": op,
-                     "copy": copy, "attempt": attempt, "serve": serve, "path": req.path,
-                     "channel": "api" if req.path == "/v1/orders" else story["channel"],
-                     "status": status, "class": klass, "t0": t0, "t1": t1,
-                     "outcome": self.outcome_of(req.path, status, body) if status else None,
-                     "event_type": want[0] if want else None,
-                     "fp": list(want[1]) if want else None,
-                     "otn_asked": want[2] if want and len(want) > 2 else story["otn"],
-                     "settle": settle}
-            if op == "hostile":
-                entry["hostile"] = st["kind"]
-            if st.get("query"):
-                entry["query"] = st["query"]
+            entry = records.Delivery(
+                worker=w, out_trade_no=story["otn"], step=k, op=op, copy=copy, attempt=attempt,
+                serve=serve, path=req.path,
+                channel="api" if req.path == "/v1/orders" else story["channel"],
+                status=status, result=klass, t0=t0, t1=t1,
+                outcome=self.outcome_of(req.path, status, body) if status else None,
+                event_type=want[0] if want else None,
+                fingerprint=tuple(want[1]) if want else None,
+                asked_out_trade_no=want[2] if want and len(want) > 2 else story["otn"],
+                settle=settle, hostile=st["kind"] if op == "hostile" else None,
+                query=st.get("query") or None)
             if status is not None and (req.path.endswith("/generic") or
                                        req.path == "/v1/orders"):
                 try:
                     answer = json.loads(body)
                     if isinstance(answer, dict) and isinstance(answer.get("seq"), int):
-                        entry["answer_seq"] = answer["seq"]
+                        entry.answer_seq = answer["seq"]
                 except ValueError:
                     pass  # Not JSON: no seq to keep; checker.check_answers judges the answer.
             if klass != "ok" or status is None:
-                entry["answer"] = body[:300].decode("utf-8", "replace")
+                entry.answer = body[:300].decode("utf-8", "replace")
             self.history.add(entry)
             st.setdefault("results", []).append(klass)
             if klass in ("ok", "failed"):

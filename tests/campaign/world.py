@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import notices  # noqa: E402
+import records  # noqa: E402
 import workload  # noqa: E402
 from cluster import Node, wait_until  # noqa: E402
 from proxy import Proxy  # noqa: E402
@@ -731,7 +732,7 @@ class World:
         return code
 
     def bill_dates(self):
-        ats = [e["t0"] for e in self.history.platform if e.get("kind") == "platform"]
+        ats = [e.t0 for e in self.history.platform if isinstance(e, records.PlatformNotice)]
         if not ats:
             ats = [time.time()]
         days = set()
@@ -878,12 +879,13 @@ class World:
         rows = self.platform.psql("SELECT out_trade_no, transaction_id, amount, currency FROM "
                                   "ledger_events WHERE event_type = 'PAYMENT_SUCCEEDED' "
                                   "ORDER BY seq", db="simulator", timeout=60)
-        return [{"otn": r[0], "fp": [r[1], int(r[2]), r[3]]} for r in rows]
+        return [records.QueriedPayment(out_trade_no=r[0], fingerprint=(r[1], int(r[2]), r[3]))
+                for r in rows]
 
     def await_queries(self):
         """Waits (bounded) until every order the simulator holds paid is PAID in the ledger:
         its query schedule must have run."""
-        want = sorted({r["otn"] for r in self.simulator_record()})
+        want = sorted({r.out_trade_no for r in self.simulator_record()})
         start = time.monotonic()
         left = want
         while left:
