@@ -16,61 +16,17 @@
 
 #include "projections/assert.hpp"
 #include "projections/event.hpp"
+#include "tests/projections/order_events.hpp"
 
 namespace payledger::projections::decide_test {
 namespace {
 
-constexpr std::int64_t kOrderAmount = 1999;
-
-Event Created(std::int64_t seq = 1) {
-    return {.seq = seq,
-            .out_trade_no = "ORD-1",
-            .event_type = EventType::kOrderCreated,
-            .source = Source::kApi,
-            .account_id = "acct-1",
-            .amount = kOrderAmount,
-            .currency = "CNY",
-            .occurred_at = 1'000'000,
-            .receipt_id = 10};
-}
-
-// A delivered payment, as a channel hands it over: no account_id, no seq.
-Event Payment(std::int64_t seq = 0) {
-    return {.seq = seq,
-            .out_trade_no = "ORD-1",
-            .event_type = EventType::kPaymentSucceeded,
-            .source = Source::kWechatV3,
-            .amount = kOrderAmount,
-            .currency = "CNY",
-            .transaction_id = "4200000001",
-            .occurred_at = 2'000'000};
-}
-
-Event Close(std::int64_t seq = 0) {
-    return {.seq = seq,
-            .out_trade_no = "ORD-1",
-            .event_type = EventType::kPaymentClosed,
-            .source = Source::kAlipay,
-            .occurred_at = 3'000'000};
-}
-
-Event Refund(std::int64_t seq = 0) {
-    return {.seq = seq,
-            .out_trade_no = "ORD-1",
-            .event_type = EventType::kRefundSucceeded,
-            .source = Source::kGeneric,
-            .amount = 500,
-            .currency = "CNY",
-            .transaction_id = "50300001",
-            .occurred_at = 4'000'000};
-}
-
-// A stored event as the ledger holds it: account_id copied from the order.
-Event Stored(Event event, std::int64_t seq) {
-    event.seq = seq;
-    event.account_id = "acct-1";
-    return event;
-}
+using testing::AsStored;
+using testing::Close;
+using testing::Created;
+using testing::kOrderAmount;
+using testing::Payment;
+using testing::Refund;
 
 TEST(Decide, EveryCallbackEventForAnUnregisteredOrderIsUnknownOrder) {
     for (const Event& delivered : {Payment(), Close(), Refund()}) {
@@ -80,13 +36,13 @@ TEST(Decide, EveryCallbackEventForAnUnregisteredOrderIsUnknownOrder) {
         EXPECT_EQ(empty.seq, 0);
         EXPECT_NE(empty.message.find(delivered.out_trade_no), std::string::npos) << empty.message;
         // Other events of the order without its ORDER_CREATED do not make it known.
-        const std::vector<Event> no_created{Stored(Close(), 5)};
+        const std::vector<Event> no_created{AsStored(Close(), 5)};
         EXPECT_EQ(Decide(no_created, delivered).outcome, Outcome::kUnknownOrder);
     }
 }
 
 TEST(Decide, FirstOrderCreatedIsAppendedUnchanged) {
-    const Decision decision = Decide({}, Created(0));
+    const Decision decision = Decide({}, Created());
     EXPECT_EQ(decision.outcome, Outcome::kAppended);
     EXPECT_EQ(decision.seq, 0);
     EXPECT_TRUE(decision.message.empty());
@@ -96,8 +52,8 @@ TEST(Decide, FirstOrderCreatedIsAppendedUnchanged) {
 }
 
 TEST(Decide, OrderCreatedWithTheSameFingerprintIsDuplicateNamingTheStoredSeq) {
-    const std::vector<Event> stored{Created(41)};
-    Event again = Created(0);
+    const std::vector<Event> stored{AsStored(Created(), 41)};
+    Event again = Created();
     again.occurred_at = 9'000'000;  // Not part of the fingerprint.
     again.receipt_id = 99;
     again.data = R"({"note":"retry"})";
@@ -115,10 +71,10 @@ TEST(Decide, OrderCreatedWithADifferentFingerprintIsConflict) {
         {"amount", [](Event& e) { e.amount = kOrderAmount + 1; }},
         {"currency", [](Event& e) { e.currency = "USD"; }},
     };
-    const std::vector<Event> stored{Created(41)};
+    const std::vector<Event> stored{AsStored(Created(), 41)};
     for (const auto& c : cases) {
         SCOPED_TRACE(c.name);
-        Event delivered = Created(0);
+        Event delivered = Created();
         c.change(delivered);
         const Decision decision = Decide(stored, delivered);
         EXPECT_EQ(decision.outcome, Outcome::kConflict);
@@ -128,7 +84,7 @@ TEST(Decide, OrderCreatedWithADifferentFingerprintIsConflict) {
 }
 
 TEST(Decide, PaymentMatchingTheOrderIsAppendedWithTheOrdersAccount) {
-    const std::vector<Event> stored{Created(1)};
+    const std::vector<Event> stored{AsStored(Created(), 1)};
     const Decision decision = Decide(stored, Payment());
     EXPECT_EQ(decision.outcome, Outcome::kAppended);
     EXPECT_EQ(decision.seq, 0);
@@ -140,7 +96,7 @@ TEST(Decide, PaymentMatchingTheOrderIsAppendedWithTheOrdersAccount) {
 }
 
 TEST(Decide, AccountIdIsCopiedFromTheOrderOverWhateverWasDelivered) {
-    const std::vector<Event> stored{Created(1)};
+    const std::vector<Event> stored{AsStored(Created(), 1)};
     for (Event delivered : {Payment(), Close(), Refund()}) {
         SCOPED_TRACE(std::string(ToString(delivered.event_type)));
         delivered.account_id = "forged-account";
@@ -151,7 +107,7 @@ TEST(Decide, AccountIdIsCopiedFromTheOrderOverWhateverWasDelivered) {
 }
 
 TEST(Decide, PaymentWithTheSameFingerprintIsDuplicateNamingTheStoredSeq) {
-    const std::vector<Event> stored{Created(1), Stored(Payment(), 7)};
+    const std::vector<Event> stored{AsStored(Created(), 1), AsStored(Payment(), 7)};
     Event again = Payment();
     again.source = Source::kGeneric;  // Another channel, same facts.
     again.occurred_at = 8'000'000;
@@ -170,7 +126,7 @@ TEST(Decide, PaymentWithADifferentFingerprintIsConflictNamingTheStoredSeq) {
         {"amount", [](Event& e) { e.amount = kOrderAmount - 1; }},
         {"currency", [](Event& e) { e.currency = "USD"; }},
     };
-    const std::vector<Event> stored{Created(1), Stored(Payment(), 7)};
+    const std::vector<Event> stored{AsStored(Created(), 1), AsStored(Payment(), 7)};
     for (const auto& c : cases) {
         SCOPED_TRACE(c.name);
         Event delivered = Payment();
@@ -183,7 +139,7 @@ TEST(Decide, PaymentWithADifferentFingerprintIsConflictNamingTheStoredSeq) {
 }
 
 TEST(Decide, EveryCloseAfterTheFirstIsDuplicate) {
-    const std::vector<Event> stored{Created(1), Stored(Close(), 9)};
+    const std::vector<Event> stored{AsStored(Created(), 1), AsStored(Close(), 9)};
     Event other = Close();
     other.source = Source::kWechatV2;
     other.occurred_at = 123'000'000;
@@ -194,12 +150,12 @@ TEST(Decide, EveryCloseAfterTheFirstIsDuplicate) {
 }
 
 TEST(Decide, CloseAfterAPaymentIsAppendedBecauseEventsAreFacts) {
-    const std::vector<Event> stored{Created(1), Stored(Payment(), 2)};
+    const std::vector<Event> stored{AsStored(Created(), 1), AsStored(Payment(), 2)};
     EXPECT_EQ(Decide(stored, Close()).outcome, Outcome::kAppended);
 }
 
 TEST(Decide, RefundWithoutCurrencyTakesTheOrdersCurrency) {
-    Event order = Created(1);
+    Event order = AsStored(Created(), 1);
     order.currency = "USD";
     const std::vector<Event> stored{order};
     Event refund = Refund();
@@ -210,7 +166,8 @@ TEST(Decide, RefundWithoutCurrencyTakesTheOrdersCurrency) {
 }
 
 TEST(Decide, RefundWithoutCurrencyIsComparedAfterTakingTheOrdersCurrency) {
-    const std::vector<Event> stored{Created(1), Stored(Payment(), 2), Stored(Refund(), 11)};
+    const std::vector<Event> stored{AsStored(Created(), 1), AsStored(Payment(), 2),
+                                    AsStored(Refund(), 11)};
     Event same = Refund();
     same.currency.clear();
     const Decision duplicate = Decide(stored, same);
@@ -235,7 +192,8 @@ TEST(Decide, RefundWithADifferentFingerprintIsConflict) {
         {"amount", [](Event& e) { e.amount = 600; }},
         {"currency", [](Event& e) { e.currency = "USD"; }},
     };
-    const std::vector<Event> stored{Created(1), Stored(Payment(), 2), Stored(Refund(), 11)};
+    const std::vector<Event> stored{AsStored(Created(), 1), AsStored(Payment(), 2),
+                                    AsStored(Refund(), 11)};
     for (const auto& c : cases) {
         SCOPED_TRACE(c.name);
         Event delivered = Refund();
@@ -282,7 +240,7 @@ TEST(Decide, DeliveriesThatDisagreeWithTheOrderAreMismatch) {
              return e;
          }()},
     };
-    const std::vector<Event> stored{Created(1)};
+    const std::vector<Event> stored{AsStored(Created(), 1)};
     for (const auto& c : cases) {
         SCOPED_TRACE(c.name);
         const Decision decision = Decide(stored, c.delivered);
@@ -293,7 +251,7 @@ TEST(Decide, DeliveriesThatDisagreeWithTheOrderAreMismatch) {
 }
 
 TEST(Decide, RefundUpToTheOrderAmountIsAppended) {
-    const std::vector<Event> stored{Created(1), Stored(Payment(), 2)};
+    const std::vector<Event> stored{AsStored(Created(), 1), AsStored(Payment(), 2)};
     for (const std::int64_t amount : {std::int64_t{1}, kOrderAmount - 1, kOrderAmount}) {
         SCOPED_TRACE(amount);
         Event refund = Refund();
@@ -305,7 +263,7 @@ TEST(Decide, RefundUpToTheOrderAmountIsAppended) {
 }
 
 TEST(Decide, RefundBeforeAnyPaymentIsAppendedForTheProjectionToFlag) {
-    const std::vector<Event> stored{Created(1)};
+    const std::vector<Event> stored{AsStored(Created(), 1)};
     EXPECT_EQ(Decide(stored, Refund()).outcome, Outcome::kAppended);
 }
 
@@ -325,7 +283,7 @@ TEST(Decide, RefundClaimsThatDisagreeWithTheOrderOrItsPaymentAreMismatch) {
         {"right payment, another total",
          {.order_amount = 500, .payment_transaction_id = "4200000001"}},
     };
-    const std::vector<Event> stored{Created(1), Stored(Payment(), 2)};
+    const std::vector<Event> stored{AsStored(Created(), 1), AsStored(Payment(), 2)};
     for (const auto& c : cases) {
         SCOPED_TRACE(c.name);
         const Decision decision = Decide(stored, Refund(), c.claims);
@@ -337,7 +295,7 @@ TEST(Decide, RefundClaimsThatDisagreeWithTheOrderOrItsPaymentAreMismatch) {
 }
 
 TEST(Decide, RefundClaimsThatAgreeOrAreAbsentAreAppended) {
-    const std::vector<Event> stored{Created(1), Stored(Payment(), 2)};
+    const std::vector<Event> stored{AsStored(Created(), 1), AsStored(Payment(), 2)};
     for (const Claims& claims :
          {Claims{}, Claims{.order_amount = kOrderAmount},
           Claims{.payment_transaction_id = "4200000001"},
@@ -349,7 +307,7 @@ TEST(Decide, RefundClaimsThatAgreeOrAreAbsentAreAppended) {
 // "when the order has one": before its payment, a refund's transaction id has nothing to be
 // compared with; the total is still the order's.
 TEST(Decide, RefundTransactionClaimIsCheckedOnlyOnceTheOrderHasAPayment) {
-    const std::vector<Event> unpaid{Created(1)};
+    const std::vector<Event> unpaid{AsStored(Created(), 1)};
     EXPECT_EQ(Decide(unpaid, Refund(), {.payment_transaction_id = "4200000002"}).outcome,
               Outcome::kAppended);
     EXPECT_EQ(Decide(unpaid, Refund(), {.order_amount = kOrderAmount + 1}).outcome,
@@ -359,19 +317,20 @@ TEST(Decide, RefundTransactionClaimIsCheckedOnlyOnceTheOrderHasAPayment) {
 // The claims belong to refunds: a payment or close carries none, and the refund's own amount
 // rule still comes first.
 TEST(Decide, ClaimsAreCheckedForRefundsOnlyAfterTheRefundsOwnRules) {
-    const std::vector<Event> stored{Created(1), Stored(Payment(), 2)};
+    const std::vector<Event> stored{AsStored(Created(), 1), AsStored(Payment(), 2)};
     Event excessive = Refund();
     excessive.amount = kOrderAmount + 1;
     const Decision decision = Decide(stored, excessive, {.order_amount = 1});
     EXPECT_EQ(decision.outcome, Outcome::kMismatch);
     EXPECT_NE(decision.message.find("exceeds"), std::string::npos) << decision.message;
-    const std::vector<Event> created{Created(1)};
+    const std::vector<Event> created{AsStored(Created(), 1)};
     EXPECT_EQ(Decide(created, Payment(), {.order_amount = 1}).outcome, Outcome::kAppended);
 }
 
 // A resend of a recorded refund stays a duplicate: the fingerprint decides first.
 TEST(Decide, StoredRefundIsJudgedByFingerprintBeforeClaims) {
-    const std::vector<Event> stored{Created(1), Stored(Payment(), 2), Stored(Refund(), 3)};
+    const std::vector<Event> stored{AsStored(Created(), 1), AsStored(Payment(), 2),
+                                    AsStored(Refund(), 3)};
     EXPECT_EQ(Decide(stored, Refund(), {.order_amount = 1}).outcome, Outcome::kDuplicate);
     Event other = Refund();
     other.transaction_id = "50300002";
@@ -379,7 +338,7 @@ TEST(Decide, StoredRefundIsJudgedByFingerprintBeforeClaims) {
 }
 
 TEST(Decide, StoredEventsOfAnotherOrderThrowInvariantError) {
-    Event other = Created(1);
+    Event other = AsStored(Created(), 1);
     other.out_trade_no = "ORD-2";
     const std::vector<Event> stored{other};
     EXPECT_THROW((void)Decide(stored, Payment()), InvariantError);

@@ -18,52 +18,21 @@
 
 #include "projections/assert.hpp"
 #include "projections/event.hpp"
+#include "tests/projections/order_events.hpp"
 
 namespace payledger::projections {
 namespace {
 
-constexpr std::int64_t kOrderAmount = 1999;
-constexpr std::int64_t kRefundAmount = 500;
+using testing::AsStored;
+using testing::kOrderAmount;
+using testing::kRefundAmount;
 
-Event Created(std::int64_t seq = 1) {
-    return {.seq = seq,
-            .out_trade_no = "ORD-1",
-            .event_type = EventType::kOrderCreated,
-            .source = Source::kApi,
-            .account_id = "acct-1",
-            .amount = kOrderAmount,
-            .currency = "CNY"};
-}
-
-Event Payment(std::int64_t seq = 2) {
-    return {.seq = seq,
-            .out_trade_no = "ORD-1",
-            .event_type = EventType::kPaymentSucceeded,
-            .source = Source::kWechatV3,
-            .account_id = "acct-1",
-            .amount = kOrderAmount,
-            .currency = "CNY",
-            .transaction_id = "4200000001"};
-}
-
-Event Close(std::int64_t seq = 3) {
-    return {.seq = seq,
-            .out_trade_no = "ORD-1",
-            .event_type = EventType::kPaymentClosed,
-            .source = Source::kAlipay,
-            .account_id = "acct-1"};
-}
-
-Event Refund(std::int64_t seq = 4) {
-    return {.seq = seq,
-            .out_trade_no = "ORD-1",
-            .event_type = EventType::kRefundSucceeded,
-            .source = Source::kGeneric,
-            .account_id = "acct-1",
-            .amount = kRefundAmount,
-            .currency = "CNY",
-            .transaction_id = "50300001"};
-}
+// ORD-1's events as the ledger holds them, each at the seq a test names (by default in the order
+// they are usually appended: created 1, paid 2, closed 3, refunded 4).
+Event Created(std::int64_t seq = 1) { return AsStored(testing::Created(), seq); }
+Event Payment(std::int64_t seq = 2) { return AsStored(testing::Payment(), seq); }
+Event Close(std::int64_t seq = 3) { return AsStored(testing::Close(), seq); }
+Event Refund(std::int64_t seq = 4) { return AsStored(testing::Refund(), seq); }
 
 // The row every set shares: the ORDER_CREATED fields.
 OrderRow BaseRow() {

@@ -14,6 +14,7 @@
 #include "projections/event.hpp"
 #include "projections/order_fold.hpp"
 #include "projections/plan.hpp"
+#include "tests/projections/order_events.hpp"
 
 namespace payledger::testing {
 
@@ -50,14 +51,7 @@ inline std::map<projections::BalanceKey, std::int64_t> BalancesFromScratch(
     return balances;
 }
 
-// The orders and deliveries the tests and the fuzz target draw from.
-struct OrderSpec {
-    std::string key;
-    std::string account;
-    std::string currency;
-    std::int64_t amount;
-};
-
+// The orders the tests and the fuzz target draw from.
 inline const std::vector<OrderSpec>& Orders() {
     // A and B share an account (their deltas add up); C has its own account and currency.
     static const std::vector<OrderSpec> orders = {
@@ -66,45 +60,6 @@ inline const std::vector<OrderSpec>& Orders() {
         {"ORD-C", "acct-2", "USD", 777},
     };
     return orders;
-}
-
-inline projections::Event Created(const OrderSpec& order) {
-    return {.out_trade_no = order.key,
-            .event_type = projections::EventType::kOrderCreated,
-            .source = projections::Source::kApi,
-            .account_id = order.account,
-            .amount = order.amount,
-            .currency = order.currency,
-            .occurred_at = 1'000'000};
-}
-
-inline projections::Event Payment(const OrderSpec& order, const std::string& transaction_id,
-                                  std::int64_t amount) {
-    return {.out_trade_no = order.key,
-            .event_type = projections::EventType::kPaymentSucceeded,
-            .source = projections::Source::kGeneric,
-            .amount = amount,
-            .currency = order.currency,
-            .transaction_id = transaction_id,
-            .occurred_at = 2'000'000};
-}
-
-inline projections::Event Close(const OrderSpec& order) {
-    return {.out_trade_no = order.key,
-            .event_type = projections::EventType::kPaymentClosed,
-            .source = projections::Source::kGeneric,
-            .occurred_at = 3'000'000};
-}
-
-inline projections::Event Refund(const OrderSpec& order, const std::string& refund_id,
-                                 std::int64_t amount) {
-    return {.out_trade_no = order.key,
-            .event_type = projections::EventType::kRefundSucceeded,
-            .source = projections::Source::kGeneric,
-            .amount = amount,
-            .currency = order.currency,
-            .transaction_id = refund_id,
-            .occurred_at = 4'000'000};
 }
 
 inline PlanCase Deliver(projections::Event event, projections::Claims claims = {}) {
