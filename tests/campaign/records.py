@@ -55,10 +55,9 @@ class Delivery(Record):
 
 
 @dataclasses.dataclass
-class PlatformNotice(Record):
-    """A payment, refund or close the platform's own ledger took (its daily statement shows
-    it), whatever became of the notice."""
-    kind: ClassVar[str] = "platform"
+class PlatformRequest(Record):
+    """What the workload asked of the platform's side, and its answer: the fields of
+    PlatformNotice and SimulatorPayment (the checker tells them apart by their type)."""
     out_trade_no: str = ""
     op: str = ""
     channel: str = ""
@@ -71,20 +70,18 @@ class PlatformNotice(Record):
 
 
 @dataclasses.dataclass
-class SimulatorPayment(Record):
+class PlatformNotice(PlatformRequest):
+    """A payment, refund or close the platform's own ledger took (its daily statement shows
+    it), whatever became of the notice."""
+    kind: ClassVar[str] = "platform"
+
+
+@dataclasses.dataclass
+class SimulatorPayment(PlatformRequest):
     """A payment the platform simulator took (POST /simulate/pay) and never notifies: only
     asking the platform finds it."""
     kind: ClassVar[str] = "simulator"
-    out_trade_no: str = ""
-    op: str = ""
-    channel: str = ""
     query: Optional[str] = None
-    status: Optional[int] = None
-    result: str = ""
-    t0: float = 0.0
-    event_type: Optional[str] = None
-    fingerprint: Optional[tuple] = None
-    body: str = ""
 
 
 @dataclasses.dataclass
